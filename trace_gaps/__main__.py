@@ -1,0 +1,5 @@
+"""`python -m trace_gaps`."""
+
+from trace_gaps.cli import app
+
+app()

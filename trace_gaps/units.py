@@ -1,0 +1,31 @@
+"""Time units: everything inside is integer nanoseconds; other units exist only at the edges."""
+
+from typing import TypeAlias
+
+Ns: TypeAlias = int
+
+NS_PER_US = 1_000
+NS_PER_MS = 1_000_000
+NS_PER_S = 1_000_000_000
+
+
+def us_to_ns(us: float) -> Ns:
+    """Convert a user-given microsecond value to integer nanoseconds."""
+    return round(us * NS_PER_US)
+
+
+def format_duration(ns: float) -> str:
+    """Format a duration for people: 850 ns, 12.3 µs, 4.40 ms, 1.25 s."""
+    magnitude = abs(ns)
+    if magnitude < NS_PER_US:
+        return f"{ns:.0f} ns"
+    if magnitude < NS_PER_MS:
+        return f"{ns / NS_PER_US:.1f} µs"
+    if magnitude < NS_PER_S:
+        return f"{ns / NS_PER_MS:.2f} ms"
+    return f"{ns / NS_PER_S:.2f} s"
+
+
+def format_ms(ns: float) -> str:
+    """Format a duration in milliseconds with two decimals (table cells)."""
+    return f"{ns / NS_PER_MS:.2f}"
