@@ -1,0 +1,177 @@
+"""The in-memory model of an export: column names, dtypes, and the Trace that carries them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+
+import pandas as pd
+
+# Columns shared by every timed frame.
+START_NS = "start_ns"
+END_NS = "end_ns"
+PID = "pid"
+GLOBAL_TID = "global_tid"
+CORRELATION_ID = "correlation_id"
+NAME = "name"
+
+# GPU ops (kernels, memcpys, memsets, graph-level graph replays).
+DEVICE_ID = "device_id"
+STREAM_ID = "stream_id"
+OP_KIND = "kind"
+GRAPH_NODE_ID = "graph_node_id"
+
+# CUDA API calls.
+EVENT_CLASS = "event_class"
+CALL_CATEGORY = "category"
+
+# NVTX ranges.
+END_GLOBAL_TID = "end_global_tid"
+DOMAIN_ID = "domain_id"
+EVENT_TYPE = "event_type"
+
+# Threads and processes.
+TID = "tid"
+
+NS_DTYPE = "int64"
+
+GPU_OP_COLUMNS: dict[str, str] = {
+    START_NS: NS_DTYPE,
+    END_NS: NS_DTYPE,
+    PID: "int64",
+    DEVICE_ID: "int64",
+    STREAM_ID: "int64",
+    CORRELATION_ID: "int64",
+    GRAPH_NODE_ID: "int64",
+    OP_KIND: "category",
+    NAME: "category",
+}
+
+API_CALL_COLUMNS: dict[str, str] = {
+    START_NS: NS_DTYPE,
+    END_NS: NS_DTYPE,
+    PID: "int64",
+    GLOBAL_TID: "int64",
+    CORRELATION_ID: "int64",
+    NAME: "category",
+    CALL_CATEGORY: "category",
+}
+
+NVTX_RANGE_COLUMNS: dict[str, str] = {
+    START_NS: NS_DTYPE,
+    END_NS: NS_DTYPE,
+    PID: "int64",
+    GLOBAL_TID: "int64",
+    END_GLOBAL_TID: "int64",
+    DOMAIN_ID: "int64",
+    EVENT_TYPE: "int64",
+    NAME: "object",
+}
+
+THREAD_COLUMNS: dict[str, str] = {
+    GLOBAL_TID: "int64",
+    PID: "int64",
+    TID: "int64",
+    NAME: "object",
+}
+
+OVERHEAD_COLUMNS: dict[str, str] = {
+    START_NS: NS_DTYPE,
+    END_NS: NS_DTYPE,
+    GLOBAL_TID: "int64",
+    NAME: "object",
+}
+
+
+class OpKind(StrEnum):
+    """What a GPU op is."""
+
+    KERNEL = "kernel"
+    MEMCPY = "memcpy"
+    MEMSET = "memset"
+    GRAPH = "graph"  # one graph-level replay row (--cuda-graph-trace=graph)
+
+
+class CallCategory(StrEnum):
+    """What a CUDA API call does, as far as the ledger and the launch tables care."""
+
+    LAUNCH_KERNEL = "launch_kernel"
+    LAUNCH_GRAPH = "launch_graph"
+    LAUNCH_MEMCPY = "launch_memcpy"
+    LAUNCH_MEMSET = "launch_memset"
+    SYNC = "sync"
+    MODULE_LOAD = "module_load"
+    ALLOC = "alloc"
+    GRAPH_SETUP = "graph_setup"
+    OTHER = "other"
+
+
+LAUNCH_CATEGORIES = (
+    CallCategory.LAUNCH_KERNEL,
+    CallCategory.LAUNCH_GRAPH,
+    CallCategory.LAUNCH_MEMCPY,
+    CallCategory.LAUNCH_MEMSET,
+)
+
+# Work that should not appear inside a steady-state step.
+UNEXPECTED_CATEGORIES = (CallCategory.MODULE_LOAD, CallCategory.ALLOC, CallCategory.GRAPH_SETUP)
+
+
+class GraphTraceMode(StrEnum):
+    """How the capture recorded CUDA graph replays (--cuda-graph-trace)."""
+
+    NODE = "node"
+    GRAPH = "graph"
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True, slots=True)
+class GpuInfo:
+    """One GPU of the capture (TARGET_INFO_GPU)."""
+
+    device_id: int
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class ExportInfo:
+    """Facts about the export file itself, and counts of rows the loader set aside."""
+
+    path: Path
+    size_bytes: int
+    nsys_version: str | None
+    schema_version: str | None
+    tables: tuple[str, ...]
+    graph_trace_mode: GraphTraceMode
+    capture_settings: tuple[tuple[str, str], ...]
+    gpus: tuple[GpuInfo, ...]
+    untimed_events: int = 0
+    unclosed_ranges: int = 0
+    graph_capture_events: int = 0
+    sync_rows: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Trace:
+    """Everything the analysis reads from one export, as frames with model columns."""
+
+    info: ExportInfo
+    gpu_ops: pd.DataFrame
+    api_calls: pd.DataFrame
+    nvtx_ranges: pd.DataFrame
+    threads: pd.DataFrame
+    processes: dict[int, str] = field(default_factory=dict)
+    overhead: pd.DataFrame = field(default_factory=pd.DataFrame)
+
+
+def require_columns(frame: pd.DataFrame, columns: dict[str, str]) -> None:
+    """Raise ValueError when a frame lacks a model column: a wrong frame is our bug."""
+    missing = [name for name in columns if name not in frame.columns]
+    if missing:
+        raise ValueError(f"frame lacks columns {missing}; has {list(frame.columns)}")
+
+
+def empty_frame(columns: dict[str, str]) -> pd.DataFrame:
+    """An empty frame with the model's columns and dtypes."""
+    return pd.DataFrame({name: pd.Series(dtype=dtype) for name, dtype in columns.items()})

@@ -1,0 +1,1 @@
+"""Everything that knows the Nsight Systems export format."""

@@ -1,0 +1,55 @@
+"""CUDA API names: strip nsys's version suffix and sort each call into a CallCategory."""
+
+import re
+
+from trace_gaps.model import CallCategory
+
+_VERSION_SUFFIX = re.compile(r"_v\d+$")
+
+# Order matters: the first pattern that matches a (suffix-free) name decides.
+_CATEGORY_PATTERNS: tuple[tuple[CallCategory, re.Pattern[str]], ...] = (
+    (CallCategory.LAUNCH_GRAPH, re.compile(r"^(cudaGraphLaunch|cuGraphLaunch)")),
+    (
+        CallCategory.LAUNCH_KERNEL,
+        re.compile(r"^(cudaLaunchKernel|cudaLaunchCooperativeKernel|cuLaunchKernel|cuLaunchCooperativeKernel)"),
+    ),
+    (CallCategory.LAUNCH_MEMCPY, re.compile(r"^(cudaMemcpy\w*Async|cuMemcpy\w*Async)")),
+    (CallCategory.LAUNCH_MEMSET, re.compile(r"^(cudaMemset\w*Async|cuMemset\w*Async)")),
+    (
+        CallCategory.SYNC,
+        re.compile(
+            r"^(cuda\w*Synchronize|cu\w*Synchronize|cudaStreamWaitEvent|cuStreamWaitEvent"
+            r"|cudaStreamQuery|cuStreamQuery|cudaEventQuery|cuEventQuery"
+            r"|cudaMemcpy|cuMemcpy|cudaMemset|cuMemset)"
+        ),
+    ),
+    (
+        CallCategory.MODULE_LOAD,
+        re.compile(r"^(cuModuleLoad|cuLibraryLoad|cuModuleGetFunction|cuLibraryGetKernel"
+                   r"|cudaGetFuncBySymbol|cuKernelGetFunction|cuLinkComplete|nvrtc)"),
+    ),
+    (
+        CallCategory.ALLOC,
+        re.compile(r"^(cudaMalloc|cuMemAlloc|cudaHostAlloc|cuMemHostAlloc|cuMemCreate"
+                   r"|cudaMallocAsync|cuMemAllocAsync)"),
+    ),
+    (
+        CallCategory.GRAPH_SETUP,
+        re.compile(r"^(cudaStreamBeginCapture|cudaStreamEndCapture|cudaGraphInstantiate"
+                   r"|cuGraphInstantiate|cuStreamBeginCapture|cuStreamEndCapture"
+                   r"|cudaGraphUpload|cuGraphUpload|cudaGraphExecUpdate|cuGraphExecUpdate)"),
+    ),
+)
+
+
+def strip_version_suffix(name: str) -> str:
+    """Drop the `_vNNNN` suffix nsys appends to API names (any number of digits)."""
+    return _VERSION_SUFFIX.sub("", name)
+
+
+def classify_call(name: str) -> CallCategory:
+    """Categorise one suffix-free CUDA runtime or driver API name."""
+    for category, pattern in _CATEGORY_PATTERNS:
+        if pattern.match(name):
+            return category
+    return CallCategory.OTHER

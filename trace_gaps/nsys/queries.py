@@ -1,0 +1,152 @@
+"""Every SQL statement run against an export, and the tables each one needs.
+
+Queries select explicit columns aliased to model names, so nsys's camelCase stops here.
+Process ids come from the serialized ids: globalTid = (vm << 48) | (pid << 24) | tid.
+"""
+
+TABLES = "SELECT name FROM sqlite_master WHERE type = 'table'"
+TABLE_COLUMNS = "SELECT name FROM pragma_table_info(?)"
+
+KERNEL_TABLE = "CUPTI_ACTIVITY_KIND_KERNEL"
+MEMCPY_TABLE = "CUPTI_ACTIVITY_KIND_MEMCPY"
+MEMSET_TABLE = "CUPTI_ACTIVITY_KIND_MEMSET"
+GRAPH_TRACE_TABLE = "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"
+RUNTIME_TABLE = "CUPTI_ACTIVITY_KIND_RUNTIME"
+SYNC_TABLE = "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"
+NVTX_TABLE = "NVTX_EVENTS"
+STRING_TABLE = "StringIds"
+THREAD_TABLE = "ThreadNames"
+PROCESS_TABLE = "PROCESSES"
+GPU_TABLE = "TARGET_INFO_GPU"
+EXPORT_META_TABLES = ("META_DATA_EXPORT", "EXPORT_META_DATA")
+CAPTURE_META_TABLE = "META_DATA_CAPTURE"
+GRAPH_EVENTS_TABLE = "CUDA_GRAPH_EVENTS"
+OVERHEAD_TABLE = "PROFILER_OVERHEAD"
+
+# Kernel names come back as ids; KERNEL_NAMES resolves only the ids in use.
+KERNELS = """
+SELECT start AS start_ns, "end" AS end_ns, (globalPid >> 24) & 16777215 AS pid,
+       deviceId AS device_id, streamId AS stream_id,
+       COALESCE(correlationId, -1) AS correlation_id,
+       COALESCE(graphNodeId, -1) AS graph_node_id, shortName AS name_id
+FROM CUPTI_ACTIVITY_KIND_KERNEL
+"""
+
+# Exports older than graph-node tracing have no graphNodeId column.
+KERNELS_WITHOUT_GRAPH_NODES = """
+SELECT start AS start_ns, "end" AS end_ns, (globalPid >> 24) & 16777215 AS pid,
+       deviceId AS device_id, streamId AS stream_id,
+       COALESCE(correlationId, -1) AS correlation_id,
+       -1 AS graph_node_id, shortName AS name_id
+FROM CUPTI_ACTIVITY_KIND_KERNEL
+"""
+
+KERNEL_NAMES = """
+SELECT id AS name_id, value AS name FROM StringIds
+WHERE id IN (SELECT DISTINCT shortName FROM CUPTI_ACTIVITY_KIND_KERNEL)
+"""
+
+# copyKind follows ENUM_CUDA_MEMCPY_OPER.
+MEMCPYS = """
+SELECT start AS start_ns, "end" AS end_ns, (globalPid >> 24) & 16777215 AS pid,
+       deviceId AS device_id, streamId AS stream_id,
+       COALESCE(correlationId, -1) AS correlation_id, -1 AS graph_node_id,
+       CASE copyKind WHEN 1 THEN 'memcpy HtoD' WHEN 2 THEN 'memcpy DtoH'
+                     WHEN 8 THEN 'memcpy DtoD' WHEN 10 THEN 'memcpy PtoP'
+                     ELSE 'memcpy' END AS name
+FROM CUPTI_ACTIVITY_KIND_MEMCPY
+"""
+
+MEMSETS = """
+SELECT start AS start_ns, "end" AS end_ns, (globalPid >> 24) & 16777215 AS pid,
+       deviceId AS device_id, streamId AS stream_id,
+       COALESCE(correlationId, -1) AS correlation_id, -1 AS graph_node_id,
+       'memset' AS name
+FROM CUPTI_ACTIVITY_KIND_MEMSET
+"""
+
+GRAPH_TRACES = """
+SELECT start AS start_ns, "end" AS end_ns, (globalPid >> 24) & 16777215 AS pid,
+       deviceId AS device_id, streamId AS stream_id,
+       COALESCE(correlationId, -1) AS correlation_id, -1 AS graph_node_id,
+       'graph ' || COALESCE(graphId, '?') AS name
+FROM CUPTI_ACTIVITY_KIND_GRAPH_TRACE
+"""
+
+RUNTIME_CALLS = """
+SELECT start AS start_ns, "end" AS end_ns, (globalTid >> 24) & 16777215 AS pid,
+       globalTid AS global_tid, COALESCE(correlationId, -1) AS correlation_id,
+       nameId AS name_id
+FROM CUPTI_ACTIVITY_KIND_RUNTIME
+"""
+
+RUNTIME_NAMES = """
+SELECT id AS name_id, value AS name FROM StringIds
+WHERE id IN (SELECT DISTINCT nameId FROM CUPTI_ACTIVITY_KIND_RUNTIME)
+"""
+
+# Push/pop (59) and start/end (60) ranges. Unclosed ranges (NULL end) are counted, not loaded.
+NVTX_RANGES = """
+SELECT e.start AS start_ns, e."end" AS end_ns, (e.globalTid >> 24) & 16777215 AS pid,
+       e.globalTid AS global_tid, COALESCE(e.endGlobalTid, -1) AS end_global_tid,
+       COALESCE(e.domainId, 0) AS domain_id, e.eventType AS event_type,
+       COALESCE(e.text, s.value, '') AS name
+FROM NVTX_EVENTS AS e LEFT JOIN StringIds AS s ON s.id = e.textId
+WHERE e.eventType IN (59, 60) AND e."end" IS NOT NULL
+"""
+
+# Exports without textId keep every name inline.
+NVTX_RANGES_TEXT_ONLY = """
+SELECT start AS start_ns, "end" AS end_ns, (globalTid >> 24) & 16777215 AS pid,
+       globalTid AS global_tid, COALESCE(endGlobalTid, -1) AS end_global_tid,
+       COALESCE(domainId, 0) AS domain_id, eventType AS event_type,
+       COALESCE(text, '') AS name
+FROM NVTX_EVENTS
+WHERE eventType IN (59, 60) AND "end" IS NOT NULL
+"""
+
+UNCLOSED_NVTX_RANGES = """
+SELECT COUNT(*) FROM NVTX_EVENTS WHERE eventType IN (59, 60) AND "end" IS NULL
+"""
+
+THREADS = """
+SELECT t.globalTid AS global_tid, (t.globalTid >> 24) & 16777215 AS pid,
+       t.globalTid & 16777215 AS tid, COALESCE(s.value, '') AS name
+FROM ThreadNames AS t LEFT JOIN StringIds AS s ON s.id = t.nameId
+"""
+
+PROCESSES = "SELECT pid AS pid, name AS name FROM PROCESSES"
+
+GPUS = "SELECT id AS device_id, name AS name FROM TARGET_INFO_GPU ORDER BY id"
+
+EXPORT_META = {
+    "META_DATA_EXPORT": "SELECT name, value FROM META_DATA_EXPORT",
+    "EXPORT_META_DATA": "SELECT name, value FROM EXPORT_META_DATA",
+}
+
+CAPTURE_META = "SELECT name, value FROM META_DATA_CAPTURE"
+
+GRAPH_EVENT_COUNT = "SELECT COUNT(*) FROM CUDA_GRAPH_EVENTS"
+
+SYNC_COUNT = "SELECT COUNT(*) FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"
+
+PROFILER_OVERHEAD = """
+SELECT o.start AS start_ns, o."end" AS end_ns, o.globalTid AS global_tid,
+       COALESCE(s.value, '') AS name
+FROM PROFILER_OVERHEAD AS o LEFT JOIN StringIds AS s ON s.id = o.nameId
+WHERE o.start IS NOT NULL AND o."end" IS NOT NULL AND o.globalTid IS NOT NULL
+"""
+
+# Row counts for `trace-gaps info`, one statement per table it reports on.
+ROW_COUNTS = {
+    "CUPTI_ACTIVITY_KIND_KERNEL": "SELECT COUNT(*) FROM CUPTI_ACTIVITY_KIND_KERNEL",
+    "CUPTI_ACTIVITY_KIND_MEMCPY": "SELECT COUNT(*) FROM CUPTI_ACTIVITY_KIND_MEMCPY",
+    "CUPTI_ACTIVITY_KIND_MEMSET": "SELECT COUNT(*) FROM CUPTI_ACTIVITY_KIND_MEMSET",
+    "CUPTI_ACTIVITY_KIND_GRAPH_TRACE": "SELECT COUNT(*) FROM CUPTI_ACTIVITY_KIND_GRAPH_TRACE",
+    "CUPTI_ACTIVITY_KIND_RUNTIME": "SELECT COUNT(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME",
+    "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION": "SELECT COUNT(*) FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",
+    "NVTX_EVENTS": "SELECT COUNT(*) FROM NVTX_EVENTS",
+    "CUDA_GRAPH_EVENTS": "SELECT COUNT(*) FROM CUDA_GRAPH_EVENTS",
+    "PROFILER_OVERHEAD": "SELECT COUNT(*) FROM PROFILER_OVERHEAD",
+    "ThreadNames": "SELECT COUNT(*) FROM ThreadNames",
+}
