@@ -1,0 +1,238 @@
+"""ExportBuilder: write small Nsight Systems exports in code, with the tables and columns we read.
+
+Times are integer ns. Threads are given as (pid, tid); the builder encodes
+globalTid = (pid << 24) | tid and globalPid = pid << 24 as nsys does.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+
+SCHEMA = {
+    "StringIds": "id INTEGER PRIMARY KEY, value TEXT NOT NULL",
+    "ThreadNames": "nameId INTEGER, priority INTEGER, globalTid INTEGER",
+    "PROCESSES": "globalPid INTEGER, pid INTEGER, name TEXT",
+    "TARGET_INFO_GPU": "vmId INTEGER, id INTEGER, name TEXT",
+    "META_DATA_EXPORT": "name TEXT NOT NULL, value TEXT",
+    "META_DATA_CAPTURE": "name TEXT NOT NULL, value TEXT",
+    "CUPTI_ACTIVITY_KIND_KERNEL": (
+        "start INTEGER NOT NULL, end INTEGER NOT NULL, deviceId INTEGER NOT NULL, "
+        "contextId INTEGER, streamId INTEGER NOT NULL, correlationId INTEGER, globalPid INTEGER, "
+        "demangledName INTEGER NOT NULL, shortName INTEGER NOT NULL, graphNodeId INTEGER"
+    ),
+    "CUPTI_ACTIVITY_KIND_MEMCPY": (
+        "start INTEGER NOT NULL, end INTEGER NOT NULL, deviceId INTEGER NOT NULL, "
+        "contextId INTEGER, streamId INTEGER NOT NULL, correlationId INTEGER, globalPid INTEGER, "
+        "bytes INTEGER, copyKind INTEGER"
+    ),
+    "CUPTI_ACTIVITY_KIND_MEMSET": (
+        "start INTEGER NOT NULL, end INTEGER NOT NULL, deviceId INTEGER NOT NULL, "
+        "contextId INTEGER, streamId INTEGER NOT NULL, correlationId INTEGER, globalPid INTEGER, "
+        "value INTEGER, bytes INTEGER"
+    ),
+    "CUPTI_ACTIVITY_KIND_GRAPH_TRACE": (
+        "start INTEGER NOT NULL, end INTEGER NOT NULL, deviceId INTEGER NOT NULL, "
+        "contextId INTEGER, streamId INTEGER NOT NULL, correlationId INTEGER, globalPid INTEGER, "
+        "graphId INTEGER, graphExecId INTEGER"
+    ),
+    "CUPTI_ACTIVITY_KIND_RUNTIME": (
+        "start INTEGER NOT NULL, end INTEGER NOT NULL, eventClass INTEGER NOT NULL, "
+        "globalTid INTEGER, correlationId INTEGER, nameId INTEGER NOT NULL, "
+        "returnValue INTEGER NOT NULL, callchainId INTEGER"
+    ),
+    "NVTX_EVENTS": (
+        "start INTEGER NOT NULL, end INTEGER, eventType INTEGER NOT NULL, rangeId INTEGER, "
+        "category INTEGER, color INTEGER, text TEXT, globalTid INTEGER, endGlobalTid INTEGER, "
+        "textId INTEGER, domainId INTEGER"
+    ),
+    "CUDA_GRAPH_EVENTS": (
+        "start INTEGER NOT NULL, end INTEGER, eventClass INTEGER, globalTid INTEGER, "
+        "nameId INTEGER, graphId INTEGER, originalGraphId INTEGER, graphExecId INTEGER"
+    ),
+    "PROFILER_OVERHEAD": "start INTEGER, end INTEGER, globalTid INTEGER, nameId INTEGER",
+}
+
+# Tables every export has; the others appear only when the builder writes rows to them.
+ALWAYS = ("StringIds", "ThreadNames", "PROCESSES", "TARGET_INFO_GPU", "META_DATA_EXPORT")
+
+PID = 100
+TID = 100
+
+
+def global_tid(pid: int, tid: int) -> int:
+    """nsys's serialized thread id."""
+    return (pid << 24) | tid
+
+
+@dataclass
+class ExportBuilder:
+    """Accumulate rows, then write() them as an export file under `directory`."""
+
+    directory: Path
+    rows: dict[str, list[tuple[object, ...]]] = field(default_factory=dict)
+    strings: dict[str, int] = field(default_factory=dict)
+    next_correlation: int = 1
+    omit: set[str] = field(default_factory=set)
+
+    def string(self, value: str) -> int:
+        """The StringIds id of a value, added on first use."""
+        if value not in self.strings:
+            self.strings[value] = len(self.strings) + 1
+        return self.strings[value]
+
+    def _add(self, table: str, row: tuple[object, ...]) -> ExportBuilder:
+        self.rows.setdefault(table, []).append(row)
+        return self
+
+    def range(
+        self,
+        name: str,
+        start_ns: int,
+        end_ns: int | None,
+        *,
+        pid: int = PID,
+        tid: int = TID,
+        domain_id: int = 0,
+        event_type: int = 59,
+        end_tid: int | None = None,
+        inline_text: bool = False,
+    ) -> ExportBuilder:
+        """An NVTX push/pop range (eventType 59), or start/end (60) with event_type=60."""
+        text, text_id = (name, None) if inline_text else (None, self.string(name))
+        end_global = global_tid(pid, end_tid) if end_tid is not None else None
+        return self._add(
+            "NVTX_EVENTS",
+            (start_ns, end_ns, event_type, None, None, None, text, global_tid(pid, tid), end_global,
+             text_id, domain_id),
+        )
+
+    def call(
+        self,
+        name: str,
+        start_ns: int,
+        end_ns: int,
+        *,
+        pid: int = PID,
+        tid: int = TID,
+        correlation_id: int | None = None,
+    ) -> ExportBuilder:
+        """A CUDA runtime/driver API call (name without the _v suffix; one is added)."""
+        correlation = self._correlation(correlation_id)
+        return self._add(
+            "CUPTI_ACTIVITY_KIND_RUNTIME",
+            (start_ns, end_ns, 0, global_tid(pid, tid), correlation, self.string(f"{name}_v3020"), 0, None),
+        )
+
+    def _correlation(self, correlation_id: int | None) -> int:
+        if correlation_id is None:
+            correlation_id = self.next_correlation
+        self.next_correlation = max(self.next_correlation, correlation_id + 1)
+        return correlation_id
+
+    def kernel(
+        self,
+        name: str,
+        start_ns: int,
+        end_ns: int,
+        *,
+        pid: int = PID,
+        device_id: int = 0,
+        stream_id: int = 7,
+        correlation_id: int = -1,
+        graph_node_id: int | None = None,
+    ) -> ExportBuilder:
+        """A kernel row; correlation_id -1 means no launching call."""
+        name_id = self.string(name)
+        return self._add(
+            "CUPTI_ACTIVITY_KIND_KERNEL",
+            (start_ns, end_ns, device_id, 1, stream_id, correlation_id, pid << 24, name_id, name_id,
+             graph_node_id),
+        )
+
+    def launch(
+        self,
+        name: str,
+        call_start_ns: int,
+        call_end_ns: int,
+        kernel_start_ns: int,
+        kernel_end_ns: int,
+        *,
+        pid: int = PID,
+        tid: int = TID,
+        stream_id: int = 7,
+        api: str = "cudaLaunchKernel",
+    ) -> ExportBuilder:
+        """A launch call and the kernel it launched, joined by a fresh correlation id."""
+        correlation = self._correlation(None)
+        self.call(api, call_start_ns, call_end_ns, pid=pid, tid=tid, correlation_id=correlation)
+        return self.kernel(
+            name, kernel_start_ns, kernel_end_ns, pid=pid, stream_id=stream_id, correlation_id=correlation
+        )
+
+    def memcpy(
+        self, start_ns: int, end_ns: int, *, correlation_id: int, pid: int = PID, copy_kind: int = 2
+    ) -> ExportBuilder:
+        """A memcpy row (copyKind 1 HtoD, 2 DtoH, 8 DtoD)."""
+        return self._add(
+            "CUPTI_ACTIVITY_KIND_MEMCPY", (start_ns, end_ns, 0, 1, 7, correlation_id, pid << 24, 1024, copy_kind)
+        )
+
+    def memset(self, start_ns: int, end_ns: int, *, correlation_id: int, pid: int = PID) -> ExportBuilder:
+        """A memset row."""
+        return self._add("CUPTI_ACTIVITY_KIND_MEMSET", (start_ns, end_ns, 0, 1, 7, correlation_id, pid << 24, 0, 1024))
+
+    def graph_replay(
+        self, start_ns: int, end_ns: int, *, correlation_id: int, pid: int = PID, graph_id: int = 1
+    ) -> ExportBuilder:
+        """A graph-level replay row (--cuda-graph-trace=graph)."""
+        return self._add(
+            "CUPTI_ACTIVITY_KIND_GRAPH_TRACE", (start_ns, end_ns, 0, 1, 7, correlation_id, pid << 24, graph_id, 1)
+        )
+
+    def graph_event(self, start_ns: int, *, pid: int = PID, tid: int = TID, graph_id: int = 1) -> ExportBuilder:
+        """A CUDA_GRAPH_EVENTS row (graph created or captured)."""
+        return self._add(
+            "CUDA_GRAPH_EVENTS", (start_ns, start_ns, 95, global_tid(pid, tid), self.string("graph"), graph_id, None, None)
+        )
+
+    def overhead(self, start_ns: int, end_ns: int, *, pid: int = PID, tid: int = TID) -> ExportBuilder:
+        """A PROFILER_OVERHEAD row."""
+        return self._add("PROFILER_OVERHEAD", (start_ns, end_ns, global_tid(pid, tid), self.string("CUDA profiling data flush")))
+
+    def thread_name(self, name: str, *, pid: int = PID, tid: int = TID) -> ExportBuilder:
+        """A ThreadNames row."""
+        return self._add("ThreadNames", (self.string(name), 0, global_tid(pid, tid)))
+
+    def meta(self, name: str, value: str, *, table: str = "META_DATA_EXPORT") -> ExportBuilder:
+        """A metadata row (META_DATA_EXPORT or META_DATA_CAPTURE)."""
+        return self._add(table, (name, value))
+
+    def without(self, *tables: str) -> ExportBuilder:
+        """Leave these tables out of the file."""
+        self.omit.update(tables)
+        return self
+
+    def write(self, name: str = "run.sqlite") -> Path:
+        """Write the export and return its path."""
+        path = self.directory / name
+        path.unlink(missing_ok=True)
+        connection = sqlite3.connect(path)
+        self.rows.setdefault("META_DATA_EXPORT", []).insert(0, ("EXPORT_PRODUCT_VERSION", "2025.3.1.90"))
+        self.rows.setdefault("PROCESSES", []).append((PID << 24, PID, "python3"))
+        self.rows.setdefault("TARGET_INFO_GPU", []).append((0, 0, "NVIDIA H200"))
+        tables = [t for t in SCHEMA if (t in ALWAYS or self.rows.get(t)) and t not in self.omit]
+        for table in tables:
+            connection.execute(f"CREATE TABLE {table} ({SCHEMA[table]})")
+            rows = self.rows.get(table, [])
+            if rows:
+                marks = ",".join("?" * len(rows[0]))
+                connection.executemany(f"INSERT INTO {table} VALUES ({marks})", rows)
+        if "StringIds" in tables:
+            connection.executemany(
+                "INSERT INTO StringIds VALUES (?, ?)", [(i, v) for v, i in self.strings.items()]
+            )
+        connection.commit()
+        connection.close()
+        return path

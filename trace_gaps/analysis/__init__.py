@@ -1,0 +1,1 @@
+"""Analyses: pure functions from model frames to new frames; no I/O, no printing."""

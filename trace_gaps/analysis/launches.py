@@ -1,0 +1,145 @@
+"""Launch overhead, queue time, host syncs, unexpected work and execution mode per stage."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+import pandas as pd
+
+from trace_gaps.analysis.stages import CALL_START_NS, LAUNCH_CATEGORY, LAUNCH_TID, STAGE
+from trace_gaps.analysis.steps import IS_WARMUP, STEP_ID, step_at
+from trace_gaps.model import (
+    CALL_CATEGORY,
+    CORRELATION_ID,
+    END_NS,
+    GLOBAL_TID,
+    GRAPH_NODE_ID,
+    NAME,
+    PID,
+    START_NS,
+    CallCategory,
+)
+
+
+class ExecutionMode(StrEnum):
+    """How a stage's GPU work reaches the GPU."""
+
+    GRAPH = "graph"  # every op from a graph launch
+    EAGER = "eager"  # no op from a graph launch
+    MIXED = "mixed"
+    NONE = "none"  # no GPU op
+
+
+# Per-stage totals over the analysed steps (divide by the step count for per-step figures).
+STAGE_STAT_COLUMNS = [
+    "kernel_launches",
+    "graph_launches",
+    "memcpy_launches",
+    "memset_launches",
+    "launch_api_ns",
+    "queue_ns",
+    "queued_launches",
+    "syncs",
+    "sync_ns",
+    "module_loads",
+    "module_load_ns",
+    "allocs",
+    "alloc_ns",
+    "graph_setups",
+    "graph_setup_ns",
+    "graph_ops",
+    "eager_ops",
+]
+
+_COUNT_AND_TIME = {
+    CallCategory.LAUNCH_KERNEL: ("kernel_launches", None),
+    CallCategory.LAUNCH_GRAPH: ("graph_launches", None),
+    CallCategory.LAUNCH_MEMCPY: ("memcpy_launches", None),
+    CallCategory.LAUNCH_MEMSET: ("memset_launches", None),
+    CallCategory.SYNC: ("syncs", "sync_ns"),
+    CallCategory.MODULE_LOAD: ("module_loads", "module_load_ns"),
+    CallCategory.ALLOC: ("allocs", "alloc_ns"),
+    CallCategory.GRAPH_SETUP: ("graph_setups", "graph_setup_ns"),
+}
+
+
+def calls_in_analysed_steps(staged_calls: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
+    """The calls made by step threads inside analysed (non-warm-up) steps, with their step id."""
+    analysed = steps[~steps[IS_WARMUP]]
+    ids = step_at(analysed, staged_calls[GLOBAL_TID].to_numpy(), staged_calls[START_NS].to_numpy())
+    return staged_calls.assign(**{STEP_ID: ids})[ids >= 0]
+
+
+def summarise_stages(
+    staged_calls: pd.DataFrame, projected_ops: pd.DataFrame, steps: pd.DataFrame
+) -> pd.DataFrame:
+    """Per (pid, stage): launch, queue, sync and unexpected-work totals over analysed steps.
+
+    Queue time of a launch = its first op's start - the call's end, when positive (nsys's
+    convention); ops are those of the launch's (pid, correlation id).
+    """
+    calls = calls_in_analysed_steps(staged_calls, steps)
+    calls = calls.assign(duration=calls[END_NS] - calls[START_NS])
+    category = calls[CALL_CATEGORY].astype(str)
+    columns: dict[str, pd.Series] = {}
+    keys = [PID, STAGE]
+    for call_category, (count_name, time_name) in _COUNT_AND_TIME.items():
+        chosen = calls[category == call_category.value]
+        columns[count_name] = chosen.groupby(keys).size()
+        if time_name:
+            columns[time_name] = chosen.groupby(keys)["duration"].sum()
+    launches = calls[category.str.startswith("launch")]
+    columns["launch_api_ns"] = launches.groupby(keys)["duration"].sum()
+    first_op = projected_ops.groupby([PID, CORRELATION_ID])[START_NS].min().rename("first_op_ns")
+    launches = launches.join(first_op, on=[PID, CORRELATION_ID])
+    queue = (launches["first_op_ns"] - launches[END_NS]).clip(lower=0).fillna(0)
+    launches = launches.assign(queue=queue, queued=queue > 0)
+    columns["queue_ns"] = launches.groupby(keys)["queue"].sum()
+    columns["queued_launches"] = launches.groupby(keys)["queued"].sum()
+    ops = _ops_in_analysed_steps(projected_ops, steps)
+    from_graph = ops[LAUNCH_CATEGORY] == CallCategory.LAUNCH_GRAPH.value
+    columns["graph_ops"] = ops[from_graph].groupby(keys).size()
+    columns["eager_ops"] = ops[~from_graph].groupby(keys).size()
+    stats = pd.DataFrame(columns)
+    stats = stats.reindex(columns=STAGE_STAT_COLUMNS).fillna(0).astype("int64")
+    stats.index = stats.index.set_names(keys)
+    return stats.reset_index()
+
+
+def execution_mode(graph_ops: int, eager_ops: int) -> ExecutionMode:
+    """Name how a stage's ops were launched."""
+    if graph_ops and eager_ops:
+        return ExecutionMode.MIXED
+    if graph_ops:
+        return ExecutionMode.GRAPH
+    if eager_ops:
+        return ExecutionMode.EAGER
+    return ExecutionMode.NONE
+
+
+def _ops_in_analysed_steps(projected_ops: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
+    """Ops whose launching call started inside an analysed step."""
+    analysed = steps[~steps[IS_WARMUP]]
+    ids = step_at(analysed, projected_ops[LAUNCH_TID].to_numpy(), projected_ops[CALL_START_NS].to_numpy())
+    return projected_ops.assign(**{STEP_ID: ids})[ids >= 0]
+
+
+def top_kernels(projected_ops: pd.DataFrame, steps: pd.DataFrame, *, top: int = 5) -> pd.DataFrame:
+    """Per (pid, stage): the ops with the most GPU time over analysed steps (total ns, count)."""
+    ops = _ops_in_analysed_steps(projected_ops, steps)
+    ops = ops.assign(duration=ops[END_NS] - ops[START_NS], name=ops[NAME].astype(str))
+    grouped = ops.groupby([PID, STAGE, NAME]).agg(total_ns=("duration", "sum"), count=("duration", "size"))
+    grouped = grouped.reset_index().sort_values(
+        [PID, STAGE, "total_ns", NAME], ascending=[True, True, False, True], kind="stable"
+    )
+    return grouped.groupby([PID, STAGE]).head(top).reset_index(drop=True)
+
+
+def ops_per_graph_launch(projected_ops: pd.DataFrame) -> float | None:
+    """Mean number of node-level ops per graph launch, where node-level data exists."""
+    from_graph = projected_ops[projected_ops[LAUNCH_CATEGORY] == CallCategory.LAUNCH_GRAPH.value]
+    nodes = from_graph[from_graph[GRAPH_NODE_ID] >= 0]
+    if nodes.empty:
+        return None
+    return float(len(nodes) / nodes.groupby([PID, CORRELATION_ID]).ngroups)
+

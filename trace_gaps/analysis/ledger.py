@@ -1,0 +1,240 @@
+"""The step ledger: every nanosecond of each step charged to one (stage, busy|idle cause).
+
+Over a step's window, on the device timeline of its process (all its GPUs and streams):
+
+    thread  [stage A ......][stage B ...................]
+    calls     [launch]  [launch]        [sync ......]
+    GPU          [k1 ]      [k2]  idle       idle [k3]
+
+- busy: some op runs; charged to the stage of the running op that started first;
+- idle: no op runs; charged to the stage open on the step's thread, split by what that
+  thread was doing: inside a sync, other API or launch call (in that order of precedence
+  when calls overlap), else queued (an op is launched but has not started), else host.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+import numpy as np
+import pandas as pd
+
+from trace_gaps.analysis.stages import (
+    CALL_END_NS,
+    STAGE,
+    StageMap,
+    ThreadStages,
+    thread_stage_at,
+)
+from trace_gaps.analysis.steps import STEP_ID
+from trace_gaps.model import (
+    CALL_CATEGORY,
+    END_NS,
+    GLOBAL_TID,
+    LAUNCH_CATEGORIES,
+    PID,
+    START_NS,
+    CallCategory,
+)
+
+
+class Bucket(StrEnum):
+    """Whether the GPU was running something."""
+
+    BUSY = "busy"
+    IDLE = "idle"
+
+
+class IdleCause(StrEnum):
+    """What the step's thread was doing while the GPU sat idle."""
+
+    LAUNCH = "launch"
+    SYNC = "sync"
+    QUEUED = "queued"
+    API = "api"
+    HOST = "host"
+
+
+# Cause codes in the segment arrays: 0 is busy, then the idle causes in this order.
+CAUSE_ORDER: tuple[IdleCause, ...] = (
+    IdleCause.LAUNCH,
+    IdleCause.SYNC,
+    IdleCause.QUEUED,
+    IdleCause.API,
+    IdleCause.HOST,
+)
+_BUSY = 0
+_CODE = {cause: code for code, cause in enumerate(CAUSE_ORDER, start=1)}
+
+BUCKET = "bucket"
+CAUSE = "cause"  # "" for busy rows
+DURATION_NS = "duration_ns"
+
+LEDGER_COLUMNS = [STEP_ID, STAGE, BUCKET, CAUSE, DURATION_NS]
+GAP_COLUMNS = [STEP_ID, STAGE, START_NS, END_NS, CAUSE]
+
+_LAUNCH = {c.value for c in LAUNCH_CATEGORIES}
+_SYNC = {CallCategory.SYNC.value}
+
+
+def build_ledger(
+    projected_ops: pd.DataFrame,
+    staged_calls: pd.DataFrame,
+    steps: pd.DataFrame,
+    stage_map: StageMap,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Return (ledger, gaps) for every step.
+
+    ledger: one row per (step, stage, bucket, cause) with its duration; per step the
+    durations sum to the step's wall time exactly. gaps: maximal idle runs within one
+    step and stage, with the cause that covers most of each.
+    """
+    ledgers: list[pd.DataFrame] = []
+    gaps: list[pd.DataFrame] = []
+    for pid, process_steps in steps.groupby(PID):
+        ops = projected_ops[projected_ops[PID] == pid]
+        owned = _owned_intervals(ops)
+        queued = _queued_intervals(ops)
+        calls = staged_calls[staged_calls[PID] == pid]
+        for tid, thread_steps in process_steps.groupby(GLOBAL_TID):
+            ledger, thread_gaps = _thread_ledger(
+                thread_steps,
+                owned,
+                queued,
+                calls[calls[GLOBAL_TID] == tid],
+                stage_map,
+                stage_map.threads[int(tid)],
+            )
+            ledgers.append(ledger)
+            gaps.append(thread_gaps)
+    if not ledgers:
+        return (
+            pd.DataFrame({c: pd.Series(dtype="int64") for c in LEDGER_COLUMNS}),
+            pd.DataFrame({c: pd.Series(dtype="int64") for c in GAP_COLUMNS}),
+        )
+    return pd.concat(ledgers, ignore_index=True), pd.concat(gaps, ignore_index=True)
+
+
+def _owned_intervals(ops: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Disjoint intervals whose union is the busy time, each owned by the op started first.
+
+    Op i owns [max(start_i, latest end of ops started before it), end_i) when non-empty.
+    """
+    ordered = ops.sort_values([START_NS, END_NS], ascending=[True, False], kind="stable")
+    starts = ordered[START_NS].to_numpy()
+    ends = ordered[END_NS].to_numpy()
+    earlier_end = np.maximum.accumulate(np.r_[np.iinfo(np.int64).min, ends])[:-1]
+    owned_starts = np.maximum(starts, earlier_end)
+    keep = owned_starts < ends
+    return owned_starts[keep], ends[keep], ordered[STAGE].to_numpy()[keep]
+
+
+def _queued_intervals(ops: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """[launch call end, op start) for ops that were launched but had not started."""
+    queued = ops[(ops[CALL_END_NS] >= 0) & (ops[START_NS] > ops[CALL_END_NS])]
+    return queued[CALL_END_NS].to_numpy(), queued[START_NS].to_numpy()
+
+
+def _thread_ledger(
+    steps: pd.DataFrame,
+    owned: tuple[np.ndarray, np.ndarray, np.ndarray],
+    queued: tuple[np.ndarray, np.ndarray],
+    calls: pd.DataFrame,
+    stage_map: StageMap,
+    thread: ThreadStages,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    win_starts = steps[START_NS].to_numpy()
+    win_ends = steps[END_NS].to_numpy()
+    lo, hi = int(win_starts.min()), int(win_ends.max())
+    category = calls[CALL_CATEGORY].astype(str).to_numpy()
+    call_starts, call_ends = calls[START_NS].to_numpy(), calls[END_NS].to_numpy()
+    is_sync = np.isin(category, list(_SYNC))
+    is_launch = np.isin(category, list(_LAUNCH))
+    is_api = ~is_sync & ~is_launch
+    interval_sets = [
+        (win_starts, win_ends),
+        owned[:2],
+        queued,
+        (call_starts, call_ends),
+        *zip(thread.level_starts, thread.level_ends, strict=True),
+    ]
+    bounds = np.unique(
+        np.clip(np.concatenate([part for pair in interval_sets for part in pair]), lo, hi)
+    )
+    seg_starts, seg_ends = bounds[:-1], bounds[1:]
+    seg_lengths = seg_ends - seg_starts
+
+    step_at = np.searchsorted(win_starts, seg_starts, side="right") - 1
+    in_step = (step_at >= 0) & (seg_starts < win_ends[np.maximum(step_at, 0)])
+    owner = np.searchsorted(owned[0], seg_starts, side="right") - 1
+    busy = (owner >= 0) & (seg_starts < owned[1][np.maximum(owner, 0)])
+
+    cause = np.full(len(seg_starts), _CODE[IdleCause.HOST], dtype=np.int64)
+    # Lowest priority first; each later mask overwrites.
+    for code, (starts, ends) in (
+        (_CODE[IdleCause.QUEUED], queued),
+        (_CODE[IdleCause.LAUNCH], (call_starts[is_launch], call_ends[is_launch])),
+        (_CODE[IdleCause.API], (call_starts[is_api], call_ends[is_api])),
+        (_CODE[IdleCause.SYNC], (call_starts[is_sync], call_ends[is_sync])),
+    ):
+        cause[_covered(bounds, starts, ends, lo, hi)] = code
+    cause[busy] = _BUSY
+
+    stage = thread_stage_at(stage_map, thread, seg_starts)
+    if len(owned[2]):
+        stage = np.where(busy, owned[2][np.maximum(owner, 0)], stage)
+
+    step_ids = steps[STEP_ID].to_numpy()[np.maximum(step_at, 0)]
+    segments = pd.DataFrame(
+        {
+            STEP_ID: step_ids[in_step],
+            STAGE: stage[in_step],
+            "cause_code": cause[in_step],
+            DURATION_NS: seg_lengths[in_step],
+            START_NS: seg_starts[in_step],
+            END_NS: seg_ends[in_step],
+            "segment": np.flatnonzero(in_step),
+        }
+    )
+    ledger = (
+        segments.groupby([STEP_ID, STAGE, "cause_code"], sort=True)[DURATION_NS].sum().reset_index()
+    )
+    labels = np.array(["", *(c.value for c in CAUSE_ORDER)], dtype=object)
+    ledger = ledger.assign(
+        **{
+            BUCKET: np.where(ledger["cause_code"] == _BUSY, Bucket.BUSY.value, Bucket.IDLE.value),
+            CAUSE: labels[ledger["cause_code"].to_numpy()],
+        }
+    )[LEDGER_COLUMNS]
+    return ledger, _idle_runs(segments[segments["cause_code"] != _BUSY], labels)
+
+
+def _covered(
+    bounds: np.ndarray, starts: np.ndarray, ends: np.ndarray, lo: int, hi: int
+) -> np.ndarray:
+    """Per segment [bounds[k], bounds[k+1]): is it inside at least one interval?"""
+    n = len(bounds)
+    first = np.searchsorted(bounds, np.clip(starts, lo, hi), side="left")
+    last = np.searchsorted(bounds, np.clip(ends, lo, hi), side="left")
+    depth = np.cumsum(np.bincount(first, minlength=n + 1) - np.bincount(last, minlength=n + 1))
+    return depth[: n - 1] > 0
+
+
+def _idle_runs(idle: pd.DataFrame, labels: np.ndarray) -> pd.DataFrame:
+    if idle.empty:
+        return pd.DataFrame({c: pd.Series(dtype="int64") for c in GAP_COLUMNS})
+    segment = idle["segment"].to_numpy()
+    new_run = np.r_[
+        True,
+        (np.diff(segment) != 1)
+        | (np.diff(idle[STEP_ID].to_numpy()) != 0)
+        | (np.diff(idle[STAGE].to_numpy()) != 0),
+    ]
+    idle = idle.assign(run=np.cumsum(new_run))
+    runs = idle.groupby("run").agg(
+        step_id=(STEP_ID, "first"), stage=(STAGE, "first"), start_ns=(START_NS, "min"), end_ns=(END_NS, "max")
+    )
+    by_cause = idle.groupby(["run", "cause_code"])[DURATION_NS].sum().reset_index()
+    dominant = by_cause.sort_values(["run", DURATION_NS], ascending=[True, False]).drop_duplicates("run")
+    runs[CAUSE] = labels[dominant.set_index("run")["cause_code"].reindex(runs.index).to_numpy()]
+    return runs.reset_index(drop=True)[GAP_COLUMNS]

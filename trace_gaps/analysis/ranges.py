@@ -1,0 +1,99 @@
+"""The NVTX range tree: normalised names, and each range's depth and parent on its thread."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from trace_gaps.model import (
+    DOMAIN_ID,
+    END_NS,
+    GLOBAL_TID,
+    NAME,
+    NVTX_RANGE_COLUMNS,
+    START_NS,
+    require_columns,
+)
+
+DEPTH = "depth"
+PARENT = "parent"  # row position of the enclosing range in the returned frame, -1 at the top
+IS_OP_RANGE = "is_op_range"  # a framework op range (PyTorch emit_nvtx), never a step
+
+# PyTorch's emit_nvtx decorates op names: "aten::add, seq = 12, op_id = 316, sizes = [[2]]".
+_EMIT_NVTX_DECORATION = re.compile(r",\s*(seq|op_id|sizes|input_op_ids)\s*=.*$", re.DOTALL)
+
+DEFAULT_DOMAIN = 0
+
+# Ranges PyTorch emits per operator (emit_nvtx, record_function): stages at most, never steps.
+_OP_PREFIXES = ("aten::", "c10d::", "autograd::", "torch::")
+
+
+def normalise_range_name(name: str) -> str:
+    """Drop PyTorch emit_nvtx decorations so that one op is one stage name."""
+    return _EMIT_NVTX_DECORATION.sub("", name).strip()
+
+
+def build_range_tree(nvtx_ranges: pd.DataFrame) -> pd.DataFrame:
+    """Return default-domain ranges sorted by (thread, start, longest first) with depth and parent.
+
+    Ranges of other NVTX domains (CCCL's cub::*, NCCL, ...) are left out: they never become
+    steps or stages, and their time stays with the enclosing stage. Push/pop ranges nest
+    properly on their thread; a start/end range that crosses a sibling is placed by its start.
+    """
+    require_columns(nvtx_ranges, NVTX_RANGE_COLUMNS)
+    ranges = nvtx_ranges.loc[nvtx_ranges[DOMAIN_ID] == DEFAULT_DOMAIN, list(NVTX_RANGE_COLUMNS)]
+    ranges = ranges.assign(
+        **{NAME: _normalise_names(ranges[NAME]), IS_OP_RANGE: _is_op_range(ranges[NAME])}
+    )
+    ranges = ranges.assign(_neg_end=-ranges[END_NS]).sort_values(
+        [GLOBAL_TID, START_NS, "_neg_end"], kind="stable"
+    )
+    ranges = ranges.drop(columns="_neg_end").reset_index(drop=True)
+    depth = np.zeros(len(ranges), dtype=np.int64)
+    parent = np.full(len(ranges), -1, dtype=np.int64)
+    tids = ranges[GLOBAL_TID].to_numpy()
+    starts = ranges[START_NS].to_numpy()
+    ends = ranges[END_NS].to_numpy()
+    boundaries = np.flatnonzero(np.diff(tids)) + 1
+    for lo, hi in zip(np.r_[0, boundaries], np.r_[boundaries, len(ranges)], strict=True):
+        depth[lo:hi], parent[lo:hi] = _nest_one_thread(starts[lo:hi], ends[lo:hi])
+        parent[lo:hi] = np.where(parent[lo:hi] >= 0, parent[lo:hi] + lo, -1)
+    return ranges.assign(**{DEPTH: depth, PARENT: parent})
+
+
+def _normalise_names(names: pd.Series) -> pd.Series:
+    # One regex call per distinct name, not per row.
+    mapping = {name: normalise_range_name(str(name)) for name in pd.unique(names)}
+    return names.map(mapping).astype(object)
+
+
+def _is_op_range(names: pd.Series) -> pd.Series:
+    flags = {
+        name: bool(_EMIT_NVTX_DECORATION.search(str(name))) or str(name).startswith(_OP_PREFIXES)
+        for name in pd.unique(names)
+    }
+    return names.map(flags).astype(bool)
+
+
+def _nest_one_thread(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Depth and parent (thread-local positions) of ranges sorted by (start, -end)."""
+    n = len(starts)
+    order = np.arange(n)
+    # Ranges already closed when range i opens: their end is <= start_i.
+    closed_before = np.searchsorted(np.sort(ends), starts, side="right")
+    # A zero-length range at start_i sorted after i would be counted as closed: exclude i itself.
+    self_closed = ends <= starts
+    depth = order - closed_before + self_closed.astype(np.int64)
+    depth = np.maximum(depth, 0)
+    parent = np.full(n, -1, dtype=np.int64)
+    for level in range(1, int(depth.max(initial=0)) + 1):
+        children = np.flatnonzero(depth == level)
+        candidates = np.flatnonzero(depth == level - 1)
+        if len(candidates) == 0:
+            continue
+        at = np.searchsorted(candidates, children, side="left") - 1
+        valid = at >= 0
+        parent[children[valid]] = candidates[at[valid]]
+    return depth, parent

@@ -1,0 +1,170 @@
+"""Stages: the NVTX ranges inside each step, and the stage open on a thread at any time.
+
+This is nsys's "NVTX GPU projection" rule: a GPU op belongs to the stage that was open on
+the launching thread when its launching call started.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from trace_gaps.analysis.ranges import DEPTH, PARENT
+from trace_gaps.analysis.steps import RANGE_ROW
+from trace_gaps.model import (
+    CALL_CATEGORY,
+    CORRELATION_ID,
+    END_NS,
+    GLOBAL_TID,
+    NAME,
+    PID,
+    START_NS,
+)
+
+NO_STAGE = "(no stage)"  # inside a step, outside every stage
+BETWEEN_STEPS = "(between steps)"  # on a step thread, outside every step
+OTHER_THREAD = "(other thread)"  # launched by a thread that has no steps
+NO_LAUNCH_CALL = "(no launch call)"  # the op's launching call is not in the export
+
+SPECIAL_STAGES = (NO_STAGE, BETWEEN_STEPS, OTHER_THREAD, NO_LAUNCH_CALL)
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadStages:
+    """One thread's steps and stage ranges, sorted and disjoint level by level."""
+
+    step_starts: np.ndarray
+    step_ends: np.ndarray
+    level_starts: tuple[np.ndarray, ...]  # level 0 = stages directly in the step
+    level_ends: tuple[np.ndarray, ...]
+    level_codes: tuple[np.ndarray, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class StageMap:
+    """Stage names (code -> name) and, per step thread, where each stage is open."""
+
+    names: tuple[str, ...]
+    threads: dict[int, ThreadStages]
+
+    def code(self, name: str) -> int:
+        """The code of a stage name."""
+        return self.names.index(name)
+
+
+def map_stages(range_tree: pd.DataFrame, steps: pd.DataFrame, *, depth: int = 1) -> StageMap:
+    """Collect the stage ranges of every step (warm-up steps too) on each step thread.
+
+    depth=1 takes the ranges directly inside the step; depth=2 also their children, named
+    "parent/child", with time in the parent outside its children left to the parent.
+    """
+    levels = _stage_levels(range_tree, steps, depth=depth)
+    names = list(SPECIAL_STAGES)
+    for level in levels:
+        names.extend(sorted(set(level["label"]) - set(names)))
+    codes = {name: code for code, name in enumerate(names)}
+    threads: dict[int, ThreadStages] = {}
+    for tid, thread_steps in steps.groupby(GLOBAL_TID):
+        per_level = [level[level[GLOBAL_TID] == tid].sort_values(START_NS) for level in levels]
+        threads[int(tid)] = ThreadStages(
+            step_starts=thread_steps[START_NS].to_numpy(),
+            step_ends=thread_steps[END_NS].to_numpy(),
+            level_starts=tuple(frame[START_NS].to_numpy() for frame in per_level),
+            level_ends=tuple(frame[END_NS].to_numpy() for frame in per_level),
+            level_codes=tuple(frame["label"].map(codes).to_numpy(dtype=np.int64) for frame in per_level),
+        )
+    return StageMap(names=tuple(names), threads=threads)
+
+
+def _stage_levels(range_tree: pd.DataFrame, steps: pd.DataFrame, *, depth: int) -> list[pd.DataFrame]:
+    nested_steps = steps[steps[RANGE_ROW] >= 0]
+    # Level 1: children of step rows; for whole-process steps, top-level ranges inside the window.
+    first = range_tree[range_tree[PARENT].isin(nested_steps[RANGE_ROW])]
+    whole = steps[steps[RANGE_ROW] < 0]
+    if not whole.empty:
+        top = range_tree[(range_tree[DEPTH] == 0) & range_tree[GLOBAL_TID].isin(whole[GLOBAL_TID])]
+        first = pd.concat([first, top])
+    first = first.assign(label=first[NAME])
+    levels = [first]
+    for _ in range(1, depth):
+        above = levels[-1]
+        below = range_tree[range_tree[PARENT].isin(above.index)]
+        labels = above["label"].reindex(below[PARENT].to_numpy()).to_numpy()
+        levels.append(below.assign(label=[f"{a}/{b}" for a, b in zip(labels, below[NAME], strict=True)]))
+    return [level[[GLOBAL_TID, START_NS, END_NS, "label"]] for level in levels]
+
+
+def stage_at(stage_map: StageMap, global_tids: np.ndarray, times: np.ndarray) -> np.ndarray:
+    """The code of the stage open on each (thread, time); special codes where none is."""
+    codes = np.full(len(times), stage_map.code(OTHER_THREAD), dtype=np.int64)
+    for tid, thread in stage_map.threads.items():
+        at = np.flatnonzero(global_tids == tid)
+        if len(at):
+            codes[at] = thread_stage_at(stage_map, thread, times[at])
+    return codes
+
+
+def thread_stage_at(stage_map: StageMap, thread: ThreadStages, times: np.ndarray) -> np.ndarray:
+    """The code of the stage open on one step thread at each time (sorted or not)."""
+    codes = np.where(
+        _inside(thread.step_starts, thread.step_ends, times),
+        stage_map.code(NO_STAGE),
+        stage_map.code(BETWEEN_STEPS),
+    )
+    # Deeper levels overwrite shallower ones: the innermost open stage wins.
+    for starts, ends, level_codes in zip(
+        thread.level_starts, thread.level_ends, thread.level_codes, strict=True
+    ):
+        at = np.searchsorted(starts, times, side="right") - 1
+        hit = (at >= 0) & (times < ends[np.maximum(at, 0)]) if len(starts) else np.zeros(len(times), bool)
+        codes = np.where(hit, level_codes[np.maximum(at, 0)] if len(starts) else codes, codes)
+    return codes
+
+
+def _inside(starts: np.ndarray, ends: np.ndarray, times: np.ndarray) -> np.ndarray:
+    at = np.searchsorted(starts, times, side="right") - 1
+    return (at >= 0) & (times < ends[np.maximum(at, 0)]) if len(starts) else np.zeros(len(times), bool)
+
+
+STAGE = "stage"  # stage code (see StageMap.names)
+LAUNCH_TID = "launch_tid"
+CALL_START_NS = "call_start_ns"
+CALL_END_NS = "call_end_ns"
+LAUNCH_CATEGORY = "launch_category"
+
+
+def stage_calls(api_calls: pd.DataFrame, stage_map: StageMap) -> pd.DataFrame:
+    """Add the code of the stage open on the calling thread when each call started."""
+    codes = stage_at(stage_map, api_calls[GLOBAL_TID].to_numpy(), api_calls[START_NS].to_numpy())
+    return api_calls.assign(**{STAGE: codes})
+
+
+def project_ops(gpu_ops: pd.DataFrame, staged_calls: pd.DataFrame, stage_map: StageMap) -> pd.DataFrame:
+    """Join each GPU op to its launching call on (pid, correlation id) and take its stage.
+
+    Ops whose call is missing (sliced or interrupted captures) get NO_LAUNCH_CALL and
+    a launch tid of -1.
+    """
+    calls = staged_calls[[PID, CORRELATION_ID, GLOBAL_TID, START_NS, END_NS, CALL_CATEGORY, STAGE]]
+    calls = calls[calls[CORRELATION_ID] >= 0].drop_duplicates([PID, CORRELATION_ID])
+    calls = calls.rename(
+        columns={
+            GLOBAL_TID: LAUNCH_TID,
+            START_NS: CALL_START_NS,
+            END_NS: CALL_END_NS,
+            CALL_CATEGORY: LAUNCH_CATEGORY,
+        }
+    )
+    ops = gpu_ops.merge(calls, on=[PID, CORRELATION_ID], how="left", sort=False)
+    missing = ops[LAUNCH_TID].isna()
+    return ops.assign(
+        **{
+            LAUNCH_TID: ops[LAUNCH_TID].fillna(-1).astype("int64"),
+            CALL_START_NS: ops[CALL_START_NS].fillna(-1).astype("int64"),
+            CALL_END_NS: ops[CALL_END_NS].fillna(-1).astype("int64"),
+            STAGE: ops[STAGE].fillna(stage_map.code(NO_LAUNCH_CALL)).astype("int64"),
+            LAUNCH_CATEGORY: ops[LAUNCH_CATEGORY].astype(object).where(~missing, None),
+        }
+    )

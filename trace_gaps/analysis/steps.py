@@ -1,0 +1,208 @@
+"""Find the step range, cut each thread's steps, and mark the warm-up steps to skip."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from trace_gaps.analysis.ranges import DEPTH, IS_OP_RANGE, PARENT
+from trace_gaps.errors import StepNotFoundError
+from trace_gaps.model import (
+    CALL_CATEGORY,
+    END_NS,
+    GLOBAL_TID,
+    NAME,
+    PID,
+    START_NS,
+    CallCategory,
+)
+
+STEP_ID = "step_id"
+STEP_INDEX = "index"  # position of the step among its thread's steps, from 0
+IS_WARMUP = "is_warmup"
+SKIP_REASON = "skip_reason"
+RANGE_ROW = "range_row"  # the step's row in the range tree; -1 for a whole-process step
+
+MIN_REPEATS = 3
+WARMUP_LENGTH_FACTOR = 3
+
+STEP_COLUMNS = [
+    STEP_ID, PID, GLOBAL_TID, STEP_INDEX, START_NS, END_NS, IS_WARMUP, SKIP_REASON, RANGE_ROW
+]
+
+
+@dataclass(frozen=True, slots=True)
+class StepSelection:
+    """Which NVTX range is the step, and why."""
+
+    name: str | None  # None: no step range, each process is analysed as one whole-trace step
+    reason: str
+    alternatives: tuple[tuple[str, int], ...] = ()  # other candidate names with their counts
+
+
+def choose_step_range(range_tree: pd.DataFrame, *, step_name: str | None) -> StepSelection:
+    """Pick the step range: the one given, else the most frequent repeating outer range.
+
+    A candidate repeats at least MIN_REPEATS times, is not nested in another repeating range
+    on its thread, contains other ranges, and is not a framework op range (aten::*, or
+    decorated by emit_nvtx). Ties go to the larger total duration.
+    """
+    counts = range_tree[NAME].value_counts()
+    if step_name is not None:
+        if step_name not in counts.index:
+            known = ", ".join(counts.index[:15].map(str)) or "none"
+            raise StepNotFoundError(
+                f"no NVTX range named {step_name!r} in this export. Ranges present "
+                f"(most frequent first): {known}. Run `trace-gaps info` to see them all."
+            )
+        return StepSelection(step_name, f"given with --step ({int(counts[step_name])} instances)")
+    candidates = _step_candidates(range_tree, counts)
+    if candidates.empty:
+        return StepSelection(
+            None,
+            "no NVTX range repeats at least 3 times around other ranges: each process is "
+            "analysed as one step spanning its GPU work. Pass --step NAME to choose a range.",
+        )
+    best = candidates.index[0]
+    alternatives = tuple((str(n), int(c)) for n, c in candidates["count"].iloc[1:4].items())
+    return StepSelection(
+        str(best),
+        f"found: the most frequent NVTX range ({int(candidates['count'].iloc[0])} instances) "
+        "that repeats, is not nested in another repeating range and contains other ranges",
+        alternatives,
+    )
+
+
+def _step_candidates(range_tree: pd.DataFrame, counts: pd.Series) -> pd.DataFrame:
+    names = range_tree[NAME].to_numpy()
+    parent = range_tree[PARENT].to_numpy()
+    depth = range_tree[DEPTH].to_numpy()
+    repeats = range_tree[NAME].map(counts).to_numpy() >= MIN_REPEATS
+    # Walk down the tree level by level: a range is "under a repeating range" when its
+    # parent repeats or is itself under one.
+    under_repeating = np.zeros(len(range_tree), dtype=bool)
+    for level in range(1, int(depth.max(initial=0)) + 1):
+        at = np.flatnonzero(depth == level)
+        at = at[parent[at] >= 0]
+        up = parent[at]
+        under_repeating[at] = repeats[up] | under_repeating[up]
+    has_children = np.zeros(len(range_tree), dtype=bool)
+    has_children[parent[parent >= 0]] = True
+    eligible = repeats & ~under_repeating & has_children & ~range_tree[IS_OP_RANGE].to_numpy()
+    duration = (range_tree[END_NS] - range_tree[START_NS]).to_numpy()
+    table = pd.DataFrame({NAME: names[eligible], "duration": duration[eligible]})
+    if table.empty:
+        return pd.DataFrame(columns=["count", "duration"])
+    stats = table.groupby(NAME).agg(count=("duration", "size"), duration=("duration", "sum"))
+    stats = stats[stats["count"] >= MIN_REPEATS]
+    return stats.sort_values(["count", "duration"], ascending=False, kind="stable")
+
+
+def cut_steps(range_tree: pd.DataFrame, selection: StepSelection) -> pd.DataFrame:
+    """Return the step instances, one row each, disjoint on each thread, in time order.
+
+    A step nested inside another instance of the same range, or overlapping the previous
+    step on its thread, is dropped (the outer/earlier one is kept).
+    """
+    if selection.name is None:
+        return _empty_steps()
+    steps = range_tree.loc[range_tree[NAME] == selection.name, [PID, GLOBAL_TID, START_NS, END_NS]]
+    steps = steps.assign(**{RANGE_ROW: steps.index.to_numpy()})
+    steps = steps.sort_values([GLOBAL_TID, START_NS], kind="stable")
+    prior_end = steps.groupby(GLOBAL_TID)[END_NS].transform(lambda e: e.cummax().shift())
+    steps = steps[~(steps[START_NS] < prior_end)]
+    return _number_steps(steps)
+
+
+def whole_process_steps(gpu_ops: pd.DataFrame, api_calls: pd.DataFrame) -> pd.DataFrame:
+    """One step per process spanning its GPU ops and their launches (no usable NVTX step).
+
+    The step's thread is the thread that made the most launch calls in that process.
+    """
+    spans = pd.concat([gpu_ops[[PID, START_NS, END_NS]], api_calls[[PID, START_NS, END_NS]]])
+    windows = spans.groupby(PID).agg(start_ns=(START_NS, "min"), end_ns=(END_NS, "max"))
+    windows = windows.loc[windows.index.isin(gpu_ops[PID].unique())]
+    launches = api_calls.loc[api_calls[CALL_CATEGORY].str.startswith("launch"), [PID, GLOBAL_TID]]
+    busiest = launches.groupby([PID, GLOBAL_TID]).size().rename("n").reset_index()
+    busiest = busiest.sort_values(["n", GLOBAL_TID], ascending=[False, True]).drop_duplicates(PID)
+    steps = windows.reset_index().merge(busiest[[PID, GLOBAL_TID]], on=PID, how="left")
+    # A process with GPU ops but no launch call at all: charge idle time to its pid's main thread.
+    main_tid = steps[PID] * (1 << 24) + steps[PID]
+    steps[GLOBAL_TID] = steps[GLOBAL_TID].fillna(main_tid).astype("int64")
+    return _number_steps(steps[[PID, GLOBAL_TID, START_NS, END_NS]].assign(**{RANGE_ROW: -1}))
+
+
+def _number_steps(steps: pd.DataFrame) -> pd.DataFrame:
+    steps = steps.sort_values([PID, GLOBAL_TID, START_NS], kind="stable").reset_index(drop=True)
+    return steps.assign(
+        **{
+            STEP_ID: np.arange(len(steps), dtype=np.int64),
+            STEP_INDEX: steps.groupby(GLOBAL_TID).cumcount().astype("int64"),
+            IS_WARMUP: False,
+            SKIP_REASON: "",
+        }
+    )[STEP_COLUMNS]
+
+
+def _empty_steps() -> pd.DataFrame:
+    columns = (PID, GLOBAL_TID, START_NS, END_NS, RANGE_ROW)
+    return _number_steps(pd.DataFrame({c: pd.Series(dtype="int64") for c in columns}))
+
+
+def mark_warmup(steps: pd.DataFrame, api_calls: pd.DataFrame, *, skip: int | None) -> pd.DataFrame:
+    """Mark the warm-up steps of each thread.
+
+    With skip=N exactly the first N steps of each thread are warm-up. Otherwise the leading
+    steps that load modules (cuModuleLoad*/cuLibraryLoad* in the process during the step) or
+    last more than WARMUP_LENGTH_FACTOR x the thread's median step are.
+    """
+    if steps.empty:
+        return steps
+    if skip is not None:
+        is_warmup = steps[STEP_INDEX].to_numpy() < skip
+        reasons = np.where(is_warmup, "--skip", "")
+        return steps.assign(**{IS_WARMUP: is_warmup, SKIP_REASON: reasons})
+    loads = count_calls_in_steps(steps, api_calls, CallCategory.MODULE_LOAD)
+    wall = (steps[END_NS] - steps[START_NS]).to_numpy()
+    median = steps.assign(wall=wall).groupby(GLOBAL_TID)["wall"].transform("median").to_numpy()
+    is_long = wall > WARMUP_LENGTH_FACTOR * median
+    looks_warm = (loads > 0) | is_long
+    # Only the leading run of such steps is warm-up; a slow step later is an outlier to report.
+    leading = pd.Series(~looks_warm).groupby(steps[GLOBAL_TID].to_numpy()).cummax().to_numpy()
+    is_warmup = looks_warm & ~leading
+    reasons = np.where(
+        is_warmup,
+        np.where(loads > 0, "loads CUDA modules", f"longer than {WARMUP_LENGTH_FACTOR}x the median"),
+        "",
+    )
+    return steps.assign(**{IS_WARMUP: is_warmup, SKIP_REASON: reasons})
+
+
+def count_calls_in_steps(
+    steps: pd.DataFrame, api_calls: pd.DataFrame, category: CallCategory
+) -> np.ndarray:
+    """Per step, how many calls of a category any thread of its process started in it."""
+    counts = np.zeros(len(steps), dtype=np.int64)
+    calls = api_calls.loc[api_calls[CALL_CATEGORY] == category.value, [PID, START_NS]]
+    for pid, call_group in calls.groupby(PID):
+        at = np.flatnonzero(steps[PID].to_numpy() == pid)
+        starts = np.sort(call_group[START_NS].to_numpy())
+        lo = np.searchsorted(starts, steps[START_NS].to_numpy()[at], side="left")
+        hi = np.searchsorted(starts, steps[END_NS].to_numpy()[at], side="right")
+        counts[at] = hi - lo
+    return counts
+
+
+def step_at(steps: pd.DataFrame, global_tids: np.ndarray, times: np.ndarray) -> np.ndarray:
+    """The step id open on each (thread, time), or -1 outside every step."""
+    found = np.full(len(times), -1, dtype=np.int64)
+    for tid, thread_steps in steps.groupby(GLOBAL_TID):
+        at = np.flatnonzero(global_tids == tid)
+        starts = thread_steps[START_NS].to_numpy()
+        ends = thread_steps[END_NS].to_numpy()
+        pos = np.searchsorted(starts, times[at], side="right") - 1
+        inside = (pos >= 0) & (times[at] < ends[np.maximum(pos, 0)])
+        found[at[inside]] = thread_steps[STEP_ID].to_numpy()[pos[inside]]
+    return found

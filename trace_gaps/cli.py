@@ -1,0 +1,109 @@
+"""The command line: parse options, run the pipeline, write the output, map user errors."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from importlib import resources
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from trace_gaps.analysis.pipeline import AnalysisOptions, analyse_trace
+from trace_gaps.errors import TraceGapsError
+from trace_gaps.nsys.load import count_rows, load_trace
+from trace_gaps.overview import build_overview, render_overview_json, render_overview_text
+from trace_gaps.render import RENDERERS, Format
+from trace_gaps.report import build_report
+
+app = typer.Typer(
+    help="Where does each decode step's time go? Read an Nsight Systems SQLite export and "
+    "charge every nanosecond of every step to a stage: GPU busy, or GPU idle and why.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+
+ExportArg = Annotated[
+    Path | None,
+    typer.Argument(help="File from `nsys export --type sqlite`.", show_default=False),
+]
+StepOpt = Annotated[
+    str | None, typer.Option("--step", help="NVTX range that marks one step (default: found).")
+]
+SkipOpt = Annotated[
+    int | None,
+    typer.Option("--skip", min=0, help="Drop exactly the first N steps of each thread (default: auto)."),
+]
+DepthOpt = Annotated[int, typer.Option("--depth", min=1, max=4, help="Stage depth inside the step.")]
+ProcessOpt = Annotated[int | None, typer.Option("--process", help="Analyse only this pid.")]
+
+
+@contextmanager
+def user_errors() -> Iterator[None]:
+    """Turn a TraceGapsError into `error: <message>` on stderr and exit code 1."""
+    try:
+        yield
+    except TraceGapsError as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(1) from None
+
+
+def demo_export() -> Path:
+    """The real sample export that ships inside the package."""
+    return Path(str(resources.files("trace_gaps") / "data" / "demo.sqlite"))
+
+
+def resolve_export(export: Path | None, demo: bool) -> Path:
+    """The export to read: the argument, or the packaged demo trace."""
+    if demo:
+        return demo_export()
+    if export is None:
+        raise TraceGapsError("no export given. Pass RUN.sqlite (from nsys export --type sqlite) or --demo.")
+    return export
+
+
+def write_output(text: str, output: Path | None) -> None:
+    """Write to the file given with -o, else to stdout."""
+    if output is None:
+        sys.stdout.write(text)
+        return
+    try:
+        output.write_text(text, encoding="utf-8")
+    except OSError as error:
+        raise TraceGapsError(f"cannot write {output}: {error.strerror}. Choose another -o path.") from error
+    typer.echo(f"wrote {output}", err=True)
+
+
+@app.command()
+def analyze(
+    export: ExportArg = None,
+    demo: Annotated[bool, typer.Option("--demo", help="Analyse the sample trace shipped with trace-gaps.")] = False,
+    step: StepOpt = None,
+    skip: SkipOpt = None,
+    depth: DepthOpt = 1,
+    process: ProcessOpt = None,
+    top: Annotated[int, typer.Option("--top", min=1, help="How many candidates to rank.")] = 10,
+    fmt: Annotated[Format, typer.Option("--format", "-f", help="Output format.")] = Format.TEXT,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write here instead of stdout.")] = None,
+) -> None:
+    """Per-step, per-stage ledger of GPU busy and idle time, and the ranked bottlenecks."""
+    with user_errors():
+        trace = load_trace(resolve_export(export, demo))
+        options = AnalysisOptions(step_name=step, skip=skip, depth=depth, process=process)
+        report = build_report(trace, analyse_trace(trace, options), top=top)
+        write_output(RENDERERS[fmt](report), output)
+
+
+@app.command()
+def info(
+    export: ExportArg = None,
+    demo: Annotated[bool, typer.Option("--demo", help="Describe the shipped sample trace.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")] = False,
+) -> None:
+    """What the export holds: versions, capture settings, GPUs, threads, rows, NVTX ranges."""
+    with user_errors():
+        path = resolve_export(export, demo)
+        overview = build_overview(load_trace(path), count_rows(path))
+        write_output((render_overview_json if as_json else render_overview_text)(overview), None)

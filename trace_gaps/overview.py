@@ -1,0 +1,140 @@
+"""`trace-gaps info`: what an export holds, so a user can pick --step and --process."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+
+import pandas as pd
+
+from trace_gaps.analysis.ranges import DEPTH, PARENT, build_range_tree
+from trace_gaps.model import END_NS, GLOBAL_TID, NAME, PID, START_NS, Trace
+
+
+@dataclass(frozen=True, slots=True)
+class RangeName:
+    """One NVTX range name: how often, how deep, inside what."""
+
+    name: str
+    count: int
+    total_ns: int
+    min_depth: int
+    parents: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadInfo:
+    """One thread with its name and how much it did."""
+
+    pid: int
+    tid: int
+    name: str
+    api_calls: int
+    nvtx_ranges: int
+
+
+@dataclass(frozen=True, slots=True)
+class Overview:
+    """The export at a glance."""
+
+    file: str
+    size_bytes: int
+    nsys_version: str | None
+    schema_version: str | None
+    graph_trace_mode: str
+    capture_settings: list[tuple[str, str]]
+    gpus: list[str]
+    processes: dict[str, str]
+    threads: list[ThreadInfo]
+    row_counts: dict[str, int]
+    ranges: list[RangeName]
+
+
+def build_overview(trace: Trace, row_counts: dict[str, int], *, max_ranges: int = 40) -> Overview:
+    """Summarise an export's metadata, threads, row counts and NVTX range names."""
+    tree = build_range_tree(trace.nvtx_ranges)
+    parent_names = tree[NAME].to_numpy()[tree[PARENT].clip(lower=0).to_numpy()]
+    tree = tree.assign(parent_name=pd.Series(parent_names).where(tree[PARENT].to_numpy() >= 0, ""))
+    grouped = tree.assign(duration=tree[END_NS] - tree[START_NS]).groupby(NAME)
+    stats = grouped.agg(count=(START_NS, "size"), total_ns=("duration", "sum"), min_depth=(DEPTH, "min"))
+    stats = stats.sort_values(["count", "total_ns"], ascending=False).head(max_ranges)
+    ranges = [
+        RangeName(
+            name=str(name),
+            count=int(row["count"]),
+            total_ns=int(row["total_ns"]),
+            min_depth=int(row["min_depth"]),
+            parents=sorted({p for p in grouped.get_group(name)["parent_name"] if p})[:3],
+        )
+        for name, row in stats.iterrows()
+    ]
+    calls = trace.api_calls.groupby(GLOBAL_TID).size()
+    nvtx = trace.nvtx_ranges.groupby(GLOBAL_TID).size()
+    active = sorted(set(calls.index) | set(nvtx.index))
+    names = trace.threads.set_index(GLOBAL_TID)[NAME] if not trace.threads.empty else pd.Series(dtype=object)
+    threads = [
+        ThreadInfo(
+            pid=(int(t) >> 24) & 0xFFFFFF,
+            tid=int(t) & 0xFFFFFF,
+            name=str(names.get(t, "")),
+            api_calls=int(calls.get(t, 0)),
+            nvtx_ranges=int(nvtx.get(t, 0)),
+        )
+        for t in active
+    ]
+    info = trace.info
+    return Overview(
+        file=info.path.name,
+        size_bytes=info.size_bytes,
+        nsys_version=info.nsys_version,
+        schema_version=info.schema_version,
+        graph_trace_mode=info.graph_trace_mode.value,
+        capture_settings=[
+            (k, v) for k, v in info.capture_settings if "ENVIRONMENT" not in k
+        ],
+        gpus=[f"{gpu.device_id}: {gpu.name}" for gpu in info.gpus],
+        processes={str(pid): name for pid, name in sorted(trace.processes.items())
+                   if pid in set(trace.gpu_ops[PID]) | set(trace.api_calls[PID])},
+        threads=threads,
+        row_counts=row_counts,
+        ranges=ranges,
+    )
+
+
+def render_overview_text(overview: Overview) -> str:
+    """Plain text for a terminal."""
+    lines = [
+        f"File: {overview.file} ({overview.size_bytes / 1e6:.1f} MB)",
+        f"Nsight Systems {overview.nsys_version or 'unknown'}, export schema "
+        f"{overview.schema_version or 'unknown'}, CUDA graph trace: {overview.graph_trace_mode}",
+        "GPUs: " + ("; ".join(overview.gpus) or "not recorded"),
+        "",
+        "Rows per table:",
+        *(f"  {table:40} {count:>12,}" for table, count in overview.row_counts.items()),
+        "",
+        "Processes and threads with CUDA calls or NVTX ranges:",
+        *(
+            f"  pid {t.pid:>8} tid {t.tid:>8}  {t.name or '?':24} {t.api_calls:>10,} API calls "
+            f"{t.nvtx_ranges:>10,} NVTX ranges"
+            for t in overview.threads
+        ),
+        "",
+        "NVTX ranges (default domain), most frequent first — pass one to --step:",
+        *(
+            f"  {r.count:>8,} × {r.name[:60]:60} depth {r.min_depth}"
+            + (f", inside {', '.join(p[:30] for p in r.parents)}" if r.parents else "")
+            for r in overview.ranges
+        ),
+    ]
+    if overview.capture_settings:
+        lines += ["", "Capture settings:"]
+        lines += [f"  {k} = {v}" for k, v in overview.capture_settings[:40]]
+    return "\n".join(lines) + "\n"
+
+
+def render_overview_json(overview: Overview) -> str:
+    """JSON with the Overview's fields as keys."""
+    return json.dumps(dataclasses.asdict(overview), indent=2, ensure_ascii=False) + "\n"
+
+

@@ -1,0 +1,74 @@
+"""Markdown: GitHub-flavoured, ready to paste into an issue; tables stay tables for any name."""
+
+from trace_gaps.render.tables import (
+    RIGHT,
+    Table,
+    candidate_table,
+    describe_export,
+    describe_steps,
+    evidence_lines,
+    ledger_table,
+    process_title,
+    slowest_rank_table,
+    stage_table,
+)
+from trace_gaps.report import Report
+
+_ESCAPES = str.maketrans(
+    {
+        "\\": "\\\\",
+        "|": "\\|",
+        "`": "\\`",
+        "*": "\\*",
+        "_": "\\_",
+        "<": "&lt;",
+        ">": "&gt;",
+        "[": "\\[",
+        "]": "\\]",
+        "\n": " ",
+        "\r": " ",
+        "\t": " ",
+    }
+)
+
+
+def escape_markdown(text: str) -> str:
+    """Escape text for a Markdown table cell or line: no markup, no broken rows."""
+    return text.translate(_ESCAPES)
+
+
+def render_table(table: Table) -> list[str]:
+    """A GitHub table with numbers right-aligned."""
+    if not table.rows:
+        return []
+    lines = [
+        "| " + " | ".join(escape_markdown(c) for c in table.columns) + " |",
+        "|" + "|".join("---:" if a == RIGHT else "---" for a in table.align) + "|",
+    ]
+    lines += ["| " + " | ".join(escape_markdown(cell) for cell in row) + " |" for row in table.rows]
+    return [f"**{escape_markdown(table.title)}**", "", *lines, ""]
+
+
+def render_markdown(report: Report) -> str:
+    """Render the Report as a Markdown document."""
+    out = ["# trace-gaps report", ""]
+    out += [escape_markdown(line) + "  " for line in describe_export(report)] + [""]
+    for process in report.processes:
+        out += [f"## {escape_markdown(process_title(process))}", ""]
+        out += [escape_markdown(line) + "  " for line in describe_steps(process)] + [""]
+        if process.candidates:
+            out += ["### Verdict", ""]
+            out += [f"{c.rank}. {escape_markdown(c.verdict)}" for c in process.candidates[:3]] + [""]
+        out += render_table(candidate_table(process))
+        out += render_table(ledger_table(process))
+        out += render_table(stage_table(process))
+        sections = evidence_lines(process)
+        if sections:
+            out += ["### Evidence", ""]
+            for heading, lines in sections:
+                out += [f"**{escape_markdown(heading)}**", ""]
+                out += [f"- {escape_markdown(line)}" for line in lines] + [""]
+    out += render_table(slowest_rank_table(report))
+    if report.notes:
+        out += ["## Integrity notes", ""] + [f"- {escape_markdown(note)}" for note in report.notes] + [""]
+    return "\n".join(out).rstrip() + "\n"

@@ -1,0 +1,186 @@
+"""The report's tables as plain cells, shared by the text and Markdown renderers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from trace_gaps.analysis.ledger import CAUSE_ORDER, Bucket
+from trace_gaps.report import ProcessReport, Report
+from trace_gaps.units import format_duration, format_ms
+
+LEFT, RIGHT = "left", "right"
+
+
+@dataclass(frozen=True, slots=True)
+class Table:
+    """A titled table: column headers, their alignment, and rows of strings."""
+
+    title: str
+    columns: list[str]
+    align: list[str]
+    rows: list[list[str]]
+
+
+def describe_export(report: Report) -> list[str]:
+    """Lines about the export: file, nsys version, graph mode, GPUs."""
+    export = report.export
+    lines = [
+        f"Export: {export.file} ({export.size_bytes / 1e6:.1f} MB), Nsight Systems "
+        f"{export.nsys_version or 'unknown'}, schema {export.schema_version or 'unknown'}, "
+        f"CUDA graph trace: {export.graph_trace_mode}",
+    ]
+    if export.gpus:
+        lines.append("GPUs: " + "; ".join(export.gpus))
+    return lines
+
+
+def describe_steps(process: ProcessReport) -> list[str]:
+    """Lines about the process's steps: which range, how many, wall time."""
+    steps = process.steps
+    name = f"`{steps.name}`" if steps.name else "whole process (no step range)"
+    skipped = ""
+    if steps.skipped:
+        reasons = ", ".join(f"{count} {reason}" for reason, count in steps.skip_reasons.items())
+        skipped = f", {steps.skipped} skipped as warm-up ({reasons})"
+    wall = steps.wall_ns
+    return [
+        f"Step: {name} — {steps.analyzed} analysed{skipped}; {steps.reason}.",
+        f"Step wall time: mean {format_duration(wall.mean)}, p50 {format_duration(wall.p50)}, "
+        f"p90 {format_duration(wall.p90)}, max {format_duration(wall.max)}.",
+    ]
+
+
+def process_title(process: ProcessReport) -> str:
+    """"Process 834 (python3)"."""
+    return f"Process {process.pid}" + (f" ({process.name})" if process.name else "")
+
+
+def candidate_table(process: ProcessReport) -> Table:
+    """Ranked candidates with the idle split by cause."""
+    causes = [cause.value for cause in CAUSE_ORDER]
+    rows = []
+    for candidate in process.candidates:
+        split = candidate.evidence.idle_by_cause_ns_per_step
+        rows.append(
+            [
+                str(candidate.rank),
+                candidate.stage,
+                candidate.bucket,
+                format_ms(candidate.ns_per_step),
+                f"{candidate.share * 100:.1f}",
+                *[format_ms(split[c]) if split else "" for c in causes],
+                f"{candidate.evidence.launches_per_step:g}",
+            ]
+        )
+    return Table(
+        title="Candidates, ranked by time explained (ms per step)",
+        columns=["#", "stage", "bucket", "ms/step", "% step", *causes, "launches/step"],
+        align=[RIGHT, LEFT, LEFT, RIGHT, RIGHT, *[RIGHT] * len(causes), RIGHT],
+        rows=rows,
+    )
+
+
+def ledger_table(process: ProcessReport) -> Table:
+    """Stage × bucket ledger in ms per step, with a total row equal to the mean wall time."""
+    causes = [cause.value for cause in CAUSE_ORDER]
+    by_stage: dict[str, dict[str, int]] = {}
+    for entry in process.ledger:
+        key = entry.bucket if entry.bucket == Bucket.BUSY.value else (entry.cause or "")
+        by_stage.setdefault(entry.stage, {}).setdefault(key, 0)
+        by_stage[entry.stage][key] += entry.ns_per_step
+    order = sorted(by_stage, key=lambda stage: (-sum(by_stage[stage].values()), stage))
+    keys = [Bucket.BUSY.value, *causes]
+    rows = []
+    totals = dict.fromkeys(keys, 0)
+    for stage in order:
+        cells = by_stage[stage]
+        for key in keys:
+            totals[key] += cells.get(key, 0)
+        rows.append([stage, *[format_ms(cells.get(k, 0)) for k in keys], format_ms(sum(cells.values()))])
+    rows.append(["total", *[format_ms(totals[k]) for k in keys], format_ms(sum(totals.values()))])
+    return Table(
+        title="Step ledger (ms per step; idle split by what the step's thread was doing)",
+        columns=["stage", "busy", *(f"idle {c}" for c in causes), "total"],
+        align=[LEFT, *[RIGHT] * (len(keys) + 1)],
+        rows=rows,
+    )
+
+
+def stage_table(process: ProcessReport) -> Table:
+    """Launch economics per stage."""
+    rows = []
+    for stage in sorted(process.stages, key=lambda s: -(s.busy_ns_per_step + s.idle_ns_per_step)):
+        launches = stage.launches_per_step
+        unexpected = ", ".join(
+            f"{count:g} {kind}" for kind, count in stage.unexpected_calls_per_step.items() if count
+        )
+        rows.append(
+            [
+                stage.name,
+                stage.execution,
+                f"{launches['kernel']:g}",
+                f"{launches['graph']:g}",
+                f"{launches['memcpy']:g}",
+                f"{launches['memset']:g}",
+                format_ms(stage.launch_api_ns_per_step),
+                format_ms(stage.queue_ns_per_step),
+                f"{stage.syncs_per_step:g}",
+                format_ms(stage.sync_ns_per_step),
+                "" if stage.ops_per_graph_launch is None else f"{stage.ops_per_graph_launch:g}",
+                unexpected,
+            ]
+        )
+    return Table(
+        title="Launches per step by stage",
+        columns=[
+            "stage", "mode", "kernels", "graphs", "memcpy", "memset", "launch API ms",
+            "queue ms", "syncs", "sync ms", "ops/graph", "unexpected work",
+        ],
+        align=[LEFT, LEFT, *[RIGHT] * 9, LEFT],
+        rows=rows,
+    )
+
+
+def evidence_lines(process: ProcessReport, *, top: int = 3) -> list[tuple[str, list[str]]]:
+    """For the top candidates: a heading and bullet lines of kernels, calls and gaps."""
+    sections = []
+    for candidate in process.candidates[:top]:
+        evidence = candidate.evidence
+        lines = []
+        for kernel in evidence.top_kernels if candidate.bucket == Bucket.BUSY.value else []:
+            lines.append(
+                f"op {kernel.name}: {format_duration(kernel.ns_per_step)}/step "
+                f"({kernel.count_per_step:g} per step)"
+            )
+        for call in evidence.top_api_calls if candidate.bucket == Bucket.IDLE.value else []:
+            lines.append(
+                f"call {call.name}: {format_duration(call.ns_per_step)}/step ({call.count_per_step:g} per step)"
+            )
+        if evidence.host_ns_per_launch is not None and candidate.bucket == Bucket.IDLE.value:
+            lines.append(f"host time between launches: {format_duration(evidence.host_ns_per_launch)} per launch")
+        for gap in evidence.longest_gaps:
+            lines.append(
+                f"gap of {format_duration(gap.duration_ns)} at +{gap.start_offset_ns / 1e6:.3f} ms "
+                f"(step {gap.step_index}, mostly {gap.cause})"
+            )
+        sections.append((f"#{candidate.rank} {candidate.stage} {candidate.bucket}", lines))
+    return sections
+
+
+def slowest_rank_table(report: Report) -> Table:
+    """Per stage present in several processes, which process takes longest."""
+    rows = [
+        [
+            entry.stage,
+            str(entry.pid),
+            format_ms(entry.ns_per_step),
+            ", ".join(f"{pid}: {format_ms(ns)}" for pid, ns in entry.others_ns_per_step.items()),
+        ]
+        for entry in report.slowest_rank_by_stage
+    ]
+    return Table(
+        title="Slowest process per stage (ms per step)",
+        columns=["stage", "slowest pid", "ms/step", "others"],
+        align=[LEFT, RIGHT, RIGHT, LEFT],
+        rows=rows,
+    )

@@ -1,0 +1,78 @@
+"""Text: rich tables for a terminal."""
+
+from io import StringIO
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table as RichTable
+
+from trace_gaps.render.tables import (
+    RIGHT,
+    Table,
+    candidate_table,
+    describe_export,
+    describe_steps,
+    evidence_lines,
+    ledger_table,
+    process_title,
+    slowest_rank_table,
+    stage_table,
+)
+from trace_gaps.report import Report
+
+MAX_NAME = 48
+
+
+def elide(text: str, limit: int = MAX_NAME) -> str:
+    """Shorten a long name in the middle: 'void gemm<...>...kernel'."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    keep = (limit - 1) // 2
+    return text[:keep] + "…" + text[-(limit - 1 - keep) :]
+
+
+def _rich_table(table: Table) -> RichTable:
+    rich = RichTable(title=escape(table.title), title_justify="left", show_lines=False)
+    for column, align in zip(table.columns, table.align, strict=True):
+        rich.add_column(escape(column), justify="right" if align == RIGHT else "left")
+    for row in table.rows:
+        rich.add_row(*(escape(elide(cell)) for cell in row))
+    return rich
+
+
+def render_text(report: Report, *, width: int = 160) -> str:
+    """Render the Report for a terminal of the given width."""
+    buffer = StringIO()
+    console = Console(file=buffer, width=width, color_system=None, highlight=False, soft_wrap=False)
+    for line in describe_export(report):
+        console.print(escape(line))
+    for process in report.processes:
+        console.print()
+        console.rule(escape(process_title(process)))
+        for line in describe_steps(process):
+            console.print(escape(line))
+        if process.candidates:
+            console.print()
+            console.print("Verdict:")
+            for candidate in process.candidates[:3]:
+                console.print(f"  {candidate.rank}. {escape(' '.join(candidate.verdict.split()))}")
+        for table in (candidate_table(process), ledger_table(process), stage_table(process)):
+            if table.rows:
+                console.print()
+                console.print(_rich_table(table))
+        for heading, lines in evidence_lines(process):
+            console.print()
+            console.print(escape(heading))
+            for line in lines:
+                console.print(f"  - {escape(elide(line, 120))}")
+    slowest = slowest_rank_table(report)
+    if slowest.rows:
+        console.print()
+        console.print(_rich_table(slowest))
+    if report.notes:
+        console.print()
+        console.print("Integrity notes:")
+        for note in report.notes:
+            console.print(f"  - {escape(note)}")
+    return buffer.getvalue()
