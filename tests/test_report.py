@@ -1,0 +1,107 @@
+"""Launch overhead, execution mode, candidates, verdicts and the JSON shape of a Report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from trace_gaps.analysis.pipeline import AnalysisOptions, analyse_trace
+from trace_gaps.nsys.load import load_trace
+from trace_gaps.render.json import render_json
+from trace_gaps.report import Report, build_report
+
+
+def report_of(path: Path, **options: object) -> Report:
+    trace = load_trace(path)
+    return build_report(trace, analyse_trace(trace, AnalysisOptions(**options)))  # type: ignore[arg-type]
+
+
+def eager_and_graph_export(builder, *, eager_launches=30, graph_captured=True):  # type: ignore[no-untyped-def]
+    """4 steps of 100 µs: draft 0..40 µs issues many tiny eager kernels; verify 40..100 µs
+    replays one graph (node-level: 3 kernels sharing the cudaGraphLaunch correlation id)."""
+    if graph_captured:
+        builder.call("cudaStreamBeginCapture", 1, 2).call("cudaGraphInstantiate", 3, 4).graph_event(3)
+    for i in range(4):
+        o = 1_000_000 + i * 100_000
+        builder.range("decode_step", o, o + 100_000)
+        builder.range("draft", o, o + 40_000).range("verify", o + 40_000, o + 100_000)
+        for k in range(eager_launches):
+            t = o + 100 + k * 1_000
+            builder.launch("tiny", t, t + 300, t + 500, t + 600)  # 200 ns queued each
+        builder.call("cudaGraphLaunch", o + 41_000, o + 42_000, correlation_id=10_000 + i)
+        for n in range(3):
+            s = o + 43_000 + n * 10_000
+            builder.kernel("gemm", s, s + 9_000, correlation_id=10_000 + i, graph_node_id=n)
+        builder.call("cudaStreamSynchronize", o + 42_100, o + 80_000)
+    return builder.write()
+
+
+def test_launch_counts_queue_time_and_execution_mode_per_stage(export_builder):
+    report = report_of(eager_and_graph_export(export_builder()), skip=0)
+    stages = {s.name: s for s in report.processes[0].stages}
+    draft, verify = stages["draft"], stages["verify"]
+    assert draft.execution == "eager"
+    assert draft.launches_per_step == {"kernel": 30, "graph": 0, "memcpy": 0, "memset": 0}
+    assert draft.launch_api_ns_per_step == 30 * 300
+    assert draft.queue_ns_per_step == 30 * 200
+    assert draft.queued_launches_per_step == 30
+    assert verify.execution == "graph"
+    assert verify.launches_per_step["graph"] == 1
+    assert verify.ops_per_graph_launch == 3
+    assert verify.syncs_per_step == 1
+    assert verify.sync_ns_per_step == 80_000 - 42_100
+
+
+def test_ledger_means_sum_to_the_mean_step_wall_time_in_json(export_builder):
+    data = json.loads(render_json(report_of(eager_and_graph_export(export_builder()), skip=0)))
+    process = data["processes"][0]
+    assert data["schema_version"] == 1
+    assert process["steps"]["analyzed"] == 4
+    assert sum(e["ns_per_step"] for e in process["ledger"]) == process["steps"]["wall_ns"]["mean"]
+    assert {e["cause"] for e in process["ledger"] if e["bucket"] == "idle"} <= {
+        "launch", "sync", "queued", "api", "host"
+    }
+    ranks = [c["rank"] for c in process["candidates"]]
+    assert ranks == list(range(1, len(ranks) + 1))
+    amounts = [c["ns_per_step"] for c in process["candidates"]]
+    assert amounts == sorted(amounts, reverse=True)
+
+
+def test_verdict_calls_an_eager_stage_launch_bound_and_notes_the_captured_graph(export_builder):
+    #   draft: 60 eager launches per 40 µs, GPU mostly idle between them
+    report = report_of(eager_and_graph_export(export_builder(), eager_launches=38), skip=0)
+    draft_idle = next(c for c in report.processes[0].candidates if (c.stage, c.bucket) == ("draft", "idle"))
+    assert "launch-bound" in draft_idle.verdict
+    assert "38 eager ops/step" in draft_idle.verdict
+    assert "although this process captured one" in draft_idle.verdict
+    assert set(draft_idle.evidence.idle_by_cause_ns_per_step) == {"launch", "sync", "queued", "api", "host"}
+    assert draft_idle.evidence.host_ns_per_launch is not None
+
+
+def test_verdict_names_sync_when_the_host_waits(export_builder):
+    #   accept: launch one short kernel then wait 50 µs in cudaDeviceSynchronize after it ends
+    b = export_builder()
+    for i in range(3):
+        o = i * 100_000
+        b.range("decode_step", o, o + 100_000).range("accept", o, o + 100_000)
+        b.launch("k", o + 100, o + 200, o + 300, o + 1_000)
+        b.call("cudaDeviceSynchronize", o + 250, o + 60_000)
+    report = report_of(b.write(), skip=0)
+    top = report.processes[0].candidates[0]
+    assert (top.stage, top.bucket) == ("accept", "idle")
+    assert "sync-bound" in top.verdict and "1.0 host syncs/step" in top.verdict
+    # Inside the sync 250..60000 the GPU is idle except while k runs 300..1000.
+    assert top.evidence.idle_by_cause_ns_per_step["sync"] == (300 - 250) + (60_000 - 1_000)
+
+
+def test_each_process_gets_its_own_ledger_and_the_slowest_is_named_per_stage(export_builder):
+    b = export_builder()
+    for pid, length in ((100, 5_000), (200, 8_000)):
+        for i in range(3):
+            o = i * 10_000
+            b.range("decode_step", o, o + 9_000, pid=pid, tid=pid).range("fwd", o, o + length, pid=pid, tid=pid)
+            b.launch("k", o + 10, o + 20, o + 30, o + 1_000, pid=pid, tid=pid)
+    report = report_of(b.write(), skip=0)
+    assert [p.pid for p in report.processes] == [100, 200]
+    slowest = {s.stage: s.pid for s in report.slowest_rank_by_stage}
+    assert slowest["fwd"] == 200
