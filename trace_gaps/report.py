@@ -174,7 +174,6 @@ def build_report(trace: Trace, analysis: Analysis, *, top: int = 10) -> Report:
         _process_report(trace, analysis, int(pid), trace_start, top=top)
         for pid in sorted(analysis.steps[PID].unique())
     ]
-    processes = [p for p in processes if p is not None]
     export = ExportSummary(
         file=trace.info.path.name,
         size_bytes=trace.info.size_bytes,
@@ -201,87 +200,143 @@ def _trace_start(trace: Trace) -> int:
     return min(starts) if starts else 0
 
 
+@dataclass(frozen=True, slots=True)
+class _ProcessFrames:
+    """One process's slices of the Analysis frames, with stage codes turned into names."""
+
+    steps: pd.DataFrame
+    analysed: pd.DataFrame
+    ledger: pd.DataFrame  # every step's ledger rows, with a "stage" name column
+    means: pd.DataFrame  # stage, bucket, cause, ns_per_step over analysed steps
+    stats: pd.DataFrame  # summarise_stages rows indexed by stage name
+    kernels: pd.DataFrame
+    api_calls: pd.DataFrame  # non-launch, non-sync calls in analysed steps: stage, name, total, count
+    gaps: pd.DataFrame
+
+
 def _process_report(
     trace: Trace, analysis: Analysis, pid: int, trace_start: int, *, top: int
-) -> ProcessReport | None:
+) -> ProcessReport:
+    frames = _process_frames(analysis, pid)
+    n = len(frames.analysed)
+    wall = (frames.analysed[END_NS] - frames.analysed[START_NS]).to_numpy()
+    calls = analysis.staged_calls[analysis.staged_calls[PID] == pid]
+    captured_graph = bool(trace.info.graph_capture_events) or bool(
+        (calls[CALL_CATEGORY] == CallCategory.GRAPH_SETUP.value).any()
+    )
+    busy_idle = frames.means.groupby(["stage", BUCKET])["ns_per_step"].sum()
+    stages = [
+        _stage_summary(stage, frames.stats, busy_idle, n)
+        for stage in sorted(set(frames.means["stage"]) | set(frames.stats.index))
+    ]
+    skipped = frames.steps[frames.steps[IS_WARMUP]]
+    return ProcessReport(
+        pid=pid,
+        name=trace.processes.get(pid, ""),
+        steps=StepSummary(
+            name=analysis.selection.name,
+            reason=analysis.selection.reason,
+            analyzed=n,
+            skipped=len(skipped),
+            skip_reasons={str(k): int(v) for k, v in skipped[SKIP_REASON].value_counts().sort_index().items()},
+            threads=int(frames.steps[GLOBAL_TID].nunique()),
+            wall_ns=_wall_stats(wall),
+        ),
+        ledger=[
+            LedgerEntry(str(r.stage), str(r.bucket), str(r.cause) or None, int(r.ns_per_step))
+            for r in frames.means.sort_values(["ns_per_step", "stage"], ascending=[False, True]).itertuples()
+        ],
+        stages=stages,
+        candidates=_candidates(frames, stages, captured_graph, n, trace_start, top=top),
+        step_rows=_step_rows(frames, trace_start),
+        step_ledger=[
+            StepLedgerEntry(int(r.step_id), str(r.stage), str(r.bucket), str(r.cause) or None, int(r.duration_ns))
+            for r in frames.ledger.itertuples()
+        ],
+    )
+
+
+def _process_frames(analysis: Analysis, pid: int) -> _ProcessFrames:
     names = np.array(analysis.stage_map.names, dtype=object)
+
+    def named(frame: pd.DataFrame) -> pd.DataFrame:
+        return frame.assign(stage=names[frame[STAGE].to_numpy()])
+
     steps = analysis.steps[analysis.steps[PID] == pid]
     analysed = steps[~steps[IS_WARMUP]]
-    n = len(analysed)
-    ledger = analysis.ledger[analysis.ledger[STEP_ID].isin(steps[STEP_ID])]
-    ledger = ledger.assign(stage=names[ledger[STAGE].to_numpy()])
-    wall = (analysed[END_NS] - analysed[START_NS]).to_numpy()
-    wall_mean = int(round(wall.sum() / n)) if n else 0
-
+    ledger = named(analysis.ledger[analysis.ledger[STEP_ID].isin(steps[STEP_ID])])
     totals = (
         ledger[ledger[STEP_ID].isin(analysed[STEP_ID])]
         .groupby(["stage", BUCKET, CAUSE], sort=True)[DURATION_NS]
         .sum()
     )
-    means = round_per_step(totals, n).rename("ns_per_step").reset_index()
-    means = means[means["ns_per_step"] > 0]
-    ledger_entries = [
-        LedgerEntry(str(r.stage), str(r.bucket), str(r.cause) or None, int(r.ns_per_step))
-        for r in means.sort_values(["ns_per_step", "stage"], ascending=[False, True]).itertuples()
-    ]
-
+    means = round_per_step(totals, len(analysed)).rename("ns_per_step").reset_index()
     stats = analysis.stage_stats[analysis.stage_stats[PID] == pid].set_index(STAGE)
     stats.index = names[stats.index.to_numpy()]
-    captured_graph = bool(trace.info.graph_capture_events) or bool(
-        (analysis.staged_calls[(analysis.staged_calls[PID] == pid)][CALL_CATEGORY] == CallCategory.GRAPH_SETUP.value).any()
-    )
-    stage_names = sorted(set(means["stage"]) | set(stats.index))
-    busy_idle = means.groupby(["stage", BUCKET])["ns_per_step"].sum()
-    stage_summaries = [
-        _stage_summary(stage, stats, busy_idle, n) for stage in stage_names
-    ]
-    facts = {s.name: _stage_facts(s, captured_graph) for s in stage_summaries}
-
-    kernels = analysis.top_kernels[analysis.top_kernels[PID] == pid]
-    kernels = kernels.assign(stage=names[kernels[STAGE].to_numpy()])
-    calls = calls_in_analysed_steps(analysis.staged_calls[analysis.staged_calls[PID] == pid], steps)
     # Calls behind "api" idle time: neither launches nor syncs.
+    calls = calls_in_analysed_steps(analysis.staged_calls[analysis.staged_calls[PID] == pid], steps)
     category = calls[CALL_CATEGORY].astype(str)
-    calls = calls[~category.str.startswith("launch") & (category != CallCategory.SYNC.value)]
-    api_totals = (
-        calls.assign(stage=names[calls[STAGE].to_numpy()], duration=calls[END_NS] - calls[START_NS])
+    calls = named(calls[~category.str.startswith("launch") & (category != CallCategory.SYNC.value)])
+    api_calls = (
+        calls.assign(duration=calls[END_NS] - calls[START_NS])
         .groupby(["stage", NAME], observed=True)
         .agg(total=("duration", "sum"), count=("duration", "size"))
         .reset_index()
-        .sort_values(["stage", "total"], ascending=[True, False])
+        .sort_values(["stage", "total", NAME], ascending=[True, False, True])
     )
-    gaps = analysis.gaps[analysis.gaps[STEP_ID].isin(analysed[STEP_ID])]
-    gaps = gaps.assign(stage=names[gaps[STAGE].to_numpy()], duration=gaps[END_NS] - gaps[START_NS])
-    step_index = steps.set_index(STEP_ID)[STEP_INDEX]
+    gaps = named(analysis.gaps[analysis.gaps[STEP_ID].isin(analysed[STEP_ID])])
+    return _ProcessFrames(
+        steps=steps,
+        analysed=analysed,
+        ledger=ledger,
+        means=means[means["ns_per_step"] > 0],
+        stats=stats,
+        kernels=named(analysis.top_kernels[analysis.top_kernels[PID] == pid]),
+        api_calls=api_calls,
+        gaps=gaps.assign(duration=gaps[END_NS] - gaps[START_NS]),
+    )
 
+
+def _candidates(
+    frames: _ProcessFrames,
+    stages: list[StageSummary],
+    captured_graph: bool,
+    n: int,
+    trace_start: int,
+    *,
+    top: int,
+) -> list[Candidate]:
+    by_name = {stage.name: stage for stage in stages}
+    step_index = frames.steps.set_index(STEP_ID)[STEP_INDEX]
+    wall_mean = int(round((frames.analysed[END_NS] - frames.analysed[START_NS]).sum() / n)) if n else 0
     candidates = []
-    ranked = rank_candidates(means, wall_mean_ns=wall_mean)
-    for row in ranked.head(top).itertuples():
+    for row in rank_candidates(frames.means, wall_mean_ns=wall_mean).head(top).itertuples():
         stage, bucket = str(row.stage), str(row.bucket)
-        split = idle_split(means, stage)
-        summary = next(s for s in stage_summaries if s.name == stage) if stage in facts else None
+        is_idle = bucket == Bucket.IDLE.value
+        summary = by_name.get(stage)
+        split = idle_split(frames.means, stage)
         launches = sum(summary.launches_per_step.values()) if summary else 0.0
-        stage_gaps = gaps[gaps["stage"] == stage].nlargest(3, "duration") if bucket == Bucket.IDLE.value else gaps.iloc[0:0]
+        gaps = frames.gaps[frames.gaps["stage"] == stage].nlargest(3, "duration") if is_idle else frames.gaps.iloc[:0]
         evidence = Evidence(
-            idle_by_cause_ns_per_step=split if bucket == Bucket.IDLE.value else {},
+            idle_by_cause_ns_per_step=split if is_idle else {},
             launches_per_step=round(launches, 2),
             syncs_per_step=summary.syncs_per_step if summary else 0.0,
-            host_ns_per_launch=host_ns_per_launch(split, launches) if bucket == Bucket.IDLE.value else None,
+            host_ns_per_launch=host_ns_per_launch(split, launches) if is_idle else None,
             top_kernels=[
                 KernelShare(str(k.name), int(round(k.total_ns / n)), round(k.count / n, 2))
-                for k in kernels[kernels["stage"] == stage].itertuples()
-            ] if n else [],
+                for k in frames.kernels[frames.kernels["stage"] == stage].itertuples()
+            ],
             top_api_calls=[
                 CallShare(str(c.name), int(round(c.total / n)), round(c.count / n, 2))
-                for c in api_totals[api_totals["stage"] == stage].head(3).itertuples()
-            ] if n else [],
+                for c in frames.api_calls[frames.api_calls["stage"] == stage].head(3).itertuples()
+            ],
             longest_gaps=[
                 GapEvidence(int(step_index[g.step_id]), int(g.start_ns - trace_start), int(g.duration), str(g.cause))
-                for g in stage_gaps.itertuples()
+                for g in gaps.itertuples()
             ],
             unexpected_calls_per_step=summary.unexpected_calls_per_step if summary else {},
         )
-        stage_facts = facts.get(stage) or _stage_facts(None, captured_graph)
+        facts = _stage_facts(summary, captured_graph)
         candidates.append(
             Candidate(
                 rank=int(row.rank),
@@ -289,13 +344,18 @@ def _process_report(
                 bucket=bucket,
                 ns_per_step=int(row.ns_per_step),
                 share=round(float(row.share), 4),
-                verdict=write_verdict(stage, bucket, int(row.ns_per_step), evidence, stage_facts),
+                verdict=write_verdict(stage, bucket, int(row.ns_per_step), evidence, facts),
                 evidence=evidence,
             )
         )
+    return candidates
 
-    per_step = ledger.groupby([STEP_ID, BUCKET])[DURATION_NS].sum().unstack(fill_value=0)
-    step_rows = [
+
+def _step_rows(frames: _ProcessFrames, trace_start: int) -> list[StepRow]:
+    per_step = frames.ledger.groupby([STEP_ID, BUCKET])[DURATION_NS].sum().unstack(fill_value=0)
+    per_step = per_step.reindex(columns=[Bucket.BUSY.value, Bucket.IDLE.value], fill_value=0)
+    steps = frames.steps.join(per_step, on=STEP_ID).fillna({Bucket.BUSY.value: 0, Bucket.IDLE.value: 0})
+    return [
         StepRow(
             step_id=int(s.step_id),
             thread=int(s.global_tid) & 0xFFFFFF,
@@ -304,35 +364,11 @@ def _process_report(
             wall_ns=int(s.end_ns - s.start_ns),
             is_warmup=bool(s.is_warmup),
             skip_reason=str(s.skip_reason),
-            busy_ns=int(per_step[Bucket.BUSY.value].get(s.step_id, 0)) if Bucket.BUSY.value in per_step else 0,
-            idle_ns=int(per_step[Bucket.IDLE.value].get(s.step_id, 0)) if Bucket.IDLE.value in per_step else 0,
+            busy_ns=int(s.busy),
+            idle_ns=int(s.idle),
         )
         for s in steps.itertuples()
     ]
-    step_ledger = [
-        StepLedgerEntry(int(r.step_id), str(r.stage), str(r.bucket), str(r.cause) or None, int(r.duration_ns))
-        for r in ledger.itertuples()
-    ]
-    skipped = steps[steps[IS_WARMUP]]
-    summary = StepSummary(
-        name=analysis.selection.name,
-        reason=analysis.selection.reason,
-        analyzed=n,
-        skipped=len(skipped),
-        skip_reasons={str(k): int(v) for k, v in skipped[SKIP_REASON].value_counts().sort_index().items()},
-        threads=int(steps[GLOBAL_TID].nunique()),
-        wall_ns=_wall_stats(wall),
-    )
-    return ProcessReport(
-        pid=pid,
-        name=trace.processes.get(pid, ""),
-        steps=summary,
-        ledger=ledger_entries,
-        stages=stage_summaries,
-        candidates=candidates,
-        step_rows=step_rows,
-        step_ledger=step_ledger,
-    )
 
 
 def _wall_stats(wall: np.ndarray) -> WallStats:
@@ -414,11 +450,10 @@ def _slowest_ranks(processes: list[ProcessReport]) -> list[SlowestRank]:
             if total:
                 per_stage.setdefault(stage.name, {})[process.pid] = total
     slowest = []
-    for stage, by_pid in sorted(per_stage.items()):
+    for stage_name, by_pid in sorted(per_stage.items()):
         if len(by_pid) < 2:
             continue
         pid = max(sorted(by_pid), key=lambda p: by_pid[p])
-        slowest.append(
-            SlowestRank(stage, pid, by_pid[pid], {str(p): v for p, v in sorted(by_pid.items()) if p != pid})
-        )
+        others = {str(p): v for p, v in sorted(by_pid.items()) if p != pid}
+        slowest.append(SlowestRank(stage_name, pid, by_pid[pid], others))
     return slowest
