@@ -67,6 +67,12 @@ def integrity_notes(trace: Trace, analysis: Analysis) -> list[str]:
             f"{other_domains} NVTX ranges of other domains (e.g. CCCL, NCCL) never become stages; "
             "their time stays in the enclosing stage."
         )
+    unstepped = sorted(set(trace.gpu_ops[PID]) - set(analysis.steps[PID]))
+    if unstepped and analysis.options.process is None:
+        notes.append(
+            f"Processes {', '.join(map(str, unstepped))} ran GPU ops but have no "
+            f"{analysis.selection.name} steps; they are not in the report."
+        )
     notes.extend(_op_notes(analysis))
     notes.extend(_device_notes(trace, analysis))
     notes.extend(_overhead_notes(trace, analysis))

@@ -44,7 +44,7 @@ def describe_steps(process: ProcessReport) -> list[str]:
         skipped = f", {steps.skipped} skipped as warm-up ({reasons})"
     wall = steps.wall_ns
     return [
-        f"Step: {name} — {steps.analyzed} analysed{skipped}; {steps.reason}.",
+        f"Step: {name} — {steps.analyzed} analysed{skipped}; {steps.reason.rstrip('.')}.",
         f"Step wall time: mean {format_duration(wall.mean)}, p50 {format_duration(wall.p50)}, "
         f"p90 {format_duration(wall.p90)}, max {format_duration(wall.max)}.",
     ]
