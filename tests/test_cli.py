@@ -42,7 +42,8 @@ def test_analyze_an_unknown_step_name_is_a_one_line_error(export_builder):
     path = eager_and_graph_export(export_builder())
     result = runner.invoke(app, ["analyze", str(path), "--step", "nope"])
     assert result.exit_code == 1
-    assert result.stderr.startswith("error: no NVTX range named 'nope'")
+    assert result.stderr.startswith(f"error: {path}: no NVTX range named 'nope'")
+    assert "decode_step, draft, verify" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
 
 
