@@ -1,0 +1,519 @@
+"""Compare two Reports: step time with a bootstrap noise estimate, stage and bucket changes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+import numpy as np
+import pandas as pd
+
+from trace_gaps.analysis.ledger import Bucket
+from trace_gaps.errors import TraceGapsError
+from trace_gaps.report import ProcessReport, Report, StageSummary, WallStats
+from trace_gaps.units import format_duration
+
+DIFF_SCHEMA_VERSION = 1
+RESAMPLES = 2_000
+CONFIDENCE_PCT = 95
+SEED = 0  # fixed: the same two exports give a byte-identical diff
+# Rows of the bucket table the verdict names, at most.
+VERDICT_CHANGES = 3
+
+
+class Presence(StrEnum):
+    """Where a stage exists: on both sides, or on one only."""
+
+    BOTH = "both"
+    BEFORE_ONLY = "before only"
+    AFTER_ONLY = "after only"
+
+
+class CandidateStatus(StrEnum):
+    """How a ranked (stage, bucket) candidate moved between the two reports."""
+
+    APPEARED = "appeared"
+    VANISHED = "vanished"
+    GREW = "grew"
+    SHRANK = "shrank"
+    UNCHANGED = "unchanged"
+
+
+@dataclass(frozen=True, slots=True)
+class NsInterval:
+    """A bootstrap confidence interval of a difference of means (after − before), in ns."""
+
+    low_ns: int
+    high_ns: int
+
+    @property
+    def excludes_zero(self) -> bool:
+        return self.low_ns > 0 or self.high_ns < 0
+
+
+@dataclass(frozen=True, slots=True)
+class PctInterval:
+    """The same, relative to the before mean, in percent."""
+
+    low_pct: float
+    high_pct: float
+
+
+@dataclass(frozen=True, slots=True)
+class Side:
+    """Which export and process one side of the diff is, and its steps."""
+
+    file: str
+    pid: int
+    process_name: str
+    step_name: str | None
+    steps_analysed: int
+    steps_skipped: int
+    wall_ns: WallStats
+
+
+@dataclass(frozen=True, slots=True)
+class WallChange:
+    """Step wall time after − before, with its CI in ns and in percent of before.
+
+    The CIs are None when a side has fewer than 2 analysed steps: no noise estimate.
+    """
+
+    change_ns: int
+    change_pct: float | None
+    ci_ns: NsInterval | None
+    ci_pct: PctInterval | None
+    is_beyond_noise: bool | None
+
+
+@dataclass(frozen=True, slots=True)
+class BucketChange:
+    """ns per step of one (stage, bucket) before and after: `busy` or `idle <cause>`."""
+
+    stage: str
+    bucket: str
+    presence: str
+    before_ns_per_step: int
+    after_ns_per_step: int
+    change_ns_per_step: int
+    ci_ns: NsInterval | None
+    is_beyond_noise: bool | None
+
+
+@dataclass(frozen=True, slots=True)
+class StageSide:
+    """One stage on one side: time, launches and execution mode per step."""
+
+    ns_per_step: int
+    execution: str
+    eager_launches_per_step: float
+    graph_launches_per_step: float
+
+
+@dataclass(frozen=True, slots=True)
+class StageChange:
+    """One stage matched by name; a side is None where the stage is absent."""
+
+    stage: str
+    presence: str
+    before: StageSide | None
+    after: StageSide | None
+    change_ns_per_step: int
+
+
+@dataclass(frozen=True, slots=True)
+class CandidateChange:
+    """A (stage, busy|idle) ranked on either side and how it moved."""
+
+    stage: str
+    bucket: str
+    status: str
+    before_rank: int | None
+    after_rank: int | None
+    before_ns_per_step: int
+    after_ns_per_step: int
+    change_ns_per_step: int
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessDiff:
+    """One pair of processes compared."""
+
+    before: Side
+    after: Side
+    verdict: str
+    wall: WallChange
+    buckets: list[BucketChange]
+    stages: list[StageChange]
+    candidates: list[CandidateChange]
+
+
+@dataclass(frozen=True, slots=True)
+class Diff:
+    """The comparison of two reports, ready to render."""
+
+    processes: list[ProcessDiff]
+    notes: list[str]
+    confidence_pct: int = CONFIDENCE_PCT
+    resamples: int = RESAMPLES
+    seed: int = SEED
+    schema_version: int = field(default=DIFF_SCHEMA_VERSION)
+
+
+def diff_reports(before: Report, after: Report) -> Diff:
+    """Pair the processes of two reports and compare each pair."""
+    pairs, notes = pair_processes(before, after)
+    rng = np.random.default_rng(SEED)
+    diffs = [
+        diff_processes(b, a, before_file=before.export.file, after_file=after.export.file, rng=rng)
+        for b, a in pairs
+    ]
+    names = {d.before.step_name for d in diffs} | {d.after.step_name for d in diffs}
+    if len(names) > 1:
+        shown = ", ".join(f"`{n}`" if n else "whole process" for n in sorted(names, key=str))
+        notes.append(
+            f"The two sides use different step ranges ({shown}): compare with --step NAME."
+        )
+    notes += [f"before: {note}" for note in before.notes] + [
+        f"after: {note}" for note in after.notes
+    ]
+    return Diff(processes=diffs, notes=notes)
+
+
+def pair_processes(
+    before: Report, after: Report
+) -> tuple[list[tuple[ProcessReport, ProcessReport]], list[str]]:
+    """Match processes by pid when both sides have the same pids, else the lowest pid of each."""
+    for side, report in (("before", before), ("after", after)):
+        if not report.processes:
+            raise TraceGapsError(
+                f"{report.export.file} ({side}) has no process with steps to compare."
+            )
+    by_pid_before = {p.pid: p for p in before.processes}
+    by_pid_after = {p.pid: p for p in after.processes}
+    if len(before.processes) == len(after.processes) == 1:
+        return [(before.processes[0], after.processes[0])], []
+    if by_pid_before.keys() == by_pid_after.keys():
+        return [(by_pid_before[pid], by_pid_after[pid]) for pid in sorted(by_pid_before)], [
+            f"Compared process by process: pids {_pids(by_pid_before)} on both sides."
+        ]
+    first_before, first_after = by_pid_before[min(by_pid_before)], by_pid_after[min(by_pid_after)]
+    note = (
+        f"The processes differ (before: {_pids(by_pid_before)}; after: {_pids(by_pid_after)}): "
+        "compared the lowest pid of each, "
+        f"{first_before.pid} with {first_after.pid}. Choose with --process-before/--process-after."
+    )
+    return [(first_before, first_after)], [note]
+
+
+def _pids(processes: dict[int, ProcessReport]) -> str:
+    return ", ".join(map(str, sorted(processes)))
+
+
+def diff_processes(
+    before: ProcessReport,
+    after: ProcessReport,
+    *,
+    before_file: str,
+    after_file: str,
+    rng: np.random.Generator,
+) -> ProcessDiff:
+    """Compare one process with another: step time, buckets, stages, candidates."""
+    walls = [_analysed_walls(p, f) for p, f in ((before, before_file), (after, after_file))]
+    buckets_before, buckets_after = (
+        _step_buckets(before, walls[0].index),
+        _step_buckets(after, walls[1].index),
+    )
+    columns = buckets_before.columns.union(buckets_after.columns, sort=False)
+    # One bootstrap draw for every column at once: wall time first, then each bucket.
+    values_before = np.column_stack(
+        [walls[0].to_numpy(), buckets_before.reindex(columns=columns, fill_value=0)]
+    )
+    values_after = np.column_stack(
+        [walls[1].to_numpy(), buckets_after.reindex(columns=columns, fill_value=0)]
+    )
+    means_before, means_after = values_before.mean(axis=0), values_after.mean(axis=0)
+    intervals, relative = _bootstrap(values_before, values_after, rng)
+
+    change = int(round(means_after[0] - means_before[0]))
+    wall = WallChange(
+        change_ns=change,
+        change_pct=round(100 * change / means_before[0], 2) if means_before[0] else None,
+        ci_ns=intervals[0] if intervals else None,
+        ci_pct=relative,
+        is_beyond_noise=intervals[0].excludes_zero if intervals else None,
+    )
+    stages_before = {s.name for s in before.stages} | set(
+        buckets_before.columns.get_level_values(0)
+    )
+    stages_after = {s.name for s in after.stages} | set(buckets_after.columns.get_level_values(0))
+    buckets = [
+        BucketChange(
+            stage=str(stage),
+            bucket=str(bucket),
+            presence=_presence(stage, stages_before, stages_after),
+            before_ns_per_step=int(round(means_before[i + 1])),
+            after_ns_per_step=int(round(means_after[i + 1])),
+            change_ns_per_step=int(round(means_after[i + 1] - means_before[i + 1])),
+            ci_ns=intervals[i + 1] if intervals else None,
+            is_beyond_noise=intervals[i + 1].excludes_zero if intervals else None,
+        )
+        for i, (stage, bucket) in enumerate(
+            zip(columns.get_level_values(0), columns.get_level_values(1), strict=True)
+        )
+    ]
+    buckets = sorted(
+        (b for b in buckets if b.before_ns_per_step or b.after_ns_per_step),
+        key=lambda b: (-abs(b.change_ns_per_step), b.stage, b.bucket),
+    )
+    stages = _stage_changes(before, after, buckets)
+    sides = [_side(p, f) for p, f in ((before, before_file), (after, after_file))]
+    return ProcessDiff(
+        before=sides[0],
+        after=sides[1],
+        verdict=write_diff_verdict(wall, buckets, stages),
+        wall=wall,
+        buckets=buckets,
+        stages=stages,
+        candidates=_candidate_changes(before, after, buckets),
+    )
+
+
+def _analysed_walls(process: ProcessReport, file: str) -> pd.Series:
+    rows = [r for r in process.step_rows if not r.is_warmup]
+    if not rows:
+        raise TraceGapsError(
+            f"{file}: process {process.pid} has no analysed steps (all {len(process.step_rows)} "
+            "are warm-up). Pass --skip 0 or a smaller --skip."
+        )
+    return pd.Series([r.wall_ns for r in rows], index=[r.step_id for r in rows], dtype="int64")
+
+
+def _step_buckets(process: ProcessReport, step_ids: pd.Index) -> pd.DataFrame:
+    """ns per analysed step (rows) and (stage, bucket label) (columns), zero where absent."""
+    entries = pd.DataFrame(
+        [
+            (e.step_id, e.stage, _label(e.bucket, e.cause), e.duration_ns)
+            for e in process.step_ledger
+        ],
+        columns=["step_id", "stage", "bucket", "duration_ns"],
+    )
+    entries = entries[entries["step_id"].isin(step_ids)]
+    table = entries.pivot_table(
+        index="step_id",
+        columns=["stage", "bucket"],
+        values="duration_ns",
+        aggfunc="sum",
+        fill_value=0,
+    )
+    return table.reindex(index=step_ids, fill_value=0).astype("int64")
+
+
+def _label(bucket: str, cause: str | None) -> str:
+    return bucket if bucket == Bucket.BUSY.value or not cause else f"{bucket} {cause}"
+
+
+def _bootstrap(
+    before: np.ndarray, after: np.ndarray, rng: np.random.Generator
+) -> tuple[list[NsInterval], PctInterval | None]:
+    """Percentile CIs of mean(after) − mean(before) per column, and of column 0 in percent.
+
+    Each resample draws every step of a side with replacement (multinomial counts), so the
+    resampled means of all columns come from one matrix product. Empty when a side has < 2 steps.
+    """
+    if len(before) < 2 or len(after) < 2:
+        return [], None
+    tail = (100 - CONFIDENCE_PCT) / 2
+
+    def resampled_means(values: np.ndarray) -> np.ndarray:
+        n = len(values)
+        counts = rng.multinomial(n, np.full(n, 1 / n), size=RESAMPLES)
+        means: np.ndarray = (counts @ values) / n
+        return means
+
+    means_before, means_after = resampled_means(before), resampled_means(after)
+    low, high = np.percentile(means_after - means_before, [tail, 100 - tail], axis=0)
+    intervals = [
+        NsInterval(int(round(lo)), int(round(hi))) for lo, hi in zip(low, high, strict=True)
+    ]
+    relative = 100 * (means_after[:, 0] - means_before[:, 0]) / means_before[:, 0]
+    rel_low, rel_high = np.percentile(relative, [tail, 100 - tail])
+    return intervals, PctInterval(round(float(rel_low), 2), round(float(rel_high), 2))
+
+
+def _presence(stage: str, before: set[str], after: set[str]) -> str:
+    if stage in before and stage in after:
+        return Presence.BOTH
+    return Presence.BEFORE_ONLY if stage in before else Presence.AFTER_ONLY
+
+
+def _stage_side(summary: StageSummary | None, ns_per_step: int) -> StageSide:
+    if summary is None:
+        return StageSide(ns_per_step, "none", 0.0, 0.0)
+    launches = summary.launches_per_step
+    return StageSide(
+        ns_per_step=ns_per_step,
+        execution=summary.execution,
+        eager_launches_per_step=round(
+            launches["kernel"] + launches["memcpy"] + launches["memset"], 2
+        ),
+        graph_launches_per_step=launches["graph"],
+    )
+
+
+def _stage_changes(
+    before: ProcessReport, after: ProcessReport, buckets: list[BucketChange]
+) -> list[StageChange]:
+    summaries = {
+        "before": {s.name: s for s in before.stages},
+        "after": {s.name: s for s in after.stages},
+    }
+    totals: dict[str, list[int]] = {}
+    for b in buckets:
+        total = totals.setdefault(b.stage, [0, 0])
+        total[0] += b.before_ns_per_step
+        total[1] += b.after_ns_per_step
+    presence = {b.stage: b.presence for b in buckets}
+    for stage in summaries["before"].keys() | summaries["after"].keys():
+        totals.setdefault(stage, [0, 0])
+        presence.setdefault(
+            stage, _presence(stage, set(summaries["before"]), set(summaries["after"]))
+        )
+    changes = [
+        StageChange(
+            stage=stage,
+            presence=presence[stage],
+            before=None
+            if presence[stage] == Presence.AFTER_ONLY
+            else _stage_side(summaries["before"].get(stage), ns[0]),
+            after=None
+            if presence[stage] == Presence.BEFORE_ONLY
+            else _stage_side(summaries["after"].get(stage), ns[1]),
+            change_ns_per_step=ns[1] - ns[0],
+        )
+        for stage, ns in totals.items()
+    ]
+    return sorted(changes, key=lambda c: (-abs(c.change_ns_per_step), c.stage))
+
+
+def _candidate_changes(
+    before: ProcessReport, after: ProcessReport, buckets: list[BucketChange]
+) -> list[CandidateChange]:
+    ranks_before = {(c.stage, c.bucket): c.rank for c in before.candidates}
+    ranks_after = {(c.stage, c.bucket): c.rank for c in after.candidates}
+    totals: dict[tuple[str, str], list[int]] = {}
+    for b in buckets:
+        total = totals.setdefault((b.stage, b.bucket.split()[0]), [0, 0])
+        total[0] += b.before_ns_per_step
+        total[1] += b.after_ns_per_step
+    changes = []
+    for key in sorted(ranks_before.keys() | ranks_after.keys()):
+        ns_before, ns_after = totals.get(key, [0, 0])
+        if key not in ranks_after:
+            status = CandidateStatus.VANISHED
+        elif key not in ranks_before:
+            status = CandidateStatus.APPEARED
+        else:
+            status = {
+                1: CandidateStatus.GREW,
+                -1: CandidateStatus.SHRANK,
+                0: CandidateStatus.UNCHANGED,
+            }[int(np.sign(ns_after - ns_before))]
+        changes.append(
+            CandidateChange(
+                key[0],
+                key[1],
+                status,
+                ranks_before.get(key),
+                ranks_after.get(key),
+                ns_before,
+                ns_after,
+                ns_after - ns_before,
+            )
+        )
+    return sorted(changes, key=lambda c: (-abs(c.change_ns_per_step), c.stage, c.bucket))
+
+
+def _side(process: ProcessReport, file: str) -> Side:
+    return Side(
+        file=file,
+        pid=process.pid,
+        process_name=process.name,
+        step_name=process.steps.name,
+        steps_analysed=process.steps.analyzed,
+        steps_skipped=process.steps.skipped,
+        wall_ns=process.steps.wall_ns,
+    )
+
+
+def signed_ms(ns: float) -> str:
+    """ "−4.10 ms" / "+0.25 ms": a signed change with a real minus sign."""
+    return ("−" if ns < 0 else "+") + format_duration(abs(ns))
+
+
+def signed_pct(pct: float) -> str:
+    """ "−38.0 %"."""
+    return ("−" if pct < 0 else "+") + f"{abs(pct):.1f} %"
+
+
+def describe_mode_change(change: StageChange) -> str | None:
+    """ "verify_forward: eager 354 launches/step → graph 1", or None when nothing much moved.
+
+    Much: the execution mode changed, or the launches per step changed by at least half.
+    """
+    if change.before is None or change.after is None:
+        return None
+    sides = [change.before, change.after]
+    launches = [s.eager_launches_per_step + s.graph_launches_per_step for s in sides]
+    moved = abs(launches[1] - launches[0]) >= max(1.0, launches[0] / 2)
+    if sides[0].execution == sides[1].execution and not moved:
+        return None
+    return (
+        f"{change.stage}: {sides[0].execution} {launches[0]:g} launches/step → "
+        f"{sides[1].execution} {launches[1]:g}"
+    )
+
+
+def write_diff_verdict(
+    wall: WallChange, buckets: list[BucketChange], stages: list[StageChange]
+) -> str:
+    """One line: the step-time change and its noise, then the few changes that explain it."""
+    head = f"Step time {signed_ms(wall.change_ns)}/step"
+    pct = f"{signed_pct(wall.change_pct)}" if wall.change_pct is not None else "n/a %"
+    if wall.ci_ns is None:
+        head += f" ({pct}; fewer than 2 steps on a side, no noise estimate)"
+        named = buckets[:VERDICT_CHANGES]
+    else:
+        low, high = signed_ms(wall.ci_ns.low_ns), signed_ms(wall.ci_ns.high_ns)
+        head += f" ({pct}, {CONFIDENCE_PCT} % CI {low} to {high})"
+        named = [b for b in buckets if b.is_beyond_noise][:VERDICT_CHANGES]
+    if wall.is_beyond_noise is False:
+        head += ": no change beyond noise"
+        if named:
+            head += "; within it"
+    if not named:
+        return head
+    modes = {c.stage: describe_mode_change(c) for c in stages}
+    parts = []
+    for bucket in named:
+        part = f"{bucket.stage} {bucket.bucket} {signed_ms(bucket.change_ns_per_step)}/step"
+        if bucket.presence != Presence.BOTH:
+            part += f" ({bucket.presence})"
+        parts.append(part)
+    mentioned = dict.fromkeys(b.stage for b in named)
+    extra = [modes[s] for s in mentioned if modes.get(s)]
+    return head + ": " + ", ".join(parts) + "".join(f"; {m}" for m in extra if m)
+
+
+def is_slower_than(diff: Diff, pct: float) -> bool:
+    """Whether any pair's step time grew by more than pct percent beyond the noise.
+
+    Beyond the noise: the CI's lower bound of the relative change exceeds pct. Without a
+    noise estimate (fewer than 2 steps on a side) the point estimate is used.
+    """
+    for process in diff.processes:
+        wall = process.wall
+        low = wall.ci_pct.low_pct if wall.ci_pct is not None else wall.change_pct
+        if low is not None and low > pct:
+            return True
+    return False

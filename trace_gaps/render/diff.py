@@ -1,0 +1,272 @@
+"""Render a Diff as text, Markdown or JSON; the format is chosen in one place."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable
+from io import StringIO
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table as RichTable
+
+from trace_gaps.diff import (
+    Diff,
+    Presence,
+    ProcessDiff,
+    Side,
+    StageChange,
+    StageSide,
+    describe_mode_change,
+)
+from trace_gaps.errors import TraceGapsError
+from trace_gaps.render import Format
+from trace_gaps.render.markdown import escape_markdown, render_table
+from trace_gaps.render.tables import LEFT, RIGHT, Table
+from trace_gaps.render.text import elide
+from trace_gaps.units import format_ms
+
+# Rows of the bucket and stage tables shown in text and Markdown (JSON has them all).
+TABLE_ROWS = 20
+
+
+def _signed(ns: int) -> str:
+    return ("−" if ns < 0 else "+") + format_ms(abs(ns))
+
+
+def describe_side(label: str, side: Side) -> str:
+    """ "before: run1.sqlite, process 834 (python3), step `decode_step`, 40 analysed (…)"."""
+    name = f" ({side.process_name})" if side.process_name else ""
+    step = f"`{side.step_name}`" if side.step_name else "whole process"
+    return (
+        f"{label}: {side.file}, process {side.pid}{name}, step {step}, "
+        f"{side.steps_analysed} analysed ({side.steps_skipped} warm-up skipped)"
+    )
+
+
+def wall_table(process: ProcessDiff) -> Table:
+    """Step wall time before and after: mean with its CI, p50, p90."""
+    before, after = process.before.wall_ns, process.after.wall_ns
+    ci = process.wall.ci_ns
+    rows = [
+        [
+            "mean",
+            format_ms(before.mean),
+            format_ms(after.mean),
+            _signed(after.mean - before.mean),
+            f"{_signed(ci.low_ns)} to {_signed(ci.high_ns)}" if ci else "n/a",
+        ],
+        ["p50", format_ms(before.p50), format_ms(after.p50), _signed(after.p50 - before.p50), ""],
+        ["p90", format_ms(before.p90), format_ms(after.p90), _signed(after.p90 - before.p90), ""],
+    ]
+    return Table(
+        title="Step wall time (ms)",
+        columns=["", "before", "after", "change", f"{process_ci_label(process)}"],
+        align=[LEFT, RIGHT, RIGHT, RIGHT, RIGHT],
+        rows=rows,
+    )
+
+
+def process_ci_label(process: ProcessDiff) -> str:
+    return "95 % CI of change" if process.wall.ci_ns else "CI (needs ≥ 2 steps a side)"
+
+
+def bucket_table(process: ProcessDiff, *, rows: int = TABLE_ROWS) -> Table:
+    """(stage, bucket) ms per step before, after and the change, largest change first."""
+    body = [
+        [
+            b.stage,
+            b.bucket,
+            format_ms(b.before_ns_per_step) if b.presence != Presence.AFTER_ONLY else "—",
+            format_ms(b.after_ns_per_step) if b.presence != Presence.BEFORE_ONLY else "—",
+            _signed(b.change_ns_per_step),
+            f"{_signed(b.ci_ns.low_ns)} to {_signed(b.ci_ns.high_ns)}" if b.ci_ns else "n/a",
+            "" if b.is_beyond_noise is None else ("yes" if b.is_beyond_noise else "no"),
+        ]
+        for b in process.buckets[:rows]
+    ]
+    more = len(process.buckets) - rows
+    return Table(
+        title="Changes by stage and bucket (ms per step, largest first)"
+        + (f"; {more} smaller rows in --format json" if more > 0 else ""),
+        columns=["stage", "bucket", "before", "after", "change", "95 % CI", "beyond noise"],
+        align=[LEFT, LEFT, RIGHT, RIGHT, RIGHT, RIGHT, LEFT],
+        rows=body,
+    )
+
+
+def _mode(side: StageSide | None) -> str:
+    if side is None:
+        return "—"
+    launches = side.eager_launches_per_step + side.graph_launches_per_step
+    return f"{side.execution} {launches:g}"
+
+
+def _shown_stages(process: ProcessDiff, rows: int) -> list[StageChange]:
+    """The largest changes, plus every stage whose mode or launch count moved much."""
+    return [
+        s for i, s in enumerate(process.stages) if i < rows or describe_mode_change(s) is not None
+    ]
+
+
+def stage_lines(process: ProcessDiff) -> list[str]:
+    """Launch changes in words, and the stages present on one side only."""
+    lines = [line for line in map(describe_mode_change, process.stages) if line]
+    for presence in (Presence.BEFORE_ONLY, Presence.AFTER_ONLY):
+        names = sorted(s.stage for s in process.stages if s.presence == presence)
+        if names:
+            lines.append(f"Stages {presence}: " + ", ".join(names))
+    return lines
+
+
+def stage_table(process: ProcessDiff, *, rows: int = TABLE_ROWS) -> Table:
+    """Stages matched by name: ms per step, execution mode and launches per step, each side."""
+    body = [
+        [
+            s.stage,
+            s.presence,
+            format_ms(s.before.ns_per_step) if s.before else "—",
+            format_ms(s.after.ns_per_step) if s.after else "—",
+            _signed(s.change_ns_per_step),
+            _mode(s.before),
+            _mode(s.after),
+        ]
+        for s in _shown_stages(process, rows)
+    ]
+    return Table(
+        title="Stages (ms per step; mode and launches per step)",
+        columns=[
+            "stage",
+            "present",
+            "before",
+            "after",
+            "change",
+            "before: mode launches",
+            "after: mode launches",
+        ],
+        align=[LEFT, LEFT, RIGHT, RIGHT, RIGHT, LEFT, LEFT],
+        rows=body,
+    )
+
+
+def candidate_table(process: ProcessDiff) -> Table:
+    """Candidates ranked on either side: appeared, vanished, grew, shrank."""
+    body = [
+        [
+            c.stage,
+            c.bucket,
+            c.status,
+            str(c.before_rank) if c.before_rank else "—",
+            str(c.after_rank) if c.after_rank else "—",
+            format_ms(c.before_ns_per_step),
+            format_ms(c.after_ns_per_step),
+            _signed(c.change_ns_per_step),
+        ]
+        for c in process.candidates
+    ]
+    return Table(
+        title="Candidates (ms per step; rank on each side, — = not ranked)",
+        columns=[
+            "stage",
+            "bucket",
+            "status",
+            "rank before",
+            "rank after",
+            "before",
+            "after",
+            "change",
+        ],
+        align=[LEFT, LEFT, LEFT, RIGHT, RIGHT, RIGHT, RIGHT, RIGHT],
+        rows=body,
+    )
+
+
+def _tables(process: ProcessDiff) -> list[Table]:
+    return [
+        wall_table(process),
+        bucket_table(process),
+        stage_table(process),
+        candidate_table(process),
+    ]
+
+
+def render_diff_markdown(diff: Diff) -> str:
+    """Render the Diff as a Markdown document."""
+    out = ["# trace-gaps diff", ""]
+    for process in diff.processes:
+        out += [f"**{escape_markdown(process.verdict)}**", ""]
+    for process in diff.processes:
+        out += [f"## Process {process.before.pid} → {process.after.pid}", ""]
+        out += [
+            escape_markdown(describe_side(label, side)) + "  "
+            for label, side in (("before", process.before), ("after", process.after))
+        ] + [""]
+        for table in _tables(process):
+            out += render_table(table)
+        out += [f"- {escape_markdown(line)}" for line in stage_lines(process)] + [""]
+    if diff.notes:
+        out += ["## Notes", ""] + [f"- {escape_markdown(note)}" for note in diff.notes] + [""]
+    return "\n".join(out).rstrip() + "\n"
+
+
+def _rich_table(table: Table) -> RichTable:
+    rich = RichTable(title=escape(table.title), title_justify="left")
+    for column, align in zip(table.columns, table.align, strict=True):
+        rich.add_column(escape(column), justify="right" if align == RIGHT else "left")
+    for row in table.rows:
+        rich.add_row(*(escape(elide(cell)) for cell in row))
+    return rich
+
+
+def render_diff_text(diff: Diff, *, width: int = 160) -> str:
+    """Render the Diff for a terminal of the given width."""
+    buffer = StringIO()
+    console = Console(file=buffer, width=width, color_system=None, highlight=False, soft_wrap=False)
+    for process in diff.processes:
+        console.print(escape(process.verdict))
+    for process in diff.processes:
+        console.print()
+        console.rule(f"Process {process.before.pid} → {process.after.pid}")
+        console.print(escape(describe_side("before", process.before)))
+        console.print(escape(describe_side("after", process.after)))
+        for table in _tables(process):
+            if table.rows:
+                console.print()
+                console.print(_rich_table(table))
+        lines = stage_lines(process)
+        if lines:
+            console.print()
+        for line in lines:
+            console.print(f"  - {escape(line)}")
+    if diff.notes:
+        console.print()
+        console.print("Notes:")
+        for note in diff.notes:
+            console.print(f"  - {escape(note)}")
+    return buffer.getvalue()
+
+
+def render_diff_json(diff: Diff) -> str:
+    """The whole Diff as indented JSON: schema_version first, integer ns, every row."""
+    data = dataclasses.asdict(diff)
+    return (
+        json.dumps(
+            {"schema_version": data.pop("schema_version"), **data}, indent=2, ensure_ascii=False
+        )
+        + "\n"
+    )
+
+
+DIFF_RENDERERS: dict[Format, Callable[[Diff], str]] = {
+    Format.TEXT: render_diff_text,
+    Format.MD: render_diff_markdown,
+    Format.JSON: render_diff_json,
+}
+
+
+def render_diff(diff: Diff, fmt: Format) -> str:
+    """Render in the chosen format; diff has no CSV form."""
+    if fmt not in DIFF_RENDERERS:
+        raise TraceGapsError(f"diff has no {fmt.value} output; use --format text, md or json.")
+    return DIFF_RENDERERS[fmt](diff)
