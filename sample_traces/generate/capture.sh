@@ -22,7 +22,7 @@ W=${WORK:-/tmp/tg}
 STEPS=${STEPS:-30}
 WARMUP=${WARMUP:-3}
 LARGE=${LARGE:-auto}
-BUDGET_S=${BUDGET_S:-600}
+BUDGET_S=${BUDGET_S:-590}
 PY="python3 sample_traces/generate/specdecode.py"
 mkdir -p "$OUT"
 rm -rf "$W"; mkdir -p "$W/rep" "$W/sqlite" "$W/stats"
@@ -40,6 +40,7 @@ command -v xz || echo "no xz: python lzma fallback"
 cap() {  # cap NAME GRAPH_TRACE_MODE SPECDECODE_ARGS...
     local name=$1 mode=$2; shift 2
     local t0=$SECONDS
+    if [ $((BUDGET_S - SECONDS)) -lt 120 ]; then echo "!! $name skipped: command budget nearly spent"; return; fi
     echo "== $name: $NSYS profile -t cuda,nvtx,osrt --sample=none --cpuctxsw=none --cuda-graph-trace=$mode $PY $*"
     timeout 300 "$NSYS" profile -t cuda,nvtx,osrt --sample=none --cpuctxsw=none \
         --cuda-graph-trace="$mode" -o "$W/rep/$name" --force-overwrite=true $PY "$@" \
