@@ -12,7 +12,8 @@ from typing import Annotated
 import typer
 
 from trace_gaps.analysis.pipeline import AnalysisOptions, analyse_trace
-from trace_gaps.errors import TraceGapsError
+from trace_gaps.errors import TraceGapsError, about_file
+from trace_gaps.nsys.convert import convert_report, find_nsys, is_report
 from trace_gaps.nsys.load import count_rows, load_trace
 from trace_gaps.overview import build_overview, render_overview_json, render_overview_text
 from trace_gaps.render import RENDERERS, Format
@@ -42,11 +43,12 @@ ProcessOpt = Annotated[int | None, typer.Option("--process", help="Analyse only 
 
 @contextmanager
 def user_errors() -> Iterator[None]:
-    """Turn a TraceGapsError into `error: <message>` on stderr and exit code 1."""
+    """Turn a TraceGapsError into one line, `error: <file>: <message>`, on stderr and exit code 1."""
     try:
         yield
     except TraceGapsError as error:
-        typer.echo(f"error: {error}", err=True)
+        # One line whatever the message quotes (range names may hold newlines).
+        typer.echo("error: " + " ".join(str(error).split()), err=True)
         raise typer.Exit(1) from None
 
 
@@ -56,12 +58,22 @@ def demo_export() -> Path:
 
 
 def resolve_export(export: Path | None, demo: bool) -> Path:
-    """The export to read: the argument, or the packaged demo trace."""
+    """The export to read: the argument, or the packaged demo trace.
+
+    A native report (.nsys-rep) is exported to SQLite first when nsys is on PATH; without
+    nsys, loading it fails with the export command to run.
+    """
     if demo:
         return demo_export()
     if export is None:
         raise TraceGapsError("no export given. Pass RUN.sqlite (from nsys export --type sqlite) or --demo.")
-    return export
+    nsys = find_nsys()
+    if nsys is None or not export.is_file() or not is_report(export):
+        return export
+    converted = convert_report(export, nsys)
+    done = "reusing its export" if converted.reused else "exported it with nsys to"
+    typer.echo(f"note: {export} is an Nsight Systems report; {done} {converted.sqlite}", err=True)
+    return converted.sqlite
 
 
 def write_output(text: str, output: Path | None) -> None:
@@ -90,9 +102,11 @@ def analyze(
 ) -> None:
     """Per-step, per-stage ledger of GPU busy and idle time, and the ranked bottlenecks."""
     with user_errors():
-        trace = load_trace(resolve_export(export, demo))
-        options = AnalysisOptions(step_name=step, skip=skip, depth=depth, process=process)
-        report = build_report(trace, analyse_trace(trace, options), top=top)
+        path = resolve_export(export, demo)
+        with about_file(path):
+            trace = load_trace(path)
+            options = AnalysisOptions(step_name=step, skip=skip, depth=depth, process=process)
+            report = build_report(trace, analyse_trace(trace, options), top=top)
         write_output(RENDERERS[fmt](report), output)
 
 
@@ -105,5 +119,6 @@ def info(
     """What the export holds: versions, capture settings, GPUs, threads, rows, NVTX ranges."""
     with user_errors():
         path = resolve_export(export, demo)
-        overview = build_overview(load_trace(path), count_rows(path))
+        with about_file(path):
+            overview = build_overview(load_trace(path), count_rows(path))
         write_output((render_overview_json if as_json else render_overview_text)(overview), None)

@@ -1,8 +1,26 @@
 """Problems the user can fix: each message names the file, what is wrong and what to do."""
 
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
 
 class TraceGapsError(Exception):
-    """A problem with the user's input or options; the CLI prints it as one line."""
+    """A problem with the user's input or options; the CLI prints it as one line.
+
+    The message says what is wrong and what to do ("has no X; re-run with Y"); `path` is the
+    file it concerns, printed first: "<file>: <message>".
+    """
+
+    def __init__(self, message: str, *, path: Path | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.path = path
+
+    def __str__(self) -> str:
+        return self.message if self.path is None else f"{self.path}: {self.message}"
 
 
 class NotAnExportError(TraceGapsError):
@@ -19,3 +37,18 @@ class NoKernelsError(TraceGapsError):
 
 class StepNotFoundError(TraceGapsError):
     """The requested step range does not exist in the export."""
+
+
+class ProcessNotFoundError(TraceGapsError):
+    """The process asked for with --process has no CUDA activity in the export."""
+
+
+@contextmanager
+def about_file(path: Path) -> Iterator[None]:
+    """Name `path` in every TraceGapsError raised inside that names no file yet."""
+    try:
+        yield
+    except TraceGapsError as error:
+        if error.path is None:
+            error.path = path
+        raise

@@ -150,6 +150,10 @@ class ExportInfo:
     unclosed_ranges: int = 0
     graph_capture_events: int = 0
     sync_rows: int = 0
+    # META_DATA_EXPORT (older: EXPORT_META_DATA) rows: nsys version, export options.
+    export_settings: tuple[tuple[str, str], ...] = ()
+    # "TABLE.column" that newer exports have and this one lacks (older schemas).
+    missing_columns: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

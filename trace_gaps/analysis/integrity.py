@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from trace_gaps.analysis.ledger import BUCKET, Bucket
 from trace_gaps.analysis.pipeline import Analysis
 from trace_gaps.analysis.stages import NO_LAUNCH_CALL, OTHER_THREAD, STAGE
 from trace_gaps.analysis.steps import IS_WARMUP, STEP_ID, step_at
-from trace_gaps.analysis.ledger import BUCKET, Bucket
 from trace_gaps.model import (
     DEVICE_ID,
     END_GLOBAL_TID,
@@ -19,6 +19,7 @@ from trace_gaps.model import (
     Trace,
 )
 from trace_gaps.nsys import queries
+from trace_gaps.units import format_duration
 
 
 def integrity_notes(trace: Trace, analysis: Analysis) -> list[str]:
@@ -32,7 +33,7 @@ def integrity_notes(trace: Trace, analysis: Analysis) -> list[str]:
             "annotate the decode loop."
         )
     elif analysis.selection.name is None:
-        notes.append(f"No step range: {analysis.selection.reason}")
+        notes.append(f"No step range, whole-trace analysis: {analysis.selection.reason}")
     if queries.RUNTIME_TABLE not in info.tables:
         notes.append(
             "No CUDA API table: ops cannot be joined to their launching calls, so every op is "
@@ -41,13 +42,14 @@ def integrity_notes(trace: Trace, analysis: Analysis) -> list[str]:
     graph_ops = int((trace.gpu_ops[OP_KIND] == OpKind.GRAPH.value).sum())
     if graph_ops:
         notes.append(
-            f"Graph-level CUDA graph trace: {graph_ops} graph replays appear as one op each and the "
-            "kernels inside them are not visible; busy time is right, per-kernel evidence inside "
-            "graphs is missing. Capture with --cuda-graph-trace=node to see them."
+            f"Graph-level CUDA graph trace: {graph_ops} graph replays appear as one op each "
+            "and the kernels inside them are not visible; busy time is right, per-kernel "
+            "evidence inside graphs is missing. Capture with --cuda-graph-trace=node to see them."
         )
     if info.untimed_events:
         notes.append(
-            f"{info.untimed_events} rows had start = end = 0 (CUPTI could not time them) and were left out."
+            f"{info.untimed_events} GPU op or API rows had start = end = 0 (CUPTI could not time "
+            "them) and were left out: their time is missing from the ledger."
         )
     if info.unclosed_ranges:
         notes.append(
@@ -55,7 +57,8 @@ def integrity_notes(trace: Trace, analysis: Analysis) -> list[str]:
             "a step or stage among them is missing from the ledger."
         )
     ranges = trace.nvtx_ranges
-    crossed = int(((ranges[END_GLOBAL_TID] >= 0) & (ranges[END_GLOBAL_TID] != ranges[GLOBAL_TID])).sum())
+    ends_elsewhere = (ranges[END_GLOBAL_TID] >= 0) & (ranges[END_GLOBAL_TID] != ranges[GLOBAL_TID])
+    crossed = int(ends_elsewhere.sum())
     if crossed:
         notes.append(
             f"{crossed} NVTX ranges were closed on another thread than the one that opened them; "
@@ -76,10 +79,45 @@ def integrity_notes(trace: Trace, analysis: Analysis) -> list[str]:
     notes.extend(_op_notes(analysis))
     notes.extend(_device_notes(trace, analysis))
     notes.extend(_overhead_notes(trace, analysis))
-    times = dict(info.capture_settings) | {}
-    export_meta_slice = [value for key, value in times.items() if key == "EXPORT_PARAM_TIMES_TO_EXPORT"]
-    if export_meta_slice and export_meta_slice[0]:
-        notes.append("The export was cut to a time window: ops near its edges may lack their launch calls.")
+    notes.extend(_window_notes(trace))
+    notes.extend(_schema_notes(trace))
+    return notes
+
+
+# Export settings that mean the file holds only a time window of the capture:
+# `nsys export --times` (EXPORT_PARAM_TIMES_TO_EXPORT), or a window cut out afterwards by a
+# tool that says so (nsys-ai's derive_test_fixture.py writes DERIVED_WINDOW_NS).
+_WINDOW_SETTINGS = ("EXPORT_PARAM_TIMES_TO_EXPORT", "DERIVED_WINDOW_NS")
+
+
+def _window_notes(trace: Trace) -> list[str]:
+    settings = dict(trace.info.export_settings)
+    windows = [f"{key}={settings[key]}" for key in _WINDOW_SETTINGS if settings.get(key)]
+    if not windows:
+        return []
+    return [
+        f"The export holds only a time window of the capture ({', '.join(windows)}): ops near "
+        "its edges may lack their launching calls, and steps cut by the edges are missing."
+    ]
+
+
+def _schema_notes(trace: Trace) -> list[str]:
+    info = trace.info
+    notes = []
+    if "EXPORT_META_DATA" in info.tables and "META_DATA_EXPORT" not in info.tables:
+        notes.append(
+            "Older export schema (EXPORT_META_DATA, Nsight Systems "
+            f"{info.nsys_version or 'unknown'}, schema {info.schema_version or 'unknown'}): "
+            "read with the older table names."
+        )
+    if f"{queries.NVTX_TABLE}.textId" in info.missing_columns:
+        notes.append("NVTX_EVENTS has no textId column (older schema): range names come from text.")
+    if f"{queries.KERNEL_TABLE}.graphNodeId" in info.missing_columns:
+        notes.append(
+            f"{queries.KERNEL_TABLE} has no graphNodeId column (older schema): kernels replayed "
+            "from CUDA graphs are recognised only by their cudaGraphLaunch call, and ops per "
+            "graph launch is unknown."
+        )
     return notes
 
 
@@ -90,8 +128,8 @@ def _op_notes(analysis: Analysis) -> list[str]:
     missing = int((ops[STAGE] == names.index(NO_LAUNCH_CALL)).sum())
     if missing:
         notes.append(
-            f"{missing} of {len(ops)} GPU ops have no launching call in the export (sliced capture, "
-            f"or calls not traced); their busy time is charged to {NO_LAUNCH_CALL}."
+            f"{missing} of {len(ops)} GPU ops have no launching call in the export (sliced "
+            f"capture, or calls not traced); their busy time is charged to {NO_LAUNCH_CALL}."
         )
     other = int((ops[STAGE] == names.index(OTHER_THREAD)).sum())
     if other:
@@ -104,20 +142,32 @@ def _op_notes(analysis: Analysis) -> list[str]:
     busy = ledger[ledger[BUCKET] == Bucket.BUSY.value].groupby(STEP_ID)["duration_ns"].sum()
     empty = int((~analysed[STEP_ID].isin(busy[busy > 0].index)).sum())
     if empty:
-        notes.append(f"{empty} analysed steps have no GPU op running in them: they are all idle time.")
+        notes.append(
+            f"{empty} analysed steps have no GPU op running in them: they are all idle time."
+        )
     if len(analysed) == 0 and len(analysis.steps):
         notes.append("Every step was skipped as warm-up: pass --skip 0 to analyse them all.")
     return notes
 
 
 def _device_notes(trace: Trace, analysis: Analysis) -> list[str]:
-    devices = trace.gpu_ops.groupby(PID)[DEVICE_ID].nunique()
-    multi = devices[devices > 1]
-    return [
-        f"Process {pid} runs ops on {count} GPUs: its ledger counts the GPU as busy when any of "
-        "them runs an op."
-        for pid, count in multi.items()
-    ]
+    devices = trace.gpu_ops.groupby(PID)[DEVICE_ID].unique()
+    notes = []
+    if len(devices) > 1:
+        placed = "; ".join(
+            f"{pid} on GPU {', '.join(map(str, sorted(ids)))}" for pid, ids in devices.items()
+        )
+        notes.append(
+            f"{len(devices)} processes ran GPU work ({placed}): each has its own ledger, and "
+            "the slowest process per stage is named."
+        )
+    notes.extend(
+        f"Process {pid} runs ops on {len(ids)} GPUs: its ledger counts the GPU as busy when "
+        "any of them runs an op."
+        for pid, ids in devices.items()
+        if len(ids) > 1
+    )
+    return notes
 
 
 def _overhead_notes(trace: Trace, analysis: Analysis) -> list[str]:
@@ -131,6 +181,7 @@ def _overhead_notes(trace: Trace, analysis: Analysis) -> list[str]:
         return []
     duration = int((overhead["end_ns"] - overhead[START_NS]).to_numpy()[inside >= 0].sum())
     return [
-        f"{count} profiler-overhead rows ({duration / 1e6:.2f} ms) fall inside analysed steps: that "
-        "host time is the profiler's, not the program's, and shows up as host idle time."
+        f"{count} profiler-overhead rows ({format_duration(duration)}) fall inside analysed "
+        "steps: that host time is the profiler's, not the program's, and shows up as host "
+        "idle time."
     ]

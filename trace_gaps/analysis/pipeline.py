@@ -17,7 +17,7 @@ from trace_gaps.analysis.steps import (
     mark_warmup,
     whole_process_steps,
 )
-from trace_gaps.errors import TraceGapsError
+from trace_gaps.errors import ProcessNotFoundError
 from trace_gaps.model import PID, Trace
 
 
@@ -54,9 +54,10 @@ def analyse_trace(trace: Trace, options: AnalysisOptions) -> Analysis:
     if options.process is not None:
         known = sorted(set(gpu_ops[PID]) | set(api_calls[PID]))
         if options.process not in known:
-            raise TraceGapsError(
-                f"{trace.info.path.name} has no process {options.process}; "
-                f"processes with CUDA activity: {', '.join(map(str, known)) or 'none'}."
+            raise ProcessNotFoundError(
+                f"has no process {options.process} with CUDA activity; pass one of these to "
+                f"--process: {', '.join(map(str, known)) or 'none'}",
+                path=trace.info.path,
             )
         gpu_ops = gpu_ops[gpu_ops[PID] == options.process]
         api_calls = api_calls[api_calls[PID] == options.process]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from trace_gaps.errors import MissingTableError, NotAnExportError
+from trace_gaps.errors import MissingTableError, NoKernelsError, NotAnExportError
 from trace_gaps.model import (
     API_CALL_COLUMNS,
     CALL_CATEGORY,
@@ -30,6 +30,7 @@ from trace_gaps.model import (
 )
 from trace_gaps.nsys import queries
 from trace_gaps.nsys.calls import classify_call, strip_version_suffix
+from trace_gaps.nsys.convert import export_command, is_report
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
@@ -46,74 +47,131 @@ def open_export(path: Path) -> Iterator[sqlite3.Connection]:
     try:
         connection = sqlite3.connect(uri, uri=True)
     except sqlite3.Error as error:
-        raise NotAnExportError(f"{path} cannot be opened as SQLite ({error}).") from error
+        raise NotAnExportError(
+            f"cannot be opened as SQLite ({error}); check the file and re-run nsys export",
+            path=path,
+        ) from error
+    # Names are user strings (kernels, NVTX text): never let a stray byte stop the report.
+    connection.text_factory = _decode_text
     try:
-        yield connection
+        with reading_export(path):
+            yield connection
     finally:
         connection.close()
+
+
+def _decode_text(raw: bytes) -> str:
+    return raw.decode("utf-8", errors="replace")
+
+
+@contextmanager
+def reading_export(path: Path) -> Iterator[None]:
+    """Turn SQLite errors met while reading (open, schema, any query) into NotAnExportError."""
+    try:
+        yield
+    except (sqlite3.DatabaseError, pd.errors.DatabaseError) as error:
+        # pandas wraps the sqlite3 error with the whole SQL text; keep only SQLite's words.
+        cause = str(error.__cause__ or error).splitlines()[0]
+        if "no such column" in cause or "no such table" in cause:
+            raise NotAnExportError(
+                f"has a schema trace-gaps cannot read ({cause}); please report it with the "
+                "Nsight Systems version that wrote the export",
+                path=path,
+            ) from error
+        raise NotAnExportError(
+            f"is damaged or truncated ({cause}); re-export it from the report: "
+            f"{export_command(path.with_suffix('.nsys-rep'), path, overwrite=True)}",
+            path=path,
+        ) from error
 
 
 def check_is_sqlite(path: Path) -> None:
     """Raise NotAnExportError unless the path is a readable file with SQLite's header."""
     if not path.exists():
-        raise NotAnExportError(f"{path} does not exist. Pass the .sqlite file that nsys export wrote.")
+        raise NotAnExportError(
+            "does not exist; pass the .sqlite file that `nsys export --type sqlite` wrote", path=path
+        )
     if path.is_dir():
-        raise NotAnExportError(f"{path} is a directory. Pass the .sqlite file that nsys export wrote.")
-    with path.open("rb") as handle:
-        header = handle.read(len(SQLITE_MAGIC))
+        inside = sorted(p.name for p in path.glob("*.sqlite"))[:3]
+        found = f" (it holds {', '.join(inside)})" if inside else ""
+        raise NotAnExportError(
+            f"is a directory{found}; pass one .sqlite file that `nsys export --type sqlite` wrote",
+            path=path,
+        )
+    try:
+        with path.open("rb") as handle:
+            header = handle.read(len(SQLITE_MAGIC))
+    except OSError as error:
+        raise NotAnExportError(
+            f"cannot be read ({error.strerror}); check its permissions", path=path
+        ) from error
     if header == SQLITE_MAGIC:
         return
-    export_hint = f"nsys export --type sqlite -o {path.with_suffix('.sqlite').name} {path.name}"
-    if path.suffix in (".nsys-rep", ".qdrep"):
+    if is_report(path):
         raise NotAnExportError(
-            f"{path} is an Nsight Systems report, not a SQLite export. Export it first: {export_hint}"
+            "is an Nsight Systems report, not its SQLite export, and nsys is not on PATH; "
+            f"export it first: {export_command(path)}",
+            path=path,
         )
     if not header:
         raise NotAnExportError(
-            f"{path} is empty. Re-run the export: nsys export --type sqlite -o OUT.sqlite REPORT.nsys-rep"
+            "is empty (0 bytes); re-run the export: nsys export --type sqlite -o OUT.sqlite "
+            "REPORT.nsys-rep",
+            path=path,
         )
     raise NotAnExportError(
-        f"{path} is not a SQLite file. Export the report first: "
-        "nsys export --type sqlite -o OUT.sqlite REPORT.nsys-rep"
+        "is not a SQLite file; pass the file that `nsys export --type sqlite -o OUT.sqlite "
+        "REPORT.nsys-rep` writes",
+        path=path,
     )
 
 
 def list_tables(connection: sqlite3.Connection, path: Path) -> tuple[str, ...]:
     """The export's table names, sorted; raise NotAnExportError when SQLite cannot read them."""
-    try:
+    with reading_export(path):
         rows = connection.execute(queries.TABLES).fetchall()
-    except sqlite3.DatabaseError as error:
+    return tuple(sorted(str(row[0]) for row in rows))
+
+
+def check_is_cuda_export(tables: tuple[str, ...], path: Path) -> None:
+    """Raise unless the tables are those of an Nsight Systems export with CUDA GPU work."""
+    if not tables:
         raise NotAnExportError(
-            f"{path} is damaged or not a complete SQLite file ({error}). "
-            "Re-run nsys export; an interrupted export leaves a truncated file."
-        ) from error
-    return tuple(sorted(row[0] for row in rows))
+            "is an empty SQLite database (no tables), not an Nsight Systems export; pass the "
+            "file that `nsys export --type sqlite` wrote",
+            path=path,
+        )
+    is_nsys = _has_any(tables, (queries.STRING_TABLE, *queries.EXPORT_META_TABLES)) or any(
+        table.startswith("CUPTI_ACTIVITY_KIND_") for table in tables
+    )
+    if not is_nsys:
+        shown = ", ".join(tables[:4]) + (", ..." if len(tables) > 4 else "")
+        raise NotAnExportError(
+            f"is a SQLite database from another program (tables: {shown}), not an Nsight "
+            "Systems export; pass the file that `nsys export --type sqlite` wrote",
+            path=path,
+        )
+    if _has_any(tables, _GPU_TABLES):
+        return
+    if queries.RUNTIME_TABLE in tables:
+        raise NoKernelsError(
+            f"has CUDA API calls but no GPU work (no {queries.KERNEL_TABLE} table): no kernel "
+            "ran while nsys was recording; capture a window in which the program runs on the GPU",
+            path=path,
+        )
+    raise MissingTableError(
+        f"has no {queries.KERNEL_TABLE} table: the capture did not trace CUDA; re-run "
+        "nsys profile with --trace=cuda,nvtx and export again",
+        path=path,
+    )
 
 
 def load_trace(path: Path) -> Trace:
     """Read the columns the analysis needs from an export into a Trace."""
     with open_export(path) as connection:
         tables = list_tables(connection, path)
-        if queries.STRING_TABLE not in tables or not _has_any(tables, _GPU_TABLES + (queries.RUNTIME_TABLE,)):
-            if not tables:
-                raise NotAnExportError(f"{path} is a SQLite file with no tables, not an nsys export.")
-            raise NotAnExportError(
-                f"{path} is SQLite but not an Nsight Systems export with CUDA data "
-                "(no StringIds or CUPTI_ACTIVITY_KIND_* tables). "
-                "Pass the file from nsys export --type sqlite of a capture with --trace=cuda."
-            )
-        if not _has_any(tables, _GPU_TABLES):
-            raise MissingTableError(
-                f"{path} has no {queries.KERNEL_TABLE} table: the capture did not trace CUDA work. "
-                "Re-run nsys profile with --trace=cuda,nvtx."
-            )
-        try:
-            return _read_trace(connection, path, tables)
-        except sqlite3.DatabaseError as error:
-            raise NotAnExportError(
-                f"{path} could not be read ({error}). The file may be truncated or corrupt: "
-                "re-run nsys export."
-            ) from error
+        check_is_cuda_export(tables, path)
+        return _read_trace(connection, path, tables)
 
 
 _GPU_TABLES = (
@@ -151,6 +209,8 @@ def _read_trace(connection: sqlite3.Connection, path: Path, tables: tuple[str, .
         unclosed_ranges=unclosed,
         graph_capture_events=_count(connection, tables, queries.GRAPH_EVENTS_TABLE, queries.GRAPH_EVENT_COUNT),
         sync_rows=_count(connection, tables, queries.SYNC_TABLE, queries.SYNC_COUNT),
+        export_settings=export_meta,
+        missing_columns=_missing_columns(connection, tables),
     )
     return Trace(
         info=info,
@@ -165,6 +225,18 @@ def _read_trace(connection: sqlite3.Connection, path: Path, tables: tuple[str, .
 
 def _columns(connection: sqlite3.Connection, table: str) -> set[str]:
     return {row[0] for row in connection.execute(queries.TABLE_COLUMNS, (table,))}
+
+
+# Columns newer exports have that the loader reads around when they are absent.
+_OPTIONAL_COLUMNS = ((queries.KERNEL_TABLE, "graphNodeId"), (queries.NVTX_TABLE, "textId"))
+
+
+def _missing_columns(connection: sqlite3.Connection, tables: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(
+        f"{table}.{column}"
+        for table, column in _OPTIONAL_COLUMNS
+        if table in tables and column not in _columns(connection, table)
+    )
 
 
 def _drop_untimed(frame: pd.DataFrame) -> tuple[pd.DataFrame, int]:
