@@ -12,12 +12,15 @@ from typing import Annotated
 import typer
 
 from trace_gaps.analysis.pipeline import AnalysisOptions, analyse_trace
+from trace_gaps.diff import diff_reports, is_slower_than
 from trace_gaps.errors import TraceGapsError, about_file
+from trace_gaps.model import Trace
 from trace_gaps.nsys.convert import convert_report, find_nsys, is_report
 from trace_gaps.nsys.load import count_rows, load_trace
 from trace_gaps.overview import build_overview, render_overview_json, render_overview_text
 from trace_gaps.render import RENDERERS, Format
-from trace_gaps.report import build_report
+from trace_gaps.render.diff import render_diff
+from trace_gaps.report import Report, build_report
 
 app = typer.Typer(
     help="Where does each decode step's time go? Read an Nsight Systems SQLite export and "
@@ -122,3 +125,50 @@ def info(
         with about_file(path):
             overview = build_overview(load_trace(path), count_rows(path))
         write_output((render_overview_json if as_json else render_overview_text)(overview), None)
+
+
+DiffExportArg = Annotated[
+    Path, typer.Argument(exists=True, dir_okay=False, help="File from `nsys export --type sqlite`.")
+]
+
+
+def diff_side_report(path: Path, options: AnalysisOptions, traces: dict[Path, Trace]) -> Report:
+    """The Report of one side of a diff; a file given for both sides (two ranks) loads once."""
+    with about_file(path):
+        export = resolve_export(path, False).resolve()
+        if export not in traces:
+            traces[export] = load_trace(export)
+        return build_report(traces[export], analyse_trace(traces[export], options))
+
+
+@app.command()
+def diff(
+    before: DiffExportArg,
+    after: DiffExportArg,
+    step: StepOpt = None,
+    skip: SkipOpt = None,
+    depth: DepthOpt = 1,
+    process: Annotated[int | None, typer.Option(help="Compare this pid on both sides.")] = None,
+    process_before: Annotated[int | None, typer.Option(help="The pid in BEFORE.")] = None,
+    process_after: Annotated[int | None, typer.Option(help="The pid in AFTER.")] = None,
+    fail_if_slower: Annotated[
+        float | None,
+        typer.Option(min=0, metavar="PCT", help="Exit 3 when the step time grew by more "
+                     "than PCT % beyond the noise (the CI's lower bound); for CI gating."),
+    ] = None,
+    fmt: Annotated[Format, typer.Option("--format", "-f", help="text, md or json.")] = Format.TEXT,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write here.")] = None,
+) -> None:
+    """Did the fix work? Step time with its noise, stage and launch changes, BEFORE → AFTER."""
+    with user_errors():
+        traces: dict[Path, Trace] = {}
+        reports = [
+            diff_side_report(path, AnalysisOptions(step, skip, depth, pid), traces)
+            for path, pid in ((before, process_before), (after, process_after))
+            for pid in [pid if pid is not None else process]
+        ]
+        result = diff_reports(*reports)
+        write_output(render_diff(result, fmt), output)
+    if fail_if_slower is not None and is_slower_than(result, fail_if_slower):
+        typer.echo(f"error: step time grew more than {fail_if_slower:g} % beyond noise", err=True)
+        raise typer.Exit(3)

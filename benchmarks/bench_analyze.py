@@ -1,0 +1,239 @@
+"""Time `trace-gaps analyze` phase by phase on one export, beside two read-only floors.
+
+    python benchmarks/bench_analyze.py EXPORT [--json] [--format text|json|md|csv]
+
+Each measurement runs in a fresh subprocess so that peak RSS (ru_maxrss) is its own:
+
+- analyze: load → analyse_trace (range tree, steps, stages, ledger, launches) → build_report
+  → render, timed phase by phase (times exclude interpreter start and imports);
+- floor (a): read the columns the loader needs, table by table, with the standard sqlite3
+  module into numpy arrays (plain SELECT, fetchall, one array per column);
+- floor (b): the same SELECTs through an Arrow-returning driver (adbc-driver-sqlite +
+  pyarrow), skipped when that driver is not installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+# What the loader reads, as plain SELECTs (nullable ids read as they are; names as ids or text).
+FLOOR_QUERIES = {
+    "CUPTI_ACTIVITY_KIND_KERNEL": 'SELECT start, "end", globalPid, deviceId, streamId, correlationId, '
+    "graphNodeId, shortName FROM CUPTI_ACTIVITY_KIND_KERNEL",
+    "CUPTI_ACTIVITY_KIND_MEMCPY": 'SELECT start, "end", globalPid, deviceId, streamId, correlationId, '
+    "copyKind FROM CUPTI_ACTIVITY_KIND_MEMCPY",
+    "CUPTI_ACTIVITY_KIND_MEMSET": 'SELECT start, "end", globalPid, deviceId, streamId, correlationId '
+    "FROM CUPTI_ACTIVITY_KIND_MEMSET",
+    "CUPTI_ACTIVITY_KIND_GRAPH_TRACE": 'SELECT start, "end", globalPid, deviceId, streamId, '
+    "correlationId, graphId FROM CUPTI_ACTIVITY_KIND_GRAPH_TRACE",
+    "CUPTI_ACTIVITY_KIND_RUNTIME": 'SELECT start, "end", globalTid, correlationId, nameId '
+    "FROM CUPTI_ACTIVITY_KIND_RUNTIME",
+    "NVTX_EVENTS": 'SELECT start, "end", globalTid, endGlobalTid, domainId, eventType, textId, text '
+    "FROM NVTX_EVENTS",
+    "PROFILER_OVERHEAD": 'SELECT start, "end", globalTid, nameId FROM PROFILER_OVERHEAD',
+}
+
+
+def _peak_rss_mb() -> float:
+    # Linux reports ru_maxrss in KiB.
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _present_tables(path: Path) -> list[str]:
+    connection = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)
+    try:
+        names = {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    finally:
+        connection.close()
+    return [table for table in FLOOR_QUERIES if table in names]
+
+
+def _column_array(values: tuple[Any, ...]) -> Any:
+    import numpy as np
+
+    try:
+        return np.fromiter(values, dtype=np.int64, count=len(values))
+    except (TypeError, ValueError):  # NULLs or text: keep Python objects
+        return np.array(values, dtype=object)
+
+
+def child_floor_sqlite3(path: Path) -> dict[str, Any]:
+    """Floor (a): the needed columns through sqlite3, one numpy array per column."""
+    started = time.perf_counter()
+    connection = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)
+    rows_read = 0
+    for table in _present_tables(path):
+        rows = connection.execute(FLOOR_QUERIES[table]).fetchall()
+        rows_read += len(rows)
+        columns = [_column_array(column) for column in zip(*rows, strict=True)]
+        del rows, columns
+    connection.close()
+    return {"rows": rows_read, "total_s": time.perf_counter() - started}
+
+
+def child_floor_arrow(path: Path) -> dict[str, Any]:
+    """Floor (b): the needed columns through adbc-driver-sqlite into Arrow, then numpy."""
+    try:
+        import adbc_driver_sqlite.dbapi as adbc_sqlite
+    except ImportError:
+        return {"skipped": "adbc-driver-sqlite is not installed"}
+    started = time.perf_counter()
+    tables = _present_tables(path)
+    connection = adbc_sqlite.connect(path.resolve().as_uri() + "?mode=ro")
+    rows_read = 0
+    try:
+        cursor = connection.cursor()
+        for table in tables:
+            cursor.execute(FLOOR_QUERIES[table])
+            arrow = cursor.fetch_arrow_table()
+            rows_read += arrow.num_rows
+            columns = [column.to_numpy() for column in arrow.columns]
+            del arrow, columns
+        cursor.close()
+    finally:
+        connection.close()
+    return {"rows": rows_read, "total_s": time.perf_counter() - started}
+
+
+def child_analyze(path: Path, fmt: str) -> dict[str, Any]:
+    """The analyze pipeline, phase by phase, exactly as the CLI runs it."""
+    import trace_gaps.analysis.pipeline as pipeline
+    from trace_gaps.nsys.load import count_rows, load_trace
+    from trace_gaps.render import RENDERERS, Format
+    from trace_gaps.report import build_report
+
+    phases: dict[str, float] = {}
+
+    def timed(phase: str, function: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                phases[phase] = phases.get(phase, 0.0) + time.perf_counter() - started
+
+        return wrapper
+
+    # Break analyse_trace down by wrapping the functions it calls, so it runs unchanged.
+    for phase, names in {
+        "analyse.ranges": ("build_range_tree",),
+        "analyse.steps": ("choose_step_range", "cut_steps", "mark_warmup", "whole_process_steps"),
+        "analyse.stages": ("map_stages", "stage_calls", "project_ops"),
+        "analyse.ledger": ("build_ledger",),
+        "analyse.launches": ("summarise_stages", "top_kernels"),
+    }.items():
+        for name in names:
+            setattr(pipeline, name, timed(phase, getattr(pipeline, name)))
+
+    started = time.perf_counter()
+    trace = timed("load", load_trace)(path)
+    analysis = timed("analyse", pipeline.analyse_trace)(trace, pipeline.AnalysisOptions())
+    report = timed("report", build_report)(trace, analysis)
+    text = timed("render", RENDERERS[Format(fmt)])(report)
+    total = time.perf_counter() - started
+    counts = count_rows(path)
+    return {
+        "phases_s": phases,
+        "total_s": total,
+        "output_chars": len(text),
+        "steps": len(analysis.steps),
+        "kernels": counts.get("CUPTI_ACTIVITY_KIND_KERNEL", 0),
+        "gpu_ops": len(trace.gpu_ops),
+        "api_rows": counts.get("CUPTI_ACTIVITY_KIND_RUNTIME", 0),
+        "nvtx_rows": counts.get("NVTX_EVENTS", 0),
+    }
+
+
+CHILDREN = {"analyze", "floor-sqlite3", "floor-arrow"}
+
+
+def run_child(kind: str, path: Path, fmt: str) -> dict[str, Any]:
+    """Run one measurement in a fresh interpreter and return its JSON result."""
+    command = [sys.executable, __file__, "--child", kind, "--format", fmt, str(path)]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        return {"error": done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit {done.returncode}"}
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def measure(path: Path, fmt: str) -> dict[str, Any]:
+    """All three measurements of one export, and the ratios of analyze to each floor."""
+    analyze = run_child("analyze", path, fmt)
+    floor_a = run_child("floor-sqlite3", path, fmt)
+    floor_b = run_child("floor-arrow", path, fmt)
+    result: dict[str, Any] = {
+        "export": str(path),
+        "size_bytes": path.stat().st_size,
+        "analyze": analyze,
+        "floor_sqlite3": floor_a,
+        "floor_arrow": floor_b,
+    }
+    for key, floor in (("ratio_to_floor_sqlite3", floor_a), ("ratio_to_floor_arrow", floor_b)):
+        if "total_s" in analyze and floor.get("total_s"):
+            result[key] = analyze["total_s"] / floor["total_s"]
+    return result
+
+
+def format_table(result: dict[str, Any]) -> str:
+    """The measurements as a small text table."""
+    analyze = result["analyze"]
+    lines = [
+        f"export   {result['export']} ({result['size_bytes'] / 1e9:.2f} GB)",
+    ]
+    if "error" in analyze:
+        lines.append(f"analyze  failed: {analyze['error']}")
+    else:
+        lines.append(
+            f"rows     kernels {analyze['kernels']:,}  gpu ops {analyze['gpu_ops']:,}  "
+            f"API {analyze['api_rows']:,}  NVTX {analyze['nvtx_rows']:,}  steps {analyze['steps']:,}"
+        )
+    lines.append(f"{'measurement':<22} {'time s':>9} {'peak RSS MB':>12}")
+    for phase, seconds in analyze.get("phases_s", {}).items():
+        lines.append(f"  {phase:<20} {seconds:>9.2f}")
+    for label, key in (("analyze total", "analyze"), ("floor (a) sqlite3", "floor_sqlite3"),
+                       ("floor (b) arrow", "floor_arrow")):
+        entry = result[key]
+        if "total_s" in entry:
+            lines.append(f"{label:<22} {entry['total_s']:>9.2f} {entry['peak_rss_mb']:>12.0f}")
+        else:
+            lines.append(f"{label:<22} {'-':>9} {'-':>12}  ({entry.get('skipped') or entry.get('error')})")
+    for label, key in (("analyze / floor (a)", "ratio_to_floor_sqlite3"),
+                       ("analyze / floor (b)", "ratio_to_floor_arrow")):
+        if key in result:
+            lines.append(f"{label:<22} {result[key]:>9.2f}x")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("export", type=Path)
+    parser.add_argument("--json", action="store_true", help="print the measurements as JSON")
+    parser.add_argument("--format", default="text", choices=["text", "md", "json", "csv"])
+    parser.add_argument("--child", choices=sorted(CHILDREN), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        if args.child == "analyze":
+            result = child_analyze(args.export, args.format)
+        elif args.child == "floor-sqlite3":
+            result = child_floor_sqlite3(args.export)
+        else:
+            result = child_floor_arrow(args.export)
+        result["peak_rss_mb"] = _peak_rss_mb()
+        print(json.dumps(result))
+        return 0
+    result = measure(args.export, args.format)
+    sys.stdout.write(json.dumps(result, indent=2) + "\n" if args.json else format_table(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

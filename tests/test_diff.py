@@ -1,0 +1,384 @@
+"""trace-gaps diff: step time with a noise estimate, stage/bucket changes, launches, candidates."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from tests.builders import ExportBuilder
+from tests.conftest import PEER_TRACES, sample_trace_paths
+from trace_gaps.analysis.pipeline import AnalysisOptions, analyse_trace
+from trace_gaps.cli import app
+from trace_gaps.diff import (
+    BucketChange,
+    Diff,
+    NsInterval,
+    PctInterval,
+    ProcessDiff,
+    Side,
+    StageChange,
+    StageSide,
+    WallChange,
+    diff_reports,
+)
+from trace_gaps.nsys.load import load_trace
+from trace_gaps.render.diff import render_diff_markdown
+from trace_gaps.report import Report, WallStats, build_report
+
+runner = CliRunner()
+
+# Per-step extra host time in draft, so that step times vary like a real run's.
+JITTER_NS = (0, 150, 300, 100, 250, 50, 200, 350)
+STEPS = 8
+
+
+def eager_verify(launches: int):  # type: ignore[no-untyped-def]
+    """verify: `launches` eager kernels, one every 200 ns (call 100 ns, kernel 50 ns)."""
+
+    #   thread [verify ..............................................]
+    #   calls    [call][call]...   (every 200 ns, 100 ns each)
+    #   GPU         [k]   [k] ...  (50 ns each, 150 ns after each call starts)
+    def body(b: ExportBuilder, start: int) -> int:
+        for j in range(launches):
+            t = start + j * 200
+            b.launch("verify_k", t, t + 100, t + 150, t + 200)
+        end = start + launches * 200 + 100
+        b.range("verify", start, end)
+        return end
+
+    return body
+
+
+def graph_verify(b: ExportBuilder, start: int) -> int:
+    """verify: one cudaGraphLaunch (100..300) replaying a graph for 2500 ns (400..2900)."""
+    correlation = b._correlation(None)
+    b.call("cudaGraphLaunch", start + 100, start + 300, correlation_id=correlation)
+    b.graph_replay(start + 400, start + 2_900, correlation_id=correlation)
+    b.range("verify", start, start + 3_000)
+    return start + 3_000
+
+
+def decode_loop(
+    builder: ExportBuilder,
+    verify,
+    *,
+    draft_kernel_ns: int = 1_500,
+    pid: int = 100,
+    steps: int = STEPS,
+    accept: bool = False,
+) -> ExportBuilder:  # type: ignore[no-untyped-def]  # noqa: E501
+    """`steps` decode steps: draft (one launch, jittered host tail), verify, optionally accept.
+
+    #   thread [decode_step ..........................................]
+    #          [draft .............][verify ...........][accept ..]
+    #   GPU        [draft_k]          (verify's kernels or graph)
+    """
+    t = 0
+    for i in range(steps):
+        start = t
+        kernel_end = start + 400 + draft_kernel_ns
+        draft_end = kernel_end + 100 + JITTER_NS[i % len(JITTER_NS)]
+        builder.range("draft", start, draft_end, pid=pid)
+        builder.launch("draft_k", start + 100, start + 300, start + 400, kernel_end, pid=pid)
+        end = verify(builder, draft_end)
+        if accept:
+            builder.range("accept", end, end + 500, pid=pid)
+            end += 500
+        builder.range("decode_step", start, end, pid=pid)
+        t = end + 1_000
+    return builder
+
+
+def diff_of(before: Path, after: Path, **options: object) -> Diff:
+    return diff_reports(report_of(before, **options), report_of(after, **options))
+
+
+def report_of(path: Path, **options: object) -> Report:
+    trace = load_trace(path)
+    return build_report(trace, analyse_trace(trace, AnalysisOptions(**options)))  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def eager_and_graph(export_builder) -> tuple[Path, Path]:  # type: ignore[no-untyped-def]
+    before = decode_loop(export_builder(), eager_verify(50)).write("before.sqlite")
+    after = decode_loop(export_builder(), graph_verify).write("after.sqlite")
+    return before, after
+
+
+def test_eager_to_graph_shows_verify_as_the_top_change_with_its_launches(eager_and_graph):
+    # verify before: 50 × 200 + 100 = 10_100 ns; after: 3_000 ns → −7_100 ns per step.
+    diff = diff_of(*eager_and_graph, skip=0)
+    (process,) = diff.processes
+    assert process.wall.change_ns == -7_100
+    assert process.wall.is_beyond_noise is True
+    assert process.wall.ci_ns is not None and process.wall.ci_ns.high_ns < 0
+    top = process.buckets[0]
+    assert (top.stage, top.bucket) == ("verify", "idle launch")
+    changes = [abs(b.change_ns_per_step) for b in process.buckets]
+    assert changes == sorted(changes, reverse=True)
+    verify = next(s for s in process.stages if s.stage == "verify")
+    assert verify.change_ns_per_step == -7_100
+    assert (verify.before.execution, verify.before.eager_launches_per_step) == ("eager", 50.0)  # type: ignore[union-attr]
+    assert (verify.after.execution, verify.after.graph_launches_per_step) == ("graph", 1.0)  # type: ignore[union-attr]
+    assert process.verdict.startswith("Step time −7.1 µs/step (−")
+    assert "95 % CI" in process.verdict
+    assert "verify idle launch −" in process.verdict
+    assert "verify: eager 50 launches/step → graph 1" in process.verdict
+    assert "no change beyond noise" not in process.verdict
+
+
+def test_bucket_changes_add_up_to_the_step_time_change(eager_and_graph):
+    (process,) = diff_of(*eager_and_graph, skip=0).processes
+    assert sum(b.before_ns_per_step for b in process.buckets) == process.before.wall_ns.mean
+    assert sum(b.after_ns_per_step for b in process.buckets) == process.after.wall_ns.mean
+
+
+def test_a_slower_stage_is_the_top_change_and_fails_the_gate(export_builder):
+    # draft's kernel runs 1_500 ns before and 6_500 ns after: +5_000 ns busy per step.
+    before = decode_loop(export_builder(), eager_verify(5)).write("before.sqlite")
+    after = decode_loop(export_builder(), eager_verify(5), draft_kernel_ns=6_500).write(
+        "after.sqlite"
+    )
+    (process,) = diff_of(before, after, skip=0).processes
+    top = process.buckets[0]
+    assert (top.stage, top.bucket, top.change_ns_per_step) == ("draft", "busy", 5_000)
+    assert top.is_beyond_noise is True
+    assert process.wall.change_ns == 5_000
+    assert process.verdict.startswith("Step time +5.0 µs/step (+")
+    assert "draft busy +5.0 µs/step" in process.verdict
+    draft = next(c for c in process.candidates if (c.stage, c.bucket) == ("draft", "busy"))
+    assert draft.status == "grew"
+
+    args = ["diff", str(before), str(after), "--skip", "0", "--fail-if-slower"]
+    gated = runner.invoke(app, [*args, "10"])
+    assert gated.exit_code == 3, gated.output
+    assert "grew more than 10 % beyond noise" in gated.stderr
+    # The step grew by about 5_000 / 4_700 ≈ 100 %: a 200 % budget passes.
+    assert runner.invoke(app, [*args, "200"]).exit_code == 0
+
+
+def test_identical_inputs_give_no_change_beyond_noise(export_builder):
+    path = decode_loop(export_builder(), eager_verify(20)).write()
+    (process,) = diff_of(path, path, skip=0).processes
+    assert process.wall.change_ns == 0
+    assert process.wall.is_beyond_noise is False
+    assert process.verdict.startswith("Step time +0 ns/step (+0.0 %, 95 % CI −")
+    assert process.verdict.endswith(": no change beyond noise")
+    assert all(b.change_ns_per_step == 0 and not b.is_beyond_noise for b in process.buckets)
+    assert {c.status for c in process.candidates} == {"unchanged"}
+    result = runner.invoke(
+        app, ["diff", str(path), str(path), "--skip", "0", "--fail-if-slower", "0"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "no change beyond noise" in result.stdout
+
+
+def test_a_stage_on_one_side_only_is_listed_as_such(export_builder):
+    before = decode_loop(export_builder(), eager_verify(5)).write("before.sqlite")
+    after = decode_loop(export_builder(), eager_verify(5), accept=True).write("after.sqlite")
+    (process,) = diff_of(before, after, skip=0).processes
+    accept = next(s for s in process.stages if s.stage == "accept")
+    assert (accept.presence, accept.before, accept.change_ns_per_step) == ("after only", None, 500)
+    assert {b.presence for b in process.buckets if b.stage == "accept"} == {"after only"}
+    markdown = runner.invoke(app, ["diff", str(before), str(after), "--skip", "0", "-f", "md"])
+    assert "- Stages after only: accept" in markdown.stdout
+
+
+def test_fewer_than_two_steps_give_no_noise_estimate_and_the_gate_uses_the_change(export_builder):
+    before = decode_loop(export_builder(), eager_verify(5), steps=1).write("before.sqlite")
+    after = decode_loop(export_builder(), eager_verify(5), steps=1, draft_kernel_ns=6_500).write(
+        "after.sqlite"
+    )
+    (process,) = diff_of(before, after, skip=0).processes
+    assert process.wall.ci_ns is None and process.wall.is_beyond_noise is None
+    assert "no noise estimate" in process.verdict
+    result = runner.invoke(
+        app, ["diff", str(before), str(after), "--skip", "0", "--fail-if-slower", "50"]
+    )
+    assert result.exit_code == 3
+
+
+def test_two_ranks_of_one_file_are_compared_with_process_before_and_after(export_builder):
+    builder = decode_loop(export_builder(), eager_verify(5), pid=100)
+    path = decode_loop(builder, eager_verify(5), pid=200, draft_kernel_ns=3_500).write()
+    result = runner.invoke(
+        app,
+        [
+            "diff",
+            str(path),
+            str(path),
+            "--skip",
+            "0",
+            "--process-before",
+            "100",
+            "--process-after",
+            "200",
+            "-f",
+            "json",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    (process,) = json.loads(result.stdout)["processes"]
+    assert (process["before"]["pid"], process["after"]["pid"]) == (100, 200)
+    assert process["wall"]["change_ns"] == 2_000
+
+
+def test_matching_pids_are_compared_process_by_process_else_the_lowest_of_each(export_builder):
+    def two_ranks(name: str, pids: tuple[int, int]) -> Path:
+        builder = decode_loop(export_builder(), eager_verify(5), pid=pids[0])
+        return decode_loop(builder, eager_verify(5), pid=pids[1]).write(name)
+
+    same = diff_of(two_ranks("a.sqlite", (100, 200)), two_ranks("b.sqlite", (100, 200)), skip=0)
+    assert [(p.before.pid, p.after.pid) for p in same.processes] == [(100, 100), (200, 200)]
+    other = diff_of(two_ranks("a.sqlite", (100, 200)), two_ranks("c.sqlite", (300, 400)), skip=0)
+    assert [(p.before.pid, p.after.pid) for p in other.processes] == [(100, 300)]
+    assert any("compared the lowest pid of each, 100 with 300" in note for note in other.notes)
+
+
+def test_json_has_schema_version_integer_ns_and_is_reproducible(eager_and_graph):
+    args = ["diff", *map(str, eager_and_graph), "--skip", "0", "-f", "json"]
+    first, second = runner.invoke(app, args), runner.invoke(app, args)
+    assert first.exit_code == 0, first.output
+    assert first.stdout == second.stdout
+    data = json.loads(first.stdout)
+    assert next(iter(data)) == "schema_version" and data["schema_version"] == 1
+    wall = data["processes"][0]["wall"]
+    assert isinstance(wall["ci_ns"]["low_ns"], int) and isinstance(wall["change_ns"], int)
+    assert isinstance(data["processes"][0]["buckets"][0]["change_ns_per_step"], int)
+
+
+def test_csv_is_refused_and_output_goes_to_the_file(eager_and_graph, tmp_path):
+    refused = runner.invoke(app, ["diff", *map(str, eager_and_graph), "-f", "csv"])
+    assert refused.exit_code == 1
+    assert "use --format text, md or json" in refused.stderr
+    out = tmp_path / "diff.md"
+    written = runner.invoke(app, ["diff", *map(str, eager_and_graph), "-f", "md", "-o", str(out)])
+    assert written.exit_code == 0, written.output
+    assert out.read_text().startswith("# trace-gaps diff\n\n**Step time −")
+
+
+def test_markdown_of_a_hand_built_diff():
+    wall = WallStats(mean=10_000_000, p50=9_900_000, p90=10_500_000, max=11_000_000, min=9_000_000)
+    faster = WallStats(mean=6_000_000, p50=6_000_000, p90=6_200_000, max=6_400_000, min=5_900_000)
+    process = ProcessDiff(
+        before=Side("a.sqlite", 7, "python3", "decode_step", 40, 2, wall),
+        after=Side("b.sqlite", 9, "python3", "decode_step", 40, 2, faster),
+        verdict="Step time −4.00 ms/step (−40.0 %, 95 % CI −4.20 ms to −3.80 ms): "
+        "verify idle host −4.00 ms/step",
+        wall=WallChange(
+            -4_000_000, -40.0, NsInterval(-4_200_000, -3_800_000), PctInterval(-42.0, -38.0), True
+        ),
+        buckets=[
+            BucketChange(
+                "verify",
+                "idle host",
+                "both",
+                4_500_000,
+                500_000,
+                -4_000_000,
+                NsInterval(-4_100_000, -3_900_000),
+                True,
+            ),
+            BucketChange(
+                "verify|x", "busy", "after only", 0, 10_000, 10_000, NsInterval(9_000, 11_000), True
+            ),
+        ],
+        stages=[
+            StageChange(
+                "verify",
+                "both",
+                StageSide(5_000_000, "eager", 354.0, 0.0),
+                StageSide(1_000_000, "graph", 0.0, 1.0),
+                -4_000_000,
+            ),
+            StageChange(
+                "verify|x", "after only", None, StageSide(10_000, "none", 0.0, 0.0), 10_000
+            ),
+        ],
+        candidates=[],
+    )
+    assert (
+        render_diff_markdown(Diff([process], ["a note"]))
+        == """\
+# trace-gaps diff
+
+**Step time −4.00 ms/step (−40.0 %, 95 % CI −4.20 ms to −3.80 ms): verify idle host −4.00 ms/step**
+
+## Process 7 → 9
+
+before: a.sqlite, process 7 (python3), step \\`decode\\_step\\`, 40 analysed (2 warm-up skipped)  
+after: b.sqlite, process 9 (python3), step \\`decode\\_step\\`, 40 analysed (2 warm-up skipped)  
+
+**Step wall time (ms)**
+
+|  | before | after | change | 95 % CI of change |
+|---|---:|---:|---:|---:|
+| mean | 10.00 | 6.00 | −4.00 | −4.20 to −3.80 |
+| p50 | 9.90 | 6.00 | −3.90 |  |
+| p90 | 10.50 | 6.20 | −4.30 |  |
+
+**Changes by stage and bucket (ms per step, largest first)**
+
+| stage | bucket | before | after | change | 95 % CI | beyond noise |
+|---|---|---:|---:|---:|---:|---|
+| verify | idle host | 4.50 | 0.50 | −4.00 | −4.10 to −3.90 | yes |
+| verify\\|x | busy | — | 0.01 | +0.01 | +0.01 to +0.01 | yes |
+
+**Stages (ms per step; mode and launches per step)**
+
+| stage | present | before | after | change | before: mode launches | after: mode launches |
+|---|---|---:|---:|---:|---|---|
+| verify | both | 5.00 | 1.00 | −4.00 | eager 354 | graph 1 |
+| verify\\|x | after only | — | 0.01 | +0.01 | — | none 0 |
+
+- verify: eager 354 launches/step → graph 1
+- Stages after only: verify\\|x
+
+## Notes
+
+- a note
+"""
+    )
+
+
+MFU = PEER_TRACES / "nsys-ai"
+
+
+@pytest.mark.skipif(
+    not (MFU / "mfu_2gpu_after.sqlite").exists(), reason="nsys-ai peer traces absent"
+)
+def test_real_before_and_after_pair_of_a_two_gpu_run():
+    before, after = MFU / "mfu_2gpu_before.sqlite", MFU / "mfu_2gpu_after.sqlite"
+    diff = diff_of(before, after)
+    (process,) = diff.processes
+    assert (process.before.pid, process.after.pid) == (144, 148)
+    assert any("compared the lowest pid of each, 144 with 148" in n for n in diff.notes)
+    # Each side is one whole-process step: no noise estimate, and the verdict says so.
+    assert process.wall.ci_ns is None and "no noise estimate" in process.verdict
+    assert process.wall.change_ns == process.after.wall_ns.mean - process.before.wall_ns.mean
+    assert abs(sum(b.change_ns_per_step for b in process.buckets) - process.wall.change_ns) <= len(
+        process.buckets
+    )
+    ranks = diff_of(before, before, process=145)
+    assert ranks.processes[0].wall.change_ns == 0
+
+
+def spec_pair() -> tuple[Path, Path] | None:
+    paths = {p.name: p for p in sample_trace_paths()}
+    eager = paths.get("spec_eager.sqlite")
+    graphs = sorted(p for name, p in paths.items() if name.startswith("spec_graph"))
+    return (eager, graphs[0]) if eager and graphs else None
+
+
+@pytest.mark.skipif(
+    spec_pair() is None, reason="sample_traces/spec_eager.sqlite and spec_graph*.sqlite absent"
+)
+def test_real_eager_vs_graph_sample_traces_show_verify_as_the_top_change():
+    before, after = spec_pair()  # type: ignore[misc]
+    process = diff_of(before, after).processes[0]
+    assert "verify" in process.buckets[0].stage
+    assert "verify" in process.stages[0].stage
+    assert process.wall.change_ns < 0

@@ -1,0 +1,61 @@
+"""Speed work must not change a single output byte: the JSON report of real traces is pinned.
+
+The golden files in tests/golden/scale/ are gzipped JSON reports of the peer traces (and of
+one of them inflated 3x by benchmarks/inflate.py). When an output change is intended,
+regenerate them with `pytest tests/test_scale.py --update-golden` and review the diff.
+"""
+
+from __future__ import annotations
+
+import difflib
+import gzip
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, peer_trace_paths
+from trace_gaps.analysis.pipeline import AnalysisOptions, analyse_trace
+from trace_gaps.nsys.load import load_trace
+from trace_gaps.render.json import render_json
+from trace_gaps.report import build_report
+
+GOLDEN = Path(__file__).parent / "golden" / "scale"
+
+
+def _report_json(path: Path) -> str:
+    trace = load_trace(path)
+    return render_json(build_report(trace, analyse_trace(trace, AnalysisOptions())))
+
+
+def _check(name: str, text: str, update_golden: bool) -> None:
+    golden = GOLDEN / f"{name}.json.gz"
+    if update_golden:
+        GOLDEN.mkdir(parents=True, exist_ok=True)
+        golden.write_bytes(gzip.compress(text.encode(), mtime=0))
+        return
+    if not golden.exists():
+        pytest.skip(f"no golden file {golden.name}; run with --update-golden")
+    expected = gzip.decompress(golden.read_bytes()).decode()
+    if text != expected:
+        diff = difflib.unified_diff(expected.splitlines(), text.splitlines(), "golden", "now", lineterm="", n=2)
+        pytest.fail("report JSON changed:\n" + "\n".join(list(diff)[:60]))
+
+
+@pytest.mark.parametrize("path", peer_trace_paths(), ids=lambda p: p.name)
+def test_report_json_of_peer_traces_is_unchanged(path: Path, update_golden: bool) -> None:
+    _check(path.stem, _report_json(path), update_golden)
+
+
+MFU = [p for p in peer_trace_paths() if p.name == "mfu_2gpu_before.sqlite"]
+
+
+@pytest.mark.skipif(not MFU, reason="peer trace mfu_2gpu_before.sqlite not present")
+def test_report_json_of_an_inflated_trace_is_unchanged(tmp_path: Path, update_golden: bool) -> None:
+    spec = importlib.util.spec_from_file_location("inflate", ROOT / "benchmarks" / "inflate.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    big = tmp_path / "mfu_2gpu_before_x3.sqlite"
+    module.inflate(MFU[0], big, 3)
+    _check("mfu_2gpu_before_x3", _report_json(big), update_golden)
