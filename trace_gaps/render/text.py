@@ -1,10 +1,11 @@
 """Text: rich tables for a terminal."""
 
+import re
 from io import StringIO
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table as RichTable
+from rich.text import Text
 
 from trace_gaps.render.tables import (
     RIGHT,
@@ -32,12 +33,17 @@ def elide(text: str, limit: int = MAX_NAME) -> str:
     return text[:keep] + "…" + text[-(limit - 1 - keep) :]
 
 
+def plain(text: str) -> Text:
+    """A user string (kernel or range name) as literal text: no markup, no emoji, one line."""
+    return Text(re.sub(r"[\r\n\v\f\x85\u2028\u2029]", " ", text))
+
+
 def _rich_table(table: Table) -> RichTable:
-    rich = RichTable(title=escape(table.title), title_justify="left", show_lines=False)
+    rich = RichTable(title=plain(table.title), title_justify="left", show_lines=False)
     for column, align in zip(table.columns, table.align, strict=True):
-        rich.add_column(escape(column), justify="right" if align == RIGHT else "left")
+        rich.add_column(plain(column), justify="right" if align == RIGHT else "left")
     for row in table.rows:
-        rich.add_row(*(escape(elide(cell)) for cell in row))
+        rich.add_row(*(plain(elide(cell)) for cell in row))
     return rich
 
 
@@ -46,26 +52,26 @@ def render_text(report: Report, *, width: int = 160) -> str:
     buffer = StringIO()
     console = Console(file=buffer, width=width, color_system=None, highlight=False, soft_wrap=False)
     for line in describe_export(report):
-        console.print(escape(line))
+        console.print(plain(line))
     for process in report.processes:
         console.print()
-        console.rule(escape(process_title(process)))
+        console.rule(plain(process_title(process)))
         for line in describe_steps(process):
-            console.print(escape(line))
+            console.print(plain(line))
         if process.candidates:
             console.print()
             console.print("Verdict:")
             for candidate in process.candidates[:3]:
-                console.print(f"  {candidate.rank}. {escape(' '.join(candidate.verdict.split()))}")
+                console.print(plain(f"  {candidate.rank}. {candidate.verdict}"))
         for table in (candidate_table(process), ledger_table(process), stage_table(process)):
             if table.rows:
                 console.print()
                 console.print(_rich_table(table))
         for heading, lines in evidence_lines(process):
             console.print()
-            console.print(escape(heading))
+            console.print(plain(heading))
             for line in lines:
-                console.print(f"  - {escape(elide(line, 120))}")
+                console.print(plain(f"  - {elide(line, 120)}"))
     slowest = slowest_rank_table(report)
     if slowest.rows:
         console.print()
@@ -74,5 +80,5 @@ def render_text(report: Report, *, width: int = 160) -> str:
         console.print()
         console.print("Integrity notes:")
         for note in report.notes:
-            console.print(f"  - {escape(note)}")
+            console.print(plain(f"  - {note}"))
     return buffer.getvalue()
