@@ -11,7 +11,10 @@ from typing import Annotated
 
 import typer
 
+from matplotlib.figure import Figure
+
 from trace_gaps.analysis.pipeline import AnalysisOptions, analyse_trace
+from trace_gaps.bundle import BUNDLE_VIEWS, build_provenance, write_bundle
 from trace_gaps.diff import diff_reports, is_slower_than
 from trace_gaps.errors import TraceGapsError, about_file
 from trace_gaps.model import Trace
@@ -20,7 +23,9 @@ from trace_gaps.nsys.load import count_rows, load_trace
 from trace_gaps.overview import build_overview, render_overview_json, render_overview_text
 from trace_gaps.render import RENDERERS, Format
 from trace_gaps.render.diff import render_diff
+from trace_gaps.plot import plot_steps, plot_timeline
 from trace_gaps.report import Report, build_report
+from trace_gaps.timeline import choose_request
 
 app = typer.Typer(
     help="Where does each decode step's time go? Read an Nsight Systems SQLite export and "
@@ -172,3 +177,97 @@ def diff(
     if fail_if_slower is not None and is_slower_than(result, fail_if_slower):
         typer.echo(f"error: step time grew more than {fail_if_slower:g} % beyond noise", err=True)
         raise typer.Exit(3)
+
+
+plot_app = typer.Typer(
+    help="Pictures of the steps: one step's timeline as lanes, or every step's ledger as bars.",
+    no_args_is_help=True,
+)
+app.add_typer(plot_app, name="plot")
+
+ImageOpt = Annotated[Path, typer.Option("--output", "-o", help="Image to write: a .png or .svg file.")]
+
+
+def check_image_path(output: Path) -> None:
+    """Refuse an image name matplotlib would not write as PNG or SVG, before any work."""
+    if output.suffix.lower() not in (".png", ".svg"):
+        raise TraceGapsError(f"cannot write {output}: name a .png or .svg file with -o.")
+
+
+def save_figure(figure: Figure, output: Path) -> None:
+    """Write the figure, its format chosen by the file's suffix."""
+    try:
+        figure.savefig(output)
+    except OSError as error:
+        raise TraceGapsError(f"cannot write {output}: {error.strerror}. Choose another -o path.") from error
+    typer.echo(f"wrote {output}", err=True)
+
+
+@plot_app.command("timeline")
+def plot_timeline_command(
+    output: ImageOpt,
+    export: ExportArg = None,
+    demo: Annotated[bool, typer.Option("--demo", help="Draw the sample trace shipped with trace-gaps.")] = False,
+    median: Annotated[bool, typer.Option("--median", help="The analysed step nearest the median wall time (default).")] = False,
+    worst: Annotated[bool, typer.Option("--worst", help="The slowest analysed step.")] = False,
+    step_index: Annotated[int | None, typer.Option("--step-index", min=0, help="The step with this index (warm-up steps count from 0).")] = None,
+    steps: Annotated[str | None, typer.Option("--steps", metavar="A:B", help="Consecutive steps A to B-1.")] = None,
+    step: StepOpt = None,
+    skip: SkipOpt = None,
+    depth: DepthOpt = 1,
+    process: ProcessOpt = None,
+) -> None:
+    """Draw a step as lanes: stages, CUDA calls, GPU streams, and GPU idle time by cause."""
+    with user_errors():
+        check_image_path(output)
+        request = choose_request(step_index=step_index, steps=steps, worst=worst, median=median)
+        path = resolve_export(export, demo)
+        with about_file(path):
+            trace = load_trace(path)
+            options = AnalysisOptions(step_name=step, skip=skip, depth=depth, process=process)
+            report = build_report(trace, analyse_trace(trace, options), timelines=(request,))
+        save_figure(plot_timeline(report), output)
+
+
+@plot_app.command("steps")
+def plot_steps_command(
+    output: ImageOpt,
+    export: ExportArg = None,
+    demo: Annotated[bool, typer.Option("--demo", help="Draw the sample trace shipped with trace-gaps.")] = False,
+    step: StepOpt = None,
+    skip: SkipOpt = None,
+    depth: DepthOpt = 1,
+    process: ProcessOpt = None,
+) -> None:
+    """Draw every step as a stacked bar of its ledger; warm-up steps faded."""
+    with user_errors():
+        check_image_path(output)
+        path = resolve_export(export, demo)
+        with about_file(path):
+            trace = load_trace(path)
+            options = AnalysisOptions(step_name=step, skip=skip, depth=depth, process=process)
+            report = build_report(trace, analyse_trace(trace, options))
+        save_figure(plot_steps(report), output)
+
+
+@app.command("report")
+def report_command(
+    output: Annotated[Path, typer.Option("--output", "-o", help="Folder to write the report into.")],
+    export: ExportArg = None,
+    demo: Annotated[bool, typer.Option("--demo", help="Report on the sample trace shipped with trace-gaps.")] = False,
+    step: StepOpt = None,
+    skip: SkipOpt = None,
+    depth: DepthOpt = 1,
+    process: ProcessOpt = None,
+    top: Annotated[int, typer.Option("--top", min=1, help="How many candidates to rank.")] = 10,
+) -> None:
+    """Write a folder for a bug report: report.md (provenance, pictures), report.json, PNGs."""
+    with user_errors():
+        path = resolve_export(export, demo)
+        with about_file(path):
+            trace = load_trace(path)
+            options = AnalysisOptions(step_name=step, skip=skip, depth=depth, process=process)
+            report = build_report(trace, analyse_trace(trace, options), top=top, timelines=BUNDLE_VIEWS)
+            provenance = build_provenance(trace.info)
+        for written in write_bundle(report, provenance, output):
+            typer.echo(f"wrote {written}", err=True)

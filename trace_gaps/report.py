@@ -36,6 +36,7 @@ from trace_gaps.model import (
     CallCategory,
     Trace,
 )
+from trace_gaps.timeline import StepTimeline, TimelineRequest, build_timelines
 
 SCHEMA_VERSION = 1
 
@@ -165,10 +166,20 @@ class Report:
     slowest_rank_by_stage: list[SlowestRank]
     notes: list[str]
     schema_version: int = field(default=SCHEMA_VERSION)
+    timelines: list[StepTimeline] = field(default_factory=list)  # only when asked for
 
 
-def build_report(trace: Trace, analysis: Analysis, *, top: int = 10) -> Report:
-    """Turn an Analysis into per-process ledgers, stage tables, ranked candidates and notes."""
+def build_report(
+    trace: Trace,
+    analysis: Analysis,
+    *,
+    top: int = 10,
+    timelines: tuple[TimelineRequest, ...] = (),
+) -> Report:
+    """Turn an Analysis into per-process ledgers, stage tables, ranked candidates and notes.
+
+    timelines: the steps to cut event-level StepTimelines for (the plots' data).
+    """
     trace_start = _trace_start(trace)
     processes = [
         _process_report(trace, analysis, int(pid), trace_start, top=top)
@@ -188,6 +199,7 @@ def build_report(trace: Trace, analysis: Analysis, *, top: int = 10) -> Report:
         processes=processes,
         slowest_rank_by_stage=_slowest_ranks(processes),
         notes=integrity_notes(trace, analysis),
+        timelines=build_timelines(analysis, timelines, trace_start_ns=trace_start),
     )
 
 

@@ -14,6 +14,7 @@ Over a step's window, on the device timeline of its process (all its GPUs and st
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from enum import StrEnum
 
 import numpy as np
@@ -91,22 +92,10 @@ def build_ledger(
     """
     ledgers: list[pd.DataFrame] = []
     gaps: list[pd.DataFrame] = []
-    for pid, process_steps in steps.groupby(PID):
-        ops = projected_ops[projected_ops[PID] == pid]
-        owned = _owned_intervals(ops)
-        queued = _queued_intervals(ops)
-        calls = staged_calls[staged_calls[PID] == pid]
-        for tid, thread_steps in process_steps.groupby(GLOBAL_TID):
-            ledger, thread_gaps = _thread_ledger(
-                thread_steps,
-                owned,
-                queued,
-                calls[calls[GLOBAL_TID] == tid],
-                stage_map,
-                stage_map.threads[int(tid)],
-            )
-            ledgers.append(ledger)
-            gaps.append(thread_gaps)
+    for segments in _thread_segments(projected_ops, staged_calls, steps, stage_map):
+        ledger, thread_gaps = _thread_ledger(segments)
+        ledgers.append(ledger)
+        gaps.append(thread_gaps)
     if not ledgers:
         return (
             pd.DataFrame({c: pd.Series(dtype="int64") for c in LEDGER_COLUMNS}),
@@ -135,14 +124,77 @@ def _queued_intervals(ops: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     return queued[CALL_END_NS].to_numpy(), queued[START_NS].to_numpy()
 
 
-def _thread_ledger(
+def find_idle_runs_by_cause(
+    projected_ops: pd.DataFrame,
+    staged_calls: pd.DataFrame,
+    steps: pd.DataFrame,
+    stage_map: StageMap,
+) -> pd.DataFrame:
+    """Return the idle time of the given steps as maximal runs of one cause.
+
+    Columns step_id, start_ns, end_ns, cause; sorted by step and start. Unlike the gaps
+    of build_ledger, a run ends where the cause changes, not where the stage does, so the
+    runs of a step sum to its idle time in the ledger and show each cause where it happens.
+    """
+    runs: list[pd.DataFrame] = []
+    labels = np.array(["", *(c.value for c in CAUSE_ORDER)], dtype=object)
+    for segments in _thread_segments(projected_ops, staged_calls, steps, stage_map):
+        idle = segments[segments["cause_code"] != _BUSY]
+        if idle.empty:
+            continue
+        segment = idle["segment"].to_numpy()
+        new_run = np.r_[
+            True,
+            (np.diff(segment) != 1)
+            | (np.diff(idle[STEP_ID].to_numpy()) != 0)
+            | (np.diff(idle["cause_code"].to_numpy()) != 0),
+        ]
+        grouped = idle.assign(run=np.cumsum(new_run)).groupby("run")
+        thread_runs = grouped.agg(
+            step_id=(STEP_ID, "first"),
+            start_ns=(START_NS, "min"),
+            end_ns=(END_NS, "max"),
+            cause_code=("cause_code", "first"),
+        )
+        runs.append(thread_runs.assign(cause=labels[thread_runs["cause_code"].to_numpy()]))
+    columns = [STEP_ID, START_NS, END_NS, CAUSE]
+    if not runs:
+        return pd.DataFrame({c: pd.Series(dtype="int64" if c != CAUSE else object) for c in columns})
+    found = pd.concat(runs, ignore_index=True)[columns]
+    return found.sort_values([STEP_ID, START_NS], kind="stable").reset_index(drop=True)
+
+
+def _thread_segments(
+    projected_ops: pd.DataFrame,
+    staged_calls: pd.DataFrame,
+    steps: pd.DataFrame,
+    stage_map: StageMap,
+) -> Iterator[pd.DataFrame]:
+    """Per step thread: the elementary segments of its steps, each with its stage and cause."""
+    for pid, process_steps in steps.groupby(PID):
+        ops = projected_ops[projected_ops[PID] == pid]
+        owned = _owned_intervals(ops)
+        queued = _queued_intervals(ops)
+        calls = staged_calls[staged_calls[PID] == pid]
+        for tid, thread_steps in process_steps.groupby(GLOBAL_TID):
+            yield _segments(
+                thread_steps,
+                owned,
+                queued,
+                calls[calls[GLOBAL_TID] == tid],
+                stage_map,
+                stage_map.threads[int(tid)],
+            )
+
+
+def _segments(
     steps: pd.DataFrame,
     owned: tuple[np.ndarray, np.ndarray, np.ndarray],
     queued: tuple[np.ndarray, np.ndarray],
     calls: pd.DataFrame,
     stage_map: StageMap,
     thread: ThreadStages,
-) -> tuple[pd.DataFrame, pd.DataFrame]:
+) -> pd.DataFrame:
     win_starts = steps[START_NS].to_numpy()
     win_ends = steps[END_NS].to_numpy()
     lo, hi = int(win_starts.min()), int(win_ends.max())
@@ -196,6 +248,10 @@ def _thread_ledger(
             "segment": np.flatnonzero(in_step),
         }
     )
+    return segments
+
+
+def _thread_ledger(segments: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     ledger = (
         segments.groupby([STEP_ID, STAGE, "cause_code"], sort=True)[DURATION_NS].sum().reset_index()
     )

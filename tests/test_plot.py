@@ -1,0 +1,302 @@
+"""Timeline data and figures: lanes, titles, legends, colours, step choice, bars per step."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from matplotlib.axes import Axes
+from matplotlib.collections import PolyCollection
+from matplotlib.colors import to_hex
+from matplotlib.figure import Figure
+from typer.testing import CliRunner
+
+from tests.builders import ExportBuilder
+from tests.conftest import peer_trace_paths, sample_trace_paths
+from trace_gaps.analysis.pipeline import AnalysisOptions, analyse_trace
+from trace_gaps.cli import app
+from trace_gaps.nsys.load import load_trace
+from trace_gaps.plot import plot_steps, plot_timeline
+from trace_gaps.plot.lanes import merge_spans
+from trace_gaps.plot.palette import stage_colours
+from trace_gaps.plot.steps import WARMUP_ALPHA
+from trace_gaps.report import Report, build_report
+from trace_gaps.timeline import StepPick, TimelineRequest
+
+STEP_SPACING_NS = 1_600_000
+WORST_STEP = 3
+
+
+def decode_loop(builder: ExportBuilder, steps: int = 6) -> ExportBuilder:
+    """A decode loop: draft (eager launches), verify (a graph + a side stream), accept (a sync).
+
+    Per step at offset o (us from o); step 0 also loads a module (warm-up), step 3 is slow:
+      thread  [decode_step 0 .......................................... 1000 (1300 in step 3)]
+              [draft 0..300     ][verify 300..800 (1100)           ][accept ..+200        ]
+      calls    |l|l|l|...(20)     |graphLaunch|  |l|                 [sync 20..100] |l|
+      str 7      [k][k][k]...         [graph 400 (700) us ........]                 [k]
+      str 13                                 [k 50 us]
+    """
+    for step in range(steps):
+        o = step * STEP_SPACING_NS
+        slow = 300_000 if step == WORST_STEP else 0
+        end = o + 1_000_000 + slow
+        builder.range("decode_step", o, end)
+        builder.range("draft", o, o + 300_000)
+        builder.range("verify", o + 300_000, o + 800_000 + slow)
+        builder.range("accept", o + 800_000 + slow, end)
+        if step == 0:
+            builder.call("cuModuleLoadData", o + 1_000, o + 9_000)
+        for k in range(20):
+            t = o + 10_000 + k * 14_000
+            builder.launch("draft_gemm", t, t + 5_000, t + 7_000, t + 15_000)
+        corr = builder.next_correlation
+        builder.call("cudaGraphLaunch", o + 310_000, o + 320_000, correlation_id=corr)
+        builder.graph_replay(o + 330_000, o + 730_000 + slow, correlation_id=corr)
+        builder.launch(
+            "verify_side", o + 330_000, o + 335_000, o + 340_000, o + 390_000, stream_id=13
+        )
+        a = o + 800_000 + slow
+        builder.call("cudaStreamSynchronize", a + 20_000, a + 100_000)
+        builder.launch("accept_kernel", a + 110_000, a + 115_000, a + 120_000, a + 150_000)
+    return builder
+
+
+def decode_report(path: Path, *requests: TimelineRequest, **options: object) -> Report:
+    trace = load_trace(path)
+    analysis = analyse_trace(trace, AnalysisOptions(**options))  # type: ignore[arg-type]
+    return build_report(trace, analysis, timelines=requests or (TimelineRequest(),))
+
+
+@pytest.fixture
+def decode_export(export_builder) -> Path:  # type: ignore[no-untyped-def]
+    return decode_loop(export_builder()).write("decode.sqlite")
+
+
+def lane_colours(ax: Axes) -> dict[str, set[str]]:
+    """Per lane (its y tick label), the face colours of the opaque bars drawn on it."""
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    found: dict[str, set[str]] = {label: set() for label in labels}
+    for collection in ax.collections:
+        if not isinstance(collection, PolyCollection) or collection.get_alpha() not in (None, 1.0):
+            continue
+        for path, face in zip(
+            collection.get_paths(),
+            np.broadcast_to(collection.get_facecolors(), (len(collection.get_paths()), 4)),
+            strict=True,
+        ):
+            lane = int(round(path.vertices[:, 1].mean()))
+            found[labels[lane]].add(to_hex(face))
+    return found
+
+
+def legend_colours(fig: Figure) -> dict[str, str]:
+    return {
+        text.get_text(): to_hex(patch.get_facecolor())
+        for legend in fig.legends
+        for text, patch in zip(legend.get_texts(), legend.get_patches(), strict=True)
+    }
+
+
+def test_the_timeline_has_a_lane_for_the_step_stages_api_each_stream_and_idle(decode_export):
+    fig = plot_timeline(decode_report(decode_export))
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_yticklabels()] == [
+        "step",
+        "stages (thread 100)",
+        "CUDA API (thread 100)",
+        "GPU 0 stream 7",
+        "GPU 0 stream 13",
+        "GPU idle: cause",
+    ]
+    assert all(lane_colours(ax).values()), "a lane is empty"
+
+
+def test_the_title_names_the_file_process_step_and_wall_time(decode_export):
+    title = plot_timeline(decode_report(decode_export)).axes[0].get_title(loc="left")
+    assert "decode.sqlite" in title
+    assert "process 100 (python3)" in title
+    assert "median step: decode_step #" in title
+    assert "wall 1.00 ms" in title
+
+
+def test_the_legend_lists_stages_call_kinds_and_idle_causes_present(decode_export):
+    entries = legend_colours(plot_timeline(decode_report(decode_export)))
+    assert {
+        "draft",
+        "verify",
+        "accept",
+        "call: launch",
+        "call: sync",
+        "idle: sync",
+        "idle: host",
+    } <= set(entries)
+    assert "call: setup (load/alloc/capture)" not in entries  # the median step loads nothing
+
+
+def test_ops_have_the_colour_of_the_stage_that_launched_them(decode_export):
+    report = decode_report(decode_export)
+    fig = plot_timeline(report)
+    lanes, legend = lane_colours(fig.axes[0]), legend_colours(fig)
+    colours = stage_colours(report)
+    assert legend["verify"] == colours["verify"]
+    # Stream 13 runs only verify's side kernel; stream 7 runs ops of all three stages.
+    assert lanes["GPU 0 stream 13"] == {colours["verify"]}
+    assert lanes["GPU 0 stream 7"] == {colours[s] for s in ("draft", "verify", "accept")}
+    assert lanes["GPU 0 stream 7"] <= lanes["stages (thread 100)"]
+    assert len({colours[s] for s in ("draft", "verify", "accept")}) == 3
+
+
+def test_median_worst_index_and_range_choose_the_right_steps(decode_export):
+    report = decode_report(
+        decode_export,
+        TimelineRequest(StepPick.MEDIAN),
+        TimelineRequest(StepPick.WORST),
+        TimelineRequest(StepPick.INDEX, first=0),
+        TimelineRequest(StepPick.RANGE, first=2, stop=5),
+    )
+    chosen = {}
+    for timeline in report.timelines:
+        chosen.setdefault(timeline.view, []).append(
+            (timeline.index, timeline.wall_ns, timeline.is_warmup)
+        )
+    assert chosen["median"] == [(1, 1_000_000, False)]  # ties go to the earliest analysed step
+    assert chosen["worst"] == [(WORST_STEP, 1_300_000, False)]
+    assert chosen["step-0"] == [(0, 1_000_000, True)]
+    assert [i for i, _, _ in chosen["steps-2-5"]] == [2, 3, 4]
+    title = plot_timeline(report, "steps-2-5").axes[0].get_title(loc="left")
+    assert "steps decode_step #2–#4" in title
+
+
+def test_timeline_idle_runs_add_up_to_the_steps_idle_time_in_the_ledger(decode_export):
+    report = decode_report(decode_export, TimelineRequest(StepPick.RANGE, first=0, stop=6))
+    idle_by_step = {r.step_id: r.idle_ns for r in report.processes[0].step_rows}
+    for timeline in report.timelines:
+        idle = timeline.idle
+        assert (
+            sum(e - s for s, e in zip(idle.start_ns, idle.end_ns, strict=True))
+            == idle_by_step[timeline.step_id]
+        )
+        spans = [
+            timeline.stages,
+            timeline.api_calls,
+            timeline.idle,
+            *(lane.ops for lane in timeline.streams),
+        ]
+        for span in spans:
+            assert all(
+                0 <= s < e <= timeline.wall_ns
+                for s, e in zip(span.start_ns, span.end_ns, strict=True)
+            )
+
+
+def test_the_warmup_step_shows_its_module_load_on_the_api_lane(decode_export):
+    report = decode_report(decode_export, TimelineRequest(StepPick.INDEX, first=0))
+    fig = plot_timeline(report)
+    assert "call: setup (load/alloc/capture)" in legend_colours(fig)
+    assert "(warm-up)" in fig.axes[0].get_title(loc="left")
+
+
+def test_spans_closer_than_a_pixel_merge_and_tiny_ones_widen_to_a_pixel():
+    starts, ends = merge_spans(
+        np.array([0, 150, 1_000, 5_000]), np.array([100, 400, 1_010, 5_001]), 200
+    )
+    assert starts.tolist() == [0, 1_000, 5_000]
+    assert ends.tolist() == [400, 1_200, 5_200]
+
+
+def test_a_lane_of_thousands_of_ops_is_one_artist_per_colour(export_builder):
+    #   one step, 2000 back-to-back 1 us kernels launched in one stage
+    builder = export_builder()
+    for step in range(3):
+        o = step * 10_000_000
+        builder.range("decode_step", o, o + 5_000_000).range("forward", o, o + 5_000_000)
+        for k in range(2000 if step == 1 else 1):
+            t = o + 1_000 + k * 2_000
+            builder.launch("tiny", t, t + 500, t + 600, t + 1_600)
+    report = decode_report(builder.write(), TimelineRequest(StepPick.INDEX, first=1))
+    ax = plot_timeline(report).axes[0]
+    row = [t.get_text() for t in ax.get_yticklabels()].index("GPU 0 stream 7")
+    on_lane = [
+        c
+        for c in ax.collections
+        if isinstance(c, PolyCollection)
+        and c.get_alpha() in (None, 1.0)
+        and round(c.get_paths()[0].vertices[:, 1].mean()) == row
+    ]
+    assert len(on_lane) == 1
+    assert len(on_lane[0].get_paths()) < 100  # merged at pixel width, not 2000 rectangles
+    assert len(ax.texts) < 300
+
+
+def test_the_steps_plot_has_one_bar_per_step_and_fades_warmup(decode_export):
+    report = decode_report(decode_export)
+    fig = plot_steps(report)
+    ax = fig.axes[0]
+    n_steps = len(report.processes[0].step_rows)
+    assert n_steps == 6
+    assert ax.containers and all(len(container) == n_steps for container in ax.containers)
+    first_bars = [container[0] for container in ax.containers]  # step 0: the warm-up
+    assert all(bar.get_facecolor()[3] == pytest.approx(WARMUP_ALPHA) for bar in first_bars)
+    assert all(container[1].get_facecolor()[3] == 1.0 for container in ax.containers)
+    assert "warm-up step (skipped)" in legend_colours(fig)
+    # Stacks add up to each step's wall time.
+    heights = np.sum(
+        [[bar.get_height() for bar in container] for container in ax.containers], axis=0
+    )
+    walls = [row.wall_ns / 1e6 for row in report.processes[0].step_rows]
+    assert heights == pytest.approx(walls)
+
+
+def test_stage_colours_agree_between_the_steps_plot_and_the_timeline(decode_export):
+    report = decode_report(decode_export)
+    timeline, steps = legend_colours(plot_timeline(report)), legend_colours(plot_steps(report))
+    for stage in ("draft", "verify", "accept"):
+        assert timeline[stage] == steps[stage]
+
+
+@pytest.mark.parametrize("suffix, magic", [(".png", b"\x89PNG"), (".svg", b"<?xml")])
+def test_plot_commands_write_png_and_svg(decode_export, tmp_path, suffix, magic):
+    for command in (["timeline", "--worst"], ["steps"]):
+        out = tmp_path / f"{command[0]}{suffix}"
+        result = CliRunner().invoke(app, ["plot", *command, str(decode_export), "-o", str(out)])
+        assert result.exit_code == 0, result.output
+        assert out.read_bytes().startswith(magic)
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (["-o", "x.pdf"], "name a .png or .svg file"),
+        (["-o", "x.png", "--steps", "5:3"], "is not a range A:B"),
+        (["-o", "x.png", "--step-index", "99"], "no step 99"),
+        (["-o", "x.png", "--worst", "--median"], "choose one of"),
+    ],
+)
+def test_plot_timeline_user_errors(decode_export, tmp_path, options, message):
+    options = [str(tmp_path / o) if o.startswith("x.") else o for o in options]
+    result = CliRunner().invoke(app, ["plot", "timeline", str(decode_export), *options])
+    assert result.exit_code == 1
+    assert message in result.output
+
+
+REAL_TRACES = [*peer_trace_paths(), *sample_trace_paths()]
+
+
+@pytest.mark.skipif(not REAL_TRACES, reason="no peer or sample traces here")
+@pytest.mark.parametrize("path", REAL_TRACES, ids=lambda p: p.name)
+def test_real_traces_draw_every_lane_and_bar(path):
+    report = decode_report(path, TimelineRequest(StepPick.MEDIAN), TimelineRequest(StepPick.WORST))
+    fig = plot_timeline(report, "median")
+    labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    streams = {
+        (s.device_id, s.stream_id)
+        for t in report.timelines
+        if t.view == "median"
+        for s in t.streams
+    }
+    assert len(labels) == 4 + len(streams)
+    steps = plot_steps(report)
+    for ax, process in zip(steps.axes, [p for p in report.processes if p.step_rows], strict=True):
+        assert all(len(container) == len(process.step_rows) for container in ax.containers)

@@ -1,0 +1,159 @@
+"""The bug-report bundle: one folder with report.md (provenance first), report.json and pictures.
+
+DIR/report.md             provenance, the pictures, then the Markdown report
+DIR/report.json           the same Report as JSON (with the timelines drawn)
+DIR/timeline-median.png   the analysed step nearest the median wall time
+DIR/timeline-worst.png    the slowest analysed step
+DIR/steps.png             every step's ledger as a stacked bar
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from matplotlib.figure import Figure
+
+from trace_gaps import __version__
+from trace_gaps.errors import TraceGapsError
+from trace_gaps.model import ExportInfo
+from trace_gaps.plot import plot_steps, plot_timeline
+from trace_gaps.render.json import render_json
+from trace_gaps.render.markdown import escape_markdown, render_markdown
+from trace_gaps.report import Report
+from trace_gaps.timeline import StepPick, TimelineRequest
+
+# The timelines a bundle draws, and the picture each goes to.
+BUNDLE_VIEWS = (TimelineRequest(StepPick.MEDIAN), TimelineRequest(StepPick.WORST))
+REPORT_MD = "report.md"
+REPORT_JSON = "report.json"
+STEPS_PNG = "steps.png"
+
+# Capture settings that can hold private data: the environment, the user's name.
+_PRIVATE_SETTING = re.compile(r"ENVIRONMENT|USER_NAME", re.IGNORECASE)
+_HASH_CHUNK = 1 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class Provenance:
+    """Where the numbers come from: the export file and how it was captured."""
+
+    file: str
+    size_bytes: int
+    sha256: str
+    nsys_version: str | None
+    trace_gaps_version: str
+    capture_settings: list[tuple[str, str]]  # private keys left out
+
+
+def build_provenance(info: ExportInfo) -> Provenance:
+    """Hash the export (read-only) and keep its capture settings, minus private ones."""
+    digest = hashlib.sha256()
+    try:
+        with info.path.open("rb") as export:
+            while chunk := export.read(_HASH_CHUNK):
+                digest.update(chunk)
+    except OSError as error:
+        raise TraceGapsError(f"cannot read the export to hash it: {error.strerror}.") from error
+    return Provenance(
+        file=info.path.name,
+        size_bytes=info.size_bytes,
+        sha256=digest.hexdigest(),
+        nsys_version=info.nsys_version,
+        trace_gaps_version=__version__,
+        capture_settings=[
+            (k, v) for k, v in info.capture_settings if not _PRIVATE_SETTING.search(k)
+        ],
+    )
+
+
+def timeline_file(view: str) -> str:
+    """The picture file of a timeline view: timeline-median.png."""
+    return f"timeline-{view}.png"
+
+
+def render_bundle_markdown(report: Report, provenance: Provenance) -> str:
+    """report.md: provenance, the pictures by relative path, then the report one level down."""
+    out = [f"# trace-gaps report: {escape_markdown(provenance.file)}", "", "## Provenance", ""]
+    out += [
+        "| | |",
+        "|---|---|",
+        f"| file | {escape_markdown(provenance.file)} |",
+        f"| size | {provenance.size_bytes:,} bytes |",
+        f"| sha256 | `{provenance.sha256}` |",
+        f"| Nsight Systems | {escape_markdown(provenance.nsys_version or 'unknown')} |",
+        f"| trace-gaps | {provenance.trace_gaps_version} |",
+        "",
+    ]
+    if provenance.capture_settings:
+        out += [
+            "<details><summary>Capture settings "
+            f"({len(provenance.capture_settings)}; environment variables left out)</summary>",
+            "",
+            "| setting | value |",
+            "|---|---|",
+            *[
+                f"| {escape_markdown(k)} | {escape_markdown(v)} |"
+                for k, v in provenance.capture_settings
+            ],
+            "",
+            "</details>",
+            "",
+        ]
+    else:
+        out += ["The export records no capture settings.", ""]
+    out += ["## Pictures", ""]
+    for request in BUNDLE_VIEWS:
+        caption = _caption(report, request.view)
+        out += [
+            f"**{escape_markdown(caption)}**",
+            "",
+            f"![{escape_markdown(caption)}]({timeline_file(request.view)})",
+            "",
+        ]
+    out += ["**Every step's wall time by stage, busy and idle**", "", f"![Steps]({STEPS_PNG})", ""]
+    out += ["Data: [report.json](report.json) (the same report, integer ns).", ""]
+    # The report's own headings move one level down, under this document's title.
+    body = re.sub(r"^(#{1,5}) ", r"#\1 ", render_markdown(report), flags=re.MULTILINE)
+    body = body.replace("## trace-gaps report\n", "## Report\n", 1)
+    return "\n".join(out) + "\n" + body
+
+
+def _caption(report: Report, view: str) -> str:
+    timeline = next((t for t in report.timelines if t.view == view), None)
+    which = {"median": "Median step", "worst": "Slowest step"}.get(view, view)
+    if timeline is None:
+        return which
+    name = timeline.step_name or "whole process"
+    return f"{which}: {name} #{timeline.index}, process {timeline.pid}"
+
+
+def bundle_figures(report: Report) -> dict[str, Figure]:
+    """The bundle's pictures by file name."""
+    figures = {timeline_file(r.view): plot_timeline(report, r.view) for r in BUNDLE_VIEWS}
+    return figures | {STEPS_PNG: plot_steps(report)}
+
+
+def write_bundle(report: Report, provenance: Provenance, directory: Path) -> list[Path]:
+    """Write the bundle into `directory` (created when missing); return the files written."""
+    if directory.exists() and not directory.is_dir():
+        raise TraceGapsError(f"{directory} is a file. Give -o a folder to write the report into.")
+    written: list[Path] = []
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        for name, figure in bundle_figures(report).items():
+            figure.savefig(directory / name)
+            written.append(directory / name)
+        for name, text in (
+            (REPORT_JSON, render_json(report)),
+            (REPORT_MD, render_bundle_markdown(report, provenance)),
+        ):
+            (directory / name).write_text(text, encoding="utf-8")
+            written.append(directory / name)
+    except OSError as error:
+        raise TraceGapsError(
+            f"cannot write into {directory}: {error.strerror}. Choose another -o folder."
+        ) from error
+    return written

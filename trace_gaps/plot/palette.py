@@ -1,0 +1,127 @@
+"""Colours shared by every figure: one per stage, per CUDA call kind and per idle cause."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from trace_gaps.analysis.ledger import IdleCause
+from trace_gaps.analysis.stages import BETWEEN_STEPS, NO_LAUNCH_CALL, NO_STAGE, OTHER_THREAD
+from trace_gaps.model import CallCategory
+from trace_gaps.report import Report
+
+OTHER_STAGES = "other stages"
+
+# tab20 without its reds and greys: those mean sync and "no stage" here.
+_STAGE_COLOURS = (
+    "#1f77b4",
+    "#ff7f0e",
+    "#2ca02c",
+    "#9467bd",
+    "#8c564b",
+    "#e377c2",
+    "#bcbd22",
+    "#17becf",
+    "#aec7e8",
+    "#ffbb78",
+    "#98df8a",
+    "#c5b0d5",
+    "#c49c94",
+    "#f7b6d2",
+    "#dbdb8d",
+    "#9edae5",
+)
+_SPECIAL_COLOURS = {
+    NO_STAGE: "#d9d9d9",
+    BETWEEN_STEPS: "#f0f0f0",
+    OTHER_THREAD: "#b3b3b3",
+    NO_LAUNCH_CALL: "#969696",
+    OTHER_STAGES: "#737373",
+}
+
+# Kinds of CUDA call on the API lane, and the categories in each.
+CALL_KINDS: dict[str, tuple[CallCategory, ...]] = {
+    "launch": (
+        CallCategory.LAUNCH_KERNEL,
+        CallCategory.LAUNCH_GRAPH,
+        CallCategory.LAUNCH_MEMCPY,
+        CallCategory.LAUNCH_MEMSET,
+    ),
+    "sync": (CallCategory.SYNC,),
+    "setup (load/alloc/capture)": (
+        CallCategory.MODULE_LOAD,
+        CallCategory.ALLOC,
+        CallCategory.GRAPH_SETUP,
+    ),
+    "other": (CallCategory.OTHER,),
+}
+CALL_COLOURS = {
+    "launch": "#08519c",
+    "sync": "#cb181d",
+    "setup (load/alloc/capture)": "#ec7014",
+    "other": "#525252",
+}
+
+# An idle cause has the colour of the call that explains it.
+CAUSE_COLOURS = {
+    IdleCause.LAUNCH.value: CALL_COLOURS["launch"],
+    IdleCause.SYNC.value: CALL_COLOURS["sync"],
+    IdleCause.API.value: CALL_COLOURS["other"],
+    IdleCause.QUEUED.value: "#6a51a3",
+    IdleCause.HOST.value: "#b8860b",
+}
+
+
+_KIND_OF_CATEGORY = {
+    category.value: kind for kind, categories in CALL_KINDS.items() for category in categories
+}
+
+
+def call_kinds(categories: list[str]) -> np.ndarray:
+    """The API-lane kind of each CallCategory value."""
+    return (
+        pd.Series(categories, dtype=object)
+        .map(_KIND_OF_CATEGORY)
+        .fillna("other")
+        .to_numpy(dtype=object)
+    )
+
+
+def colours_of(mapping: dict[str, str], keys: list[str] | np.ndarray, default: str) -> np.ndarray:
+    """The colour of each key (a stage, call kind or cause), default where it has none."""
+    return pd.Series(keys, dtype=object).map(mapping).fillna(default).to_numpy(dtype=object)
+
+
+def stage_colours(report: Report) -> dict[str, str]:
+    """A colour per stage, the same in every figure of a report.
+
+    The stages that take most time (busy + idle per step, summed over processes) get the
+    palette's colours in that order; the rest share OTHER_STAGES' grey.
+    """
+    totals: dict[str, int] = {}
+    for process in report.processes:
+        for stage in process.stages:
+            if stage.name not in _SPECIAL_COLOURS:
+                totals[stage.name] = (
+                    totals.get(stage.name, 0) + stage.busy_ns_per_step + stage.idle_ns_per_step
+                )
+    ranked = sorted(totals, key=lambda name: (-totals[name], name))
+    return dict(zip(ranked, _STAGE_COLOURS, strict=False)) | _SPECIAL_COLOURS
+
+
+def stage_colour_array(colours: dict[str, str], stages: list[str] | np.ndarray) -> np.ndarray:
+    """The colour of each stage; stages without their own share OTHER_STAGES'."""
+    return colours_of(colours, stages, colours[OTHER_STAGES])
+
+
+LEGEND_CHARS = 44
+
+
+def legend_label(name: str) -> str:
+    """A stage name short enough for a legend entry (the start says most: op, block number)."""
+    return name if len(name) <= LEGEND_CHARS else name[: LEGEND_CHARS - 1] + "…"
+
+
+def legend_name(colours: dict[str, str], stage: str) -> str:
+    """The legend entry a stage falls under."""
+    return stage if stage in colours else OTHER_STAGES

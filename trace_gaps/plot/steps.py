@@ -1,0 +1,159 @@
+"""Every step as a stacked bar of its ledger: busy (solid) and idle (hatched) per stage.
+
+Warm-up steps are drawn faded, so outliers and drift among the analysed steps stand out.
+One panel per process, in the report's order.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.colors import to_rgba
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+
+from trace_gaps.analysis.ledger import Bucket
+from trace_gaps.errors import TraceGapsError
+from trace_gaps.plot.palette import OTHER_STAGES, legend_label, legend_name, stage_colours
+from trace_gaps.report import ProcessReport, Report
+from trace_gaps.units import NS_PER_MS
+
+WARMUP_ALPHA = 0.3
+IDLE_HATCH = "////"
+P50_COLOUR = "#444444"
+MAX_TICKS = 25
+MIN_SLOTS = 3
+LEGEND_COLUMN_IN = 3.2  # an entry of LEGEND_CHARS characters at fontsize 8
+
+
+def plot_steps(report: Report) -> Figure:
+    """Draw one stacked bar per step (warm-up ones faded), one panel per process."""
+    processes = [p for p in report.processes if p.step_rows]
+    if not processes:
+        raise TraceGapsError("the report has no steps to draw.")
+    most_steps = max(len(p.step_rows) for p in processes)
+    width = min(
+        14.0, max(10.0, 3.0 + 0.3 * most_steps)
+    )  # a few steps: narrow figure, no empty panel
+    fig = Figure(figsize=(width, 1.4 + 3.6 * len(processes)), dpi=100, layout="constrained")
+    axes = fig.subplots(len(processes), 1, squeeze=False)[:, 0]
+    colours = stage_colours(report)
+    used: set[str] = set()
+    has_warmup = False
+    for ax, process in zip(axes, processes, strict=True):
+        used |= _draw_process(ax, process, colours)
+        has_warmup |= any(row.is_warmup for row in process.step_rows)
+    fig.suptitle(
+        f"{report.export.file} — step wall time by stage: GPU busy (solid) and idle (hatched)",
+        fontsize=10,
+        x=0.01,
+        ha="left",
+    )
+    handles = [
+        Patch(facecolor=c, label=legend_label(name)) for name, c in colours.items() if name in used
+    ]
+    handles += [
+        Patch(facecolor="white", edgecolor="#555555", label="busy", linewidth=0.6),
+        Patch(
+            facecolor="white",
+            edgecolor="#555555",
+            hatch=IDLE_HATCH,
+            label="GPU idle",
+            linewidth=0.6,
+        ),
+    ]
+    if has_warmup:
+        handles.append(
+            Patch(facecolor=to_rgba("#555555", WARMUP_ALPHA), label="warm-up step (skipped)")
+        )
+    columns = min(len(handles), int(width // LEGEND_COLUMN_IN))
+    fig.legend(handles=handles, loc="outside lower center", ncol=columns, fontsize=8, frameon=False)
+    return fig
+
+
+def _draw_process(ax: Axes, process: ProcessReport, colours: dict[str, str]) -> set[str]:
+    """Stack the process's steps; return the legend names of the stages drawn."""
+    rows = pd.DataFrame(
+        {
+            "step_id": [r.step_id for r in process.step_rows],
+            "index": [r.index for r in process.step_rows],
+            "is_warmup": [r.is_warmup for r in process.step_rows],
+            "start": [r.start_offset_ns for r in process.step_rows],
+        }
+    ).sort_values(["start", "step_id"], kind="stable")
+    ledger = pd.DataFrame(
+        {
+            "step_id": [e.step_id for e in process.step_ledger],
+            "stage": [legend_name(colours, e.stage) for e in process.step_ledger],
+            "bucket": [e.bucket for e in process.step_ledger],
+            "duration_ns": [e.duration_ns for e in process.step_ledger],
+        }
+    )
+    table = (
+        ledger.groupby(["stage", "bucket", "step_id"])["duration_ns"]
+        .sum()
+        .unstack("step_id", fill_value=0)
+        .reindex(columns=rows["step_id"], fill_value=0)
+    )
+    # Biggest stages at the bottom, busy under idle within a stage; "other stages" last.
+    order = (
+        table.groupby(level="stage").sum().sum(axis=1).sort_values(ascending=False, kind="stable")
+    )
+    stages = [s for s in order.index if s != OTHER_STAGES] + [
+        s for s in order.index if s == OTHER_STAGES
+    ]
+    x = np.arange(len(rows))
+    warm = rows["is_warmup"].to_numpy()
+    bottom = np.zeros(len(rows))
+    for stage in stages:
+        for bucket in (Bucket.BUSY.value, Bucket.IDLE.value):
+            if (stage, bucket) not in table.index:
+                continue
+            height = table.loc[(stage, bucket)].to_numpy() / NS_PER_MS
+            face = np.where(
+                warm[:, None], [to_rgba(colours[stage], WARMUP_ALPHA)], [to_rgba(colours[stage])]
+            )
+            ax.bar(
+                x,
+                height,
+                bottom=bottom,
+                width=0.85,
+                color=face,
+                linewidth=0,
+                hatch=IDLE_HATCH if bucket == Bucket.IDLE.value else None,
+                edgecolor="white" if bucket == Bucket.IDLE.value else None,
+                label=f"{stage} {bucket}",
+            )
+            bottom += height
+    analysed = ~warm
+    if analysed.any():
+        p50 = process.steps.wall_ns.p50 / NS_PER_MS
+        ax.axhline(p50, color=P50_COLOUR, linewidth=0.8, linestyle="--")
+        ax.text(
+            1.0,
+            p50,
+            f"p50 {p50:.2f} ms",
+            va="bottom",
+            ha="right",
+            fontsize=8,
+            color=P50_COLOUR,
+            transform=ax.get_yaxis_transform(),
+        )
+    ticks = np.unique(np.linspace(0, len(rows) - 1, min(len(rows), MAX_TICKS)).round().astype(int))
+    ax.set_xticks(ticks, [str(i) for i in rows["index"].to_numpy()[ticks]])
+    # A lone step stays a bar, not a block filling the panel.
+    ax.set_xlim(-0.6, max(len(rows), MIN_SLOTS) - 0.4)
+    ax.set_xlabel("step index (time order)")
+    ax.set_ylabel("ms")
+    name = f" ({process.name})" if process.name else ""
+    step = process.steps.name or "whole process"
+    ax.set_title(
+        f"process {process.pid}{name} — {step}: {process.steps.analyzed} analysed, "
+        f"{process.steps.skipped} warm-up",
+        fontsize=9,
+        loc="left",
+    )
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
+    return set(stages)

@@ -1,0 +1,270 @@
+"""The step timeline: the step and its stages, CUDA calls, GPU streams and idle causes as lanes.
+
+    step          [decode_step #12 .........................................]
+    stages        [draft ........][verify .............................][acc]
+    CUDA API        | || |  |        |||||||||||     [sync ..........]
+    GPU 0 str 7        [k][k]  [k]     [k][k][k][k]...                     [k]
+    GPU idle      ho  la  qu            host                sync
+
+Everything drawn comes from Report.timelines; the x axis is ms from the first step's start.
+"""
+
+from __future__ import annotations
+
+from itertools import chain
+
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+from matplotlib.ticker import FuncFormatter
+
+from trace_gaps.analysis.ledger import CAUSE_ORDER
+from trace_gaps.errors import TraceGapsError
+from trace_gaps.plot.lanes import LANE_HEIGHT, draw_lane, label_lane
+from trace_gaps.plot.palette import (
+    CALL_COLOURS,
+    CALL_KINDS,
+    CAUSE_COLOURS,
+    call_kinds,
+    colours_of,
+    legend_label,
+    legend_name,
+    stage_colour_array,
+    stage_colours,
+)
+from trace_gaps.report import Report
+from trace_gaps.timeline import Spans, StepTimeline
+from trace_gaps.units import NS_PER_MS, format_duration
+
+FIGURE_WIDTH_IN = 16.0
+DPI = 100
+PLOT_FRACTION = 0.78  # share of the figure width the axes get, for the pixel size
+STEP_COLOUR = "#3b3b3b"
+IDLE_SHADE_ALPHA = 0.13
+
+
+def plot_timeline(report: Report, view: str | None = None) -> Figure:
+    """Draw the timelines of one view (default: the first in the report) as lanes."""
+    timelines = [t for t in report.timelines if view is None or t.view == view]
+    if view is None and timelines:
+        timelines = [t for t in timelines if t.view == timelines[0].view]
+    if not timelines:
+        raise TraceGapsError(f"the report has no timeline{f' {view!r}' if view else ''} to draw.")
+    first = timelines[0]
+    shifts = [t.start_offset_ns - first.start_offset_ns for t in timelines]
+    span_ns = shifts[-1] + timelines[-1].wall_ns
+    streams = sorted({(s.device_id, s.stream_id) for t in timelines for s in t.streams})
+    lane_names = [
+        "step",
+        f"stages (thread {first.thread})",
+        f"CUDA API (thread {first.thread})",
+        *[f"GPU {device} stream {stream}" for device, stream in streams],
+        "GPU idle: cause",
+    ]
+    fig = Figure(
+        figsize=(FIGURE_WIDTH_IN, 1.9 + 0.42 * len(lane_names)), dpi=DPI, layout="constrained"
+    )
+    ax = fig.add_subplot()
+    ns_per_px = span_ns / (FIGURE_WIDTH_IN * DPI * PLOT_FRACTION)
+    colours = stage_colours(report)
+    used = _draw(ax, timelines, shifts, streams, colours, ns_per_px)
+
+    ax.set_yticks(range(len(lane_names)), lane_names, fontsize=8.5)
+    ax.set_ylim(len(lane_names) - 0.5, -0.5)
+    ax.set_xlim(0, span_ns)
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda ns, _: f"{ns / NS_PER_MS:g}"))
+    ax.set_xlabel(
+        "ms from the step start" if len(timelines) == 1 else "ms from the first step's start"
+    )
+    ax.grid(axis="x", color="#e0e0e0", linewidth=0.6)
+    ax.set_axisbelow(True)
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
+    ax.set_title(_title(report, timelines), fontsize=10, loc="left")
+    stage_handles, call_handles = _legend(colours, used)
+    fig.legend(
+        handles=call_handles,
+        loc="outside right upper",
+        fontsize=8,
+        frameon=False,
+        title="CUDA call / GPU idle cause\n(idle time has the colour\nof the call behind it)",
+        title_fontsize=8,
+        alignment="left",
+    )
+    if stage_handles:
+        fig.legend(
+            handles=stage_handles,
+            loc="outside lower center",
+            ncol=min(4, len(stage_handles)),
+            fontsize=8,
+            frameon=False,
+            title="stage (colours the stage lane and the ops it launched)",
+            title_fontsize=8,
+        )
+    return fig
+
+
+def _draw(
+    ax: Axes,
+    timelines: list[StepTimeline],
+    shifts: list[int],
+    streams: list[tuple[int, int]],
+    colours: dict[str, str],
+    ns_per_px: float,
+) -> dict[str, set[str]]:
+    """Draw every lane; return the stages, call kinds and causes that appear."""
+    steps = Spans(
+        [s for s in shifts],
+        [s + t.wall_ns for s, t in zip(shifts, timelines, strict=True)],
+        ["step"] * len(timelines),
+        [
+            f"{t.step_name or 'whole process'} #{t.index}"
+            + (" (warm-up)" if t.is_warmup else "")
+            + f" · {format_duration(t.wall_ns)}"
+            for t in timelines
+        ],
+    )
+    stages = _concat([t.stages for t in timelines], shifts)
+    calls = _concat([t.api_calls for t in timelines], shifts)
+    idle = _concat([t.idle for t in timelines], shifts)
+    lanes = {key: row for row, key in enumerate(streams, start=3)}
+    idle_lane = 3 + len(streams)
+    min_ns = ns_per_px
+
+    step_starts, step_ends = np.array(steps.start_ns), np.array(steps.end_ns)
+    step_faces = np.full(len(timelines), STEP_COLOUR, dtype=object)
+    draw_lane(ax, 0, step_starts, step_ends, step_faces, min_ns=min_ns, height=0.5)
+    label_lane(
+        ax, 0, step_starts, step_ends, np.array(steps.name), ns_per_px=ns_per_px, faces=step_faces
+    )
+
+    stage_names = np.array(stages.group, dtype=object)
+    stage_starts, stage_ends = np.array(stages.start_ns), np.array(stages.end_ns)
+    stage_colour = stage_colour_array(colours, stage_names)
+    draw_lane(ax, 1, stage_starts, stage_ends, stage_colour, min_ns=min_ns)
+    label_lane(
+        ax, 1, stage_starts, stage_ends, stage_names, ns_per_px=ns_per_px, faces=stage_colour
+    )
+
+    kinds = call_kinds(calls.group)
+    call_starts, call_ends = np.array(calls.start_ns), np.array(calls.end_ns)
+    call_colour = colours_of(CALL_COLOURS, kinds, "black")
+    draw_lane(ax, 2, call_starts, call_ends, call_colour, min_ns=min_ns)
+    label_lane(
+        ax,
+        2,
+        call_starts,
+        call_ends,
+        np.array(calls.name, dtype=object),
+        ns_per_px=ns_per_px,
+        faces=call_colour,
+    )
+
+    op_stages: set[str] = set()
+    for key, row in lanes.items():
+        ops = _concat(
+            [s.ops for t in timelines for s in t.streams if (s.device_id, s.stream_id) == key],
+            [
+                shift
+                for t, shift in zip(timelines, shifts, strict=True)
+                for s in t.streams
+                if (s.device_id, s.stream_id) == key
+            ],
+        )
+        starts, ends = np.array(ops.start_ns), np.array(ops.end_ns)
+        op_colour = stage_colour_array(colours, ops.group)
+        draw_lane(ax, row, starts, ends, op_colour, min_ns=min_ns)
+        label_lane(
+            ax,
+            row,
+            starts,
+            ends,
+            np.array(ops.name, dtype=object),
+            ns_per_px=ns_per_px,
+            faces=op_colour,
+        )
+        op_stages.update(ops.group)
+
+    causes = np.array(idle.group, dtype=object)
+    idle_starts, idle_ends = np.array(idle.start_ns), np.array(idle.end_ns)
+    cause_colour = colours_of(CAUSE_COLOURS, causes, "black")
+    draw_lane(ax, idle_lane, idle_starts, idle_ends, cause_colour, min_ns=min_ns)
+    label_lane(
+        ax, idle_lane, idle_starts, idle_ends, causes, ns_per_px=ns_per_px, faces=cause_colour
+    )
+    if lanes:
+        # Shade the device's idle time across its stream lanes.
+        band = len(lanes) - 1 + LANE_HEIGHT
+        draw_lane(
+            ax,
+            3 + (len(lanes) - 1) / 2,
+            idle_starts,
+            idle_ends,
+            cause_colour,
+            min_ns=min_ns,
+            height=band,
+            alpha=IDLE_SHADE_ALPHA,
+        )
+    return {
+        "stages": {legend_name(colours, s) for s in set(stage_names) | op_stages},
+        "calls": set(kinds),
+        "causes": set(causes),
+    }
+
+
+def _concat(spans: list[Spans], shifts: list[int]) -> Spans:
+    """Spans of several steps on one axis: each shifted by its step's offset."""
+    starts = [
+        np.array(s.start_ns, dtype=np.int64) + shift for s, shift in zip(spans, shifts, strict=True)
+    ]
+    ends = [
+        np.array(s.end_ns, dtype=np.int64) + shift for s, shift in zip(spans, shifts, strict=True)
+    ]
+    return Spans(
+        np.concatenate(starts).tolist() if starts else [],
+        np.concatenate(ends).tolist() if ends else [],
+        list(chain.from_iterable(s.group for s in spans)),
+        list(chain.from_iterable(s.name for s in spans)),
+    )
+
+
+def _title(report: Report, timelines: list[StepTimeline]) -> str:
+    first, last = timelines[0], timelines[-1]
+    process = next((p for p in report.processes if p.pid == first.pid), None)
+    who = f"process {first.pid}" + (f" ({process.name})" if process and process.name else "")
+    name = first.step_name or "whole process"
+    if len(timelines) == 1:
+        which = {"median": "median step", "worst": "slowest step"}.get(first.view, "step")
+        steps = f"{which}: {name} #{first.index}" + (" (warm-up)" if first.is_warmup else "")
+        wall = f"wall {format_duration(first.wall_ns)}"
+    else:
+        steps = f"steps {name} #{first.index}–#{last.index}"
+        wall = (
+            "walls "
+            + ", ".join(format_duration(t.wall_ns) for t in timelines[:6])
+            + (", …" if len(timelines) > 6 else "")
+        )
+    if process is not None and process.steps.analyzed:
+        p50 = format_duration(process.steps.wall_ns.p50)
+        wall += f" (p50 of {process.steps.analyzed} analysed: {p50})"
+    return f"{report.export.file} — {who}, thread {first.thread}\n{steps} — {wall}"
+
+
+def _legend(colours: dict[str, str], used: dict[str, set[str]]) -> tuple[list[Patch], list[Patch]]:
+    stages = [
+        Patch(facecolor=c, label=legend_label(name))
+        for name, c in colours.items()
+        if name in used["stages"]
+    ]
+    calls = [
+        Patch(facecolor=CALL_COLOURS[kind], label=f"call: {kind}")
+        for kind in CALL_KINDS
+        if kind in used["calls"]
+    ]
+    causes = [
+        Patch(facecolor=CAUSE_COLOURS[c.value], label=f"idle: {c.value}")
+        for c in CAUSE_ORDER
+        if c.value in used["causes"]
+    ]
+    return stages, calls + causes
