@@ -185,6 +185,7 @@ def test_a_stage_on_one_side_only_is_listed_as_such(export_builder):
     assert {b.presence for b in process.buckets if b.stage == "accept"} == {"after only"}
     markdown = runner.invoke(app, ["diff", str(before), str(after), "--skip", "0", "-f", "md"])
     assert "- Stages after only: accept" in markdown.stdout
+    assert "**Step wall time (µs)**" in markdown.stdout  # steps under 1 ms: tables in µs
 
 
 def test_fewer_than_two_steps_give_no_noise_estimate_and_the_gate_uses_the_change(export_builder):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from io import StringIO
 
 from rich.console import Console
@@ -25,14 +26,30 @@ from trace_gaps.render import Format
 from trace_gaps.render.markdown import escape_markdown, render_table
 from trace_gaps.render.tables import LEFT, RIGHT, Table
 from trace_gaps.render.text import elide
-from trace_gaps.units import format_ms
+from trace_gaps.units import NS_PER_MS, NS_PER_US
 
 # Rows of the bucket and stage tables shown in text and Markdown (JSON has them all).
 TABLE_ROWS = 20
 
 
-def _signed(ns: int) -> str:
-    return ("−" if ns < 0 else "+") + format_ms(abs(ns))
+@dataclass(frozen=True, slots=True)
+class Unit:
+    """The unit of a process diff's tables: ms, or µs when steps are shorter than 1 ms."""
+
+    name: str
+    ns: int
+
+    def cell(self, ns: int) -> str:
+        return f"{ns / self.ns:.2f}"
+
+    def signed(self, ns: int) -> str:
+        return ("−" if ns < 0 else "+") + self.cell(abs(ns))
+
+
+def table_unit(process: ProcessDiff) -> Unit:
+    """ms for steps of 1 ms or more on either side, else µs, so that changes stay readable."""
+    longest = max(process.before.wall_ns.mean, process.after.wall_ns.mean)
+    return Unit("ms", NS_PER_MS) if longest >= NS_PER_MS else Unit("µs", NS_PER_US)
 
 
 def describe_side(label: str, side: Side) -> str:
@@ -47,21 +64,34 @@ def describe_side(label: str, side: Side) -> str:
 
 def wall_table(process: ProcessDiff) -> Table:
     """Step wall time before and after: mean with its CI, p50, p90."""
+    unit = table_unit(process)
     before, after = process.before.wall_ns, process.after.wall_ns
     ci = process.wall.ci_ns
     rows = [
         [
             "mean",
-            format_ms(before.mean),
-            format_ms(after.mean),
-            _signed(after.mean - before.mean),
-            f"{_signed(ci.low_ns)} to {_signed(ci.high_ns)}" if ci else "n/a",
+            unit.cell(before.mean),
+            unit.cell(after.mean),
+            unit.signed(after.mean - before.mean),
+            f"{unit.signed(ci.low_ns)} to {unit.signed(ci.high_ns)}" if ci else "n/a",
         ],
-        ["p50", format_ms(before.p50), format_ms(after.p50), _signed(after.p50 - before.p50), ""],
-        ["p90", format_ms(before.p90), format_ms(after.p90), _signed(after.p90 - before.p90), ""],
+        [
+            "p50",
+            unit.cell(before.p50),
+            unit.cell(after.p50),
+            unit.signed(after.p50 - before.p50),
+            "",
+        ],
+        [
+            "p90",
+            unit.cell(before.p90),
+            unit.cell(after.p90),
+            unit.signed(after.p90 - before.p90),
+            "",
+        ],
     ]
     return Table(
-        title="Step wall time (ms)",
+        title=f"Step wall time ({unit.name})",
         columns=["", "before", "after", "change", f"{process_ci_label(process)}"],
         align=[LEFT, RIGHT, RIGHT, RIGHT, RIGHT],
         rows=rows,
@@ -74,21 +104,24 @@ def process_ci_label(process: ProcessDiff) -> str:
 
 def bucket_table(process: ProcessDiff, *, rows: int = TABLE_ROWS) -> Table:
     """(stage, bucket) ms per step before, after and the change, largest change first."""
+    unit = table_unit(process)
     body = [
         [
             b.stage,
             b.bucket,
-            format_ms(b.before_ns_per_step) if b.presence != Presence.AFTER_ONLY else "—",
-            format_ms(b.after_ns_per_step) if b.presence != Presence.BEFORE_ONLY else "—",
-            _signed(b.change_ns_per_step),
-            f"{_signed(b.ci_ns.low_ns)} to {_signed(b.ci_ns.high_ns)}" if b.ci_ns else "n/a",
+            unit.cell(b.before_ns_per_step) if b.presence != Presence.AFTER_ONLY else "—",
+            unit.cell(b.after_ns_per_step) if b.presence != Presence.BEFORE_ONLY else "—",
+            unit.signed(b.change_ns_per_step),
+            f"{unit.signed(b.ci_ns.low_ns)} to {unit.signed(b.ci_ns.high_ns)}"
+            if b.ci_ns
+            else "n/a",
             "" if b.is_beyond_noise is None else ("yes" if b.is_beyond_noise else "no"),
         ]
         for b in process.buckets[:rows]
     ]
     more = len(process.buckets) - rows
     return Table(
-        title="Changes by stage and bucket (ms per step, largest first)"
+        title=f"Changes by stage and bucket ({unit.name} per step, largest first)"
         + (f"; {more} smaller rows in --format json" if more > 0 else ""),
         columns=["stage", "bucket", "before", "after", "change", "95 % CI", "beyond noise"],
         align=[LEFT, LEFT, RIGHT, RIGHT, RIGHT, RIGHT, LEFT],
@@ -122,20 +155,21 @@ def stage_lines(process: ProcessDiff) -> list[str]:
 
 def stage_table(process: ProcessDiff, *, rows: int = TABLE_ROWS) -> Table:
     """Stages matched by name: ms per step, execution mode and launches per step, each side."""
+    unit = table_unit(process)
     body = [
         [
             s.stage,
             s.presence,
-            format_ms(s.before.ns_per_step) if s.before else "—",
-            format_ms(s.after.ns_per_step) if s.after else "—",
-            _signed(s.change_ns_per_step),
+            unit.cell(s.before.ns_per_step) if s.before else "—",
+            unit.cell(s.after.ns_per_step) if s.after else "—",
+            unit.signed(s.change_ns_per_step),
             _mode(s.before),
             _mode(s.after),
         ]
         for s in _shown_stages(process, rows)
     ]
     return Table(
-        title="Stages (ms per step; mode and launches per step)",
+        title=f"Stages ({unit.name} per step; mode and launches per step)",
         columns=[
             "stage",
             "present",
@@ -152,6 +186,7 @@ def stage_table(process: ProcessDiff, *, rows: int = TABLE_ROWS) -> Table:
 
 def candidate_table(process: ProcessDiff) -> Table:
     """Candidates ranked on either side: appeared, vanished, grew, shrank."""
+    unit = table_unit(process)
     body = [
         [
             c.stage,
@@ -159,14 +194,14 @@ def candidate_table(process: ProcessDiff) -> Table:
             c.status,
             str(c.before_rank) if c.before_rank else "—",
             str(c.after_rank) if c.after_rank else "—",
-            format_ms(c.before_ns_per_step),
-            format_ms(c.after_ns_per_step),
-            _signed(c.change_ns_per_step),
+            unit.cell(c.before_ns_per_step),
+            unit.cell(c.after_ns_per_step),
+            unit.signed(c.change_ns_per_step),
         ]
         for c in process.candidates
     ]
     return Table(
-        title="Candidates (ms per step; rank on each side, — = not ranked)",
+        title=f"Candidates ({unit.name} per step; rank on each side, — = not ranked)",
         columns=[
             "stage",
             "bucket",
