@@ -86,7 +86,9 @@ def test_a_report_without_nsys_prints_the_exact_export_command(tmp_path, monkeyp
     path = fake_report(tmp_path)
     line = error_line(["analyze", str(path)], path)
     assert "is an Nsight Systems report, not its SQLite export, and nsys is not on PATH" in line
-    assert line.endswith(f"export it first: nsys export --type sqlite -o {tmp_path / 'run.sqlite'} {path}")
+    assert line.endswith(
+        f"export it first: nsys export --type sqlite -o {tmp_path / 'run.sqlite'} {path}"
+    )
 
 
 def test_a_report_renamed_to_sqlite_is_recognised_by_its_header(tmp_path, monkeypatch):
@@ -96,7 +98,7 @@ def test_a_report_renamed_to_sqlite_is_recognised_by_its_header(tmp_path, monkey
 
 
 def install_fake_nsys(tmp_path: Path, export: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Put an `nsys` on PATH that 'exports' by copying `export` to the -o path, and logs its args."""
+    """Put an `nsys` on PATH that 'exports' by copying `export` to the -o path; log its args."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     script = bin_dir / "nsys"
@@ -112,7 +114,9 @@ def install_fake_nsys(tmp_path: Path, export: Path, monkeypatch: pytest.MonkeyPa
     return bin_dir / "args.txt"
 
 
-def test_a_report_is_exported_beside_itself_when_nsys_is_on_path(export_builder, tmp_path, monkeypatch):
+def test_a_report_is_exported_beside_itself_when_nsys_is_on_path(
+    export_builder, tmp_path, monkeypatch
+):
     export = small_export(export_builder()).write("made.sqlite")
     log = install_fake_nsys(tmp_path, export, monkeypatch)
     reports = tmp_path / "reports"
@@ -120,8 +124,9 @@ def test_a_report_is_exported_beside_itself_when_nsys_is_on_path(export_builder,
     report = fake_report(reports)
     result = invoke(["analyze", str(report), "--skip", "0"])
     assert result.exit_code == 0, result.output
+    written = reports / "run.sqlite"
     assert result.stderr.splitlines() == [
-        f"note: {report} is an Nsight Systems report; exported it with nsys to {reports / 'run.sqlite'}"
+        f"note: {report} is an Nsight Systems report; exported it with nsys to {written}"
     ]
     assert "Step ledger" in result.stdout
     assert log.read_text() == f"export --type sqlite -o {reports / 'run.sqlite'} {report}\n"
@@ -132,7 +137,9 @@ def test_a_report_is_exported_beside_itself_when_nsys_is_on_path(export_builder,
     assert log.read_text().count("\n") == 1
 
 
-def test_an_older_export_beside_the_report_is_not_overwritten(export_builder, tmp_path, monkeypatch):
+def test_an_older_export_beside_the_report_is_not_overwritten(
+    export_builder, tmp_path, monkeypatch
+):
     export = small_export(export_builder()).write("made.sqlite")
     install_fake_nsys(tmp_path, export, monkeypatch)
     stale = tmp_path / "run.sqlite"
@@ -167,7 +174,9 @@ def test_a_report_in_a_read_only_folder_is_exported_to_a_temporary_folder(
 def test_a_failing_nsys_export_is_a_clean_error_with_the_command(tmp_path, monkeypatch):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    (bin_dir / "nsys").write_text(f"#!{sys.executable}\nimport sys\nsys.exit('Error: report is damaged')\n")
+    (bin_dir / "nsys").write_text(
+        f"#!{sys.executable}\nimport sys\nsys.exit('Error: report is damaged')\n"
+    )
     (bin_dir / "nsys").chmod(0o755)
     monkeypatch.setenv("PATH", str(bin_dir))
     report = fake_report(tmp_path)
@@ -206,7 +215,9 @@ def export_with_a_corrupt_kernel_page(builder: ExportBuilder, tmp_path: Path) ->
     return bad
 
 
-def test_an_export_damaged_inside_a_table_fails_mid_query_with_the_same_hint(export_builder, tmp_path):
+def test_an_export_damaged_inside_a_table_fails_mid_query_with_the_same_hint(
+    export_builder, tmp_path
+):
     path = export_with_a_corrupt_kernel_page(export_builder(), tmp_path)
     with open_export(path) as connection:  # the schema still reads: the damage is met later
         assert "CUPTI_ACTIVITY_KIND_KERNEL" in list_tables(connection, path)
@@ -234,7 +245,9 @@ def test_a_database_without_tables_is_not_an_export(tmp_path):
 @pytest.mark.parametrize("command", COMMANDS)
 def test_a_capture_without_cuda_tracing_says_to_add_trace_cuda(command, export_builder):
     # nsys profile -t nvtx,osrt: NVTX ranges, no CUPTI tables at all.
-    path = export_builder().range("decode_step", 0, 1_000).range("decode_step", 2_000, 3_000).write()
+    path = (
+        export_builder().range("decode_step", 0, 1_000).range("decode_step", 2_000, 3_000).write()
+    )
     line = error_line([*command, str(path)], path)
     assert "has no CUPTI_ACTIVITY_KIND_KERNEL table: the capture did not trace CUDA" in line
     assert "--trace=cuda,nvtx" in line
