@@ -44,9 +44,8 @@ def build_range_tree(nvtx_ranges: pd.DataFrame) -> pd.DataFrame:
     """
     require_columns(nvtx_ranges, NVTX_RANGE_COLUMNS)
     ranges = nvtx_ranges.loc[nvtx_ranges[DOMAIN_ID] == DEFAULT_DOMAIN, list(NVTX_RANGE_COLUMNS)]
-    ranges = ranges.assign(
-        **{NAME: _normalise_names(ranges[NAME]), IS_OP_RANGE: _is_op_range(ranges[NAME])}
-    )
+    normalised, is_op_range = _name_facts(ranges[NAME])
+    ranges = ranges.assign(**{NAME: normalised, IS_OP_RANGE: is_op_range})
     ranges = ranges.assign(_neg_end=-ranges[END_NS]).sort_values(
         [GLOBAL_TID, START_NS, "_neg_end"], kind="stable"
     )
@@ -63,18 +62,23 @@ def build_range_tree(nvtx_ranges: pd.DataFrame) -> pd.DataFrame:
     return ranges.assign(**{DEPTH: depth, PARENT: parent})
 
 
-def _normalise_names(names: pd.Series) -> pd.Series:
-    # One regex call per distinct name, not per row.
-    mapping = {name: normalise_range_name(str(name)) for name in pd.unique(names)}
-    return names.map(mapping).astype(object)
+def _name_facts(names: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """Per row: the normalised name, and whether it is a framework op range.
 
-
-def _is_op_range(names: pd.Series) -> pd.Series:
-    flags = {
-        name: bool(_EMIT_NVTX_DECORATION.search(str(name))) or str(name).startswith(_OP_PREFIXES)
-        for name in pd.unique(names)
-    }
-    return names.map(flags).astype(bool)
+    One hash pass to find the distinct names and one regex search per distinct name, not
+    per row (emit_nvtx names are nearly all distinct, so this is the cost that counts).
+    """
+    codes, uniques = pd.factorize(names, use_na_sentinel=False)
+    normalised = np.empty(len(uniques), dtype=object)
+    is_op = np.empty(len(uniques), dtype=bool)
+    search = _EMIT_NVTX_DECORATION.search
+    for i, raw in enumerate(uniques):
+        name = str(raw)
+        match = search(name)
+        # Same as normalise_range_name: the first decoration runs to the end of the name.
+        normalised[i] = (name[: match.start()] if match else name).strip()
+        is_op[i] = match is not None or name.startswith(_OP_PREFIXES)
+    return normalised[codes], is_op[codes]
 
 
 def _nest_one_thread(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
