@@ -105,12 +105,21 @@ def render_bundle_markdown(report: Report, provenance: Provenance) -> str:
     else:
         out += ["The export records no capture settings.", ""]
     out += ["## Pictures", ""]
+    drawn: set[int] = set()
     for request in BUNDLE_VIEWS:
-        caption = _caption(report, request.view)
+        caption, step_id = _caption(report, request.view)
+        image = timeline_file(request.view)
+        if step_id in drawn:
+            out += [
+                f"**{escape_markdown(caption)}**: the step drawn above ([{image}]({image})).",
+                "",
+            ]
+            continue
+        drawn.add(step_id)
         out += [
             f"**{escape_markdown(caption)}**",
             "",
-            f"![{escape_markdown(caption)}]({timeline_file(request.view)})",
+            f"![{escape_markdown(caption)}]({image})",
             "",
         ]
     out += ["**Every step's wall time by stage, busy and idle**", "", f"![Steps]({STEPS_PNG})", ""]
@@ -121,13 +130,14 @@ def render_bundle_markdown(report: Report, provenance: Provenance) -> str:
     return "\n".join(out) + "\n" + body
 
 
-def _caption(report: Report, view: str) -> str:
+def _caption(report: Report, view: str) -> tuple[str, int]:
+    """The picture's caption and the id of the step it shows (-1: none)."""
     timeline = next((t for t in report.timelines if t.view == view), None)
     which = {"median": "Median step", "worst": "Slowest step"}.get(view, view)
     if timeline is None:
-        return which
+        return which, -1
     name = timeline.step_name or "whole process"
-    return f"{which}: {name} #{timeline.index}, process {timeline.pid}"
+    return f"{which}: {name} #{timeline.index}, process {timeline.pid}", timeline.step_id
 
 
 def bundle_figures(report: Report) -> dict[str, Figure]:

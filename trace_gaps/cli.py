@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-
 from matplotlib.figure import Figure
 
 from trace_gaps.analysis.pipeline import AnalysisOptions, analyse_trace
@@ -21,9 +20,9 @@ from trace_gaps.model import Trace
 from trace_gaps.nsys.convert import convert_report, find_nsys, is_report
 from trace_gaps.nsys.load import count_rows, load_trace
 from trace_gaps.overview import build_overview, render_overview_json, render_overview_text
+from trace_gaps.plot import plot_steps, plot_timeline
 from trace_gaps.render import RENDERERS, Format
 from trace_gaps.render.diff import render_diff
-from trace_gaps.plot import plot_steps, plot_timeline
 from trace_gaps.report import Report, build_report
 from trace_gaps.timeline import choose_request
 
@@ -185,7 +184,19 @@ plot_app = typer.Typer(
 )
 app.add_typer(plot_app, name="plot")
 
-ImageOpt = Annotated[Path, typer.Option("--output", "-o", help="Image to write: a .png or .svg file.")]
+ImageOpt = Annotated[Path, typer.Option("--output", "-o", help="Image to write: .png or .svg.")]
+DrawDemoOpt = Annotated[bool, typer.Option("--demo", help="Draw the shipped sample trace.")]
+MedianOpt = Annotated[
+    bool, typer.Option("--median", help="The analysed step nearest the median wall time (default).")
+]
+WorstOpt = Annotated[bool, typer.Option("--worst", help="The slowest analysed step.")]
+StepIndexOpt = Annotated[
+    int | None,
+    typer.Option("--step-index", min=0, help="The step with this index (from 0, warm-up included)."),
+]
+StepsOpt = Annotated[
+    str | None, typer.Option("--steps", metavar="A:B", help="Consecutive steps A to B-1.")
+]
 
 
 def check_image_path(output: Path) -> None:
@@ -199,7 +210,9 @@ def save_figure(figure: Figure, output: Path) -> None:
     try:
         figure.savefig(output)
     except OSError as error:
-        raise TraceGapsError(f"cannot write {output}: {error.strerror}. Choose another -o path.") from error
+        raise TraceGapsError(
+            f"cannot write {output}: {error.strerror}. Choose another -o path."
+        ) from error
     typer.echo(f"wrote {output}", err=True)
 
 
@@ -207,11 +220,11 @@ def save_figure(figure: Figure, output: Path) -> None:
 def plot_timeline_command(
     output: ImageOpt,
     export: ExportArg = None,
-    demo: Annotated[bool, typer.Option("--demo", help="Draw the sample trace shipped with trace-gaps.")] = False,
-    median: Annotated[bool, typer.Option("--median", help="The analysed step nearest the median wall time (default).")] = False,
-    worst: Annotated[bool, typer.Option("--worst", help="The slowest analysed step.")] = False,
-    step_index: Annotated[int | None, typer.Option("--step-index", min=0, help="The step with this index (warm-up steps count from 0).")] = None,
-    steps: Annotated[str | None, typer.Option("--steps", metavar="A:B", help="Consecutive steps A to B-1.")] = None,
+    demo: DrawDemoOpt = False,
+    median: MedianOpt = False,
+    worst: WorstOpt = False,
+    step_index: StepIndexOpt = None,
+    steps: StepsOpt = None,
     step: StepOpt = None,
     skip: SkipOpt = None,
     depth: DepthOpt = 1,
@@ -233,7 +246,7 @@ def plot_timeline_command(
 def plot_steps_command(
     output: ImageOpt,
     export: ExportArg = None,
-    demo: Annotated[bool, typer.Option("--demo", help="Draw the sample trace shipped with trace-gaps.")] = False,
+    demo: DrawDemoOpt = False,
     step: StepOpt = None,
     skip: SkipOpt = None,
     depth: DepthOpt = 1,
@@ -252,9 +265,9 @@ def plot_steps_command(
 
 @app.command("report")
 def report_command(
-    output: Annotated[Path, typer.Option("--output", "-o", help="Folder to write the report into.")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="Folder to write the report in.")],
     export: ExportArg = None,
-    demo: Annotated[bool, typer.Option("--demo", help="Report on the sample trace shipped with trace-gaps.")] = False,
+    demo: Annotated[bool, typer.Option("--demo", help="Use the shipped sample trace.")] = False,
     step: StepOpt = None,
     skip: SkipOpt = None,
     depth: DepthOpt = 1,
@@ -267,7 +280,8 @@ def report_command(
         with about_file(path):
             trace = load_trace(path)
             options = AnalysisOptions(step_name=step, skip=skip, depth=depth, process=process)
-            report = build_report(trace, analyse_trace(trace, options), top=top, timelines=BUNDLE_VIEWS)
+            analysis = analyse_trace(trace, options)
+            report = build_report(trace, analysis, top=top, timelines=BUNDLE_VIEWS)
             provenance = build_provenance(trace.info)
         for written in write_bundle(report, provenance, output):
             typer.echo(f"wrote {written}", err=True)

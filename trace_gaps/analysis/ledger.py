@@ -159,7 +159,8 @@ def find_idle_runs_by_cause(
         runs.append(thread_runs.assign(cause=labels[thread_runs["cause_code"].to_numpy()]))
     columns = [STEP_ID, START_NS, END_NS, CAUSE]
     if not runs:
-        return pd.DataFrame({c: pd.Series(dtype="int64" if c != CAUSE else object) for c in columns})
+        dtypes = {STEP_ID: "int64", START_NS: "int64", END_NS: "int64", CAUSE: "object"}
+        return pd.DataFrame({c: pd.Series(dtype=dtypes[c]) for c in columns})
     found = pd.concat(runs, ignore_index=True)[columns]
     return found.sort_values([STEP_ID, START_NS], kind="stable").reset_index(drop=True)
 

@@ -31,12 +31,13 @@ _STAGE_COLOURS = (
     "#dbdb8d",
     "#9edae5",
 )
+# Greys for the stages that are not NVTX ranges, dark enough to read as ops on white.
 _SPECIAL_COLOURS = {
-    NO_STAGE: "#d9d9d9",
-    BETWEEN_STEPS: "#f0f0f0",
-    OTHER_THREAD: "#b3b3b3",
-    NO_LAUNCH_CALL: "#969696",
-    OTHER_STAGES: "#737373",
+    NO_STAGE: "#b0b0b0",
+    BETWEEN_STEPS: "#e6e6e6",
+    OTHER_THREAD: "#cccccc",
+    NO_LAUNCH_CALL: "#303030",
+    OTHER_STAGES: "#707070",
 }
 
 # Kinds of CUDA call on the API lane, and the categories in each.

@@ -1,0 +1,122 @@
+"""The bug-report bundle: files written, links that resolve, provenance right and private."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from tests.builders import ExportBuilder
+from tests.conftest import PEER_TRACES
+from tests.test_plot import decode_loop
+from trace_gaps.cli import app
+
+BUNDLE_FILES = {
+    "report.md",
+    "report.json",
+    "timeline-median.png",
+    "timeline-worst.png",
+    "steps.png",
+}
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def write_bundle(export: Path, out: Path, *options: str) -> str:
+    result = CliRunner().invoke(app, ["report", str(export), "-o", str(out), *options])
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+@pytest.fixture(scope="module")
+def bundled(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, str, str]:
+    """A decode-loop export, its sha256 before, the bundle folder written from it, and stderr."""
+    builder = decode_loop(ExportBuilder(tmp_path_factory.mktemp("export")))
+    builder.meta("CUDA_TRACE_SCOPE", "ProcessTree", table="META_DATA_CAPTURE")
+    builder.meta(
+        "PROCESS_0:ENVIRONMENT_VARIABLE", 'HF_TOKEN="secret-token"', table="META_DATA_CAPTURE"
+    )
+    builder.meta("PROCESS_0:USER_NAME", "alice", table="META_DATA_CAPTURE")
+    export = builder.write("decode.sqlite")
+    before = sha256(export)
+    out = tmp_path_factory.mktemp("bundle") / "bundle"
+    return export, out, before, write_bundle(export, out)
+
+
+def test_the_bundle_holds_the_report_its_json_and_three_pictures(bundled):
+    _, out, _, stderr = bundled
+    assert {p.name for p in out.iterdir()} == BUNDLE_FILES
+    assert all(f"wrote {out / name}" in stderr for name in BUNDLE_FILES)
+    for picture in ("timeline-median.png", "timeline-worst.png", "steps.png"):
+        assert (out / picture).read_bytes().startswith(b"\x89PNG")
+    data = json.loads((out / "report.json").read_text())
+    assert data["schema_version"] == 1
+    assert [t["view"] for t in data["timelines"]] == ["median", "worst"]
+    assert [t["index"] for t in data["timelines"]] == [1, 3]
+
+
+def test_every_link_in_report_md_resolves_to_a_file_written(bundled):
+    _, out, _, _ = bundled
+    markdown = (out / "report.md").read_text()
+    targets = re.findall(r"\]\(([^)]+)\)", markdown)
+    assert set(targets) == BUNDLE_FILES - {"report.md"}
+    assert all((out / target).is_file() for target in targets)
+    assert all(not Path(target).is_absolute() for target in targets)
+
+
+def test_the_provenance_header_has_the_right_sha256_and_no_private_settings(bundled):
+    export, out, before, _ = bundled
+    markdown = (out / "report.md").read_text()
+    header = markdown.split("## Report")[0]
+    assert f"| sha256 | `{before}` |" in header
+    assert f"| size | {export.stat().st_size:,} bytes |" in header
+    assert "| Nsight Systems | 2025.3.1.90 |" in header
+    assert "CUDA\\_TRACE\\_SCOPE | ProcessTree" in header
+    assert "ENVIRONMENT" not in markdown and "secret-token" not in markdown
+    assert "alice" not in markdown
+    # The Markdown report follows the header, its headings one level down.
+    assert markdown.startswith("# trace-gaps report: decode.sqlite\n")
+    assert "\n### Process 100 (python3)\n" in markdown
+    assert markdown.count("\n# ") == 0
+
+
+def test_writing_the_bundle_leaves_the_export_unchanged(bundled):
+    export, _, before, _ = bundled
+    assert sha256(export) == before
+    assert sorted(p.name for p in export.parent.iterdir()) == ["decode.sqlite"]
+
+
+def test_a_second_run_into_the_same_folder_rewrites_it(bundled):
+    export, out, _, _ = bundled
+    (out / "report.md").write_text("stale")
+    write_bundle(export, out)
+    assert (out / "report.md").read_text().startswith("# trace-gaps report")
+
+
+def test_a_file_in_place_of_the_folder_is_a_user_error(bundled, tmp_path):
+    taken = tmp_path / "taken"
+    taken.write_text("not a folder")
+    result = CliRunner().invoke(app, ["report", str(bundled[0]), "-o", str(taken)])
+    assert result.exit_code == 1
+    assert "is a file. Give -o a folder" in result.output
+
+
+MFU = PEER_TRACES / "nsys-ai" / "mfu_2gpu_before.sqlite"
+
+
+@pytest.mark.skipif(not MFU.is_file(), reason="peer trace mfu_2gpu_before.sqlite absent")
+def test_a_real_two_process_trace_bundles_with_every_link_resolving(tmp_path):
+    out = tmp_path / "mfu"
+    before = sha256(MFU)
+    write_bundle(MFU, out)
+    markdown = (out / "report.md").read_text()
+    assert all((out / target).is_file() for target in re.findall(r"\]\(([^)]+)\)", markdown))
+    assert f"`{before}`" in markdown and sha256(MFU) == before
+    assert "torchrun" in markdown  # the capture's command is kept
+    assert "ENVIRONMENT" not in markdown and "MODAL_TASK_SECRET" not in markdown
