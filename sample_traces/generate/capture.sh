@@ -9,7 +9,7 @@
 # small.tar.xz in $OUT (split into 15 MiB parts if needed). If enough of the 10-minute
 # command budget is left, the large trace (make_large.sh) follows and its parts go to $OUT too.
 #
-# Environment: STEPS (30 measured steps), WARMUP (3), LARGE (auto|1|0), BUDGET_S (600),
+# Environment: STEPS (measured steps; default per scenario, below), WARMUP (3), LARGE (auto|1|0), BUDGET_S (600),
 # NSYS (path of the nsys CLI), OUT (folder that comes back; default /tmp/tg_out).
 set -u
 cd "$(dirname "$0")/../.."
@@ -19,7 +19,7 @@ export PYTHONUNBUFFERED=1
 NSYS=${NSYS:-/opt/nvidia/nsight-compute/2025.3.1/host/target-linux-x64/nsys}
 OUT=${OUT:-/tmp/tg_out}
 W=${WORK:-/tmp/tg}
-STEPS=${STEPS:-30}
+STEPS=${STEPS:-}
 WARMUP=${WARMUP:-3}
 LARGE=${LARGE:-auto}
 BUDGET_S=${BUDGET_S:-590}
@@ -53,16 +53,18 @@ cap() {  # cap NAME GRAPH_TRACE_MODE SPECDECODE_ARGS...
     echo "== $name: $((SECONDS - t0)) s (elapsed $SECONDS s)"
 }
 
-S="--steps $STEPS --warmup $WARMUP"
-cap spec_eager                     node  --scenario spec_eager $S
-cap spec_graph_node                node  --scenario spec_graph $S
-cap spec_graph_graphmode           graph --scenario spec_graph $S
-cap spec_graph_bypassed            node  --scenario spec_graph_bypassed $S
-cap spec_graph_bypassed_graphmode  graph --scenario spec_graph_bypassed $S
-cap spec_sync                      node  --scenario spec_sync $S
-cap spec_longctx_draft             node  --scenario spec_longctx_draft $S
-cap spec_two_ranks                 node  --scenario spec_two_ranks $S
-cap plain_decode                   node  --scenario plain_decode $S
+# Step counts keep each export near or under 5 MB (about 100 kB per eager step).
+W3="--warmup $WARMUP"
+cap spec_eager                     node  --scenario spec_eager          --steps ${STEPS:-24} $W3
+cap spec_graph_node                node  --scenario spec_graph          --steps ${STEPS:-24} $W3
+cap spec_graph_graphmode           graph --scenario spec_graph          --steps ${STEPS:-24} $W3
+cap spec_graph_bypassed            node  --scenario spec_graph_bypassed --steps ${STEPS:-18} $W3
+cap spec_graph_bypassed_graphmode  graph --scenario spec_graph_bypassed --steps ${STEPS:-18} $W3
+cap spec_sync                      node  --scenario spec_sync           --steps ${STEPS:-24} $W3
+cap spec_longctx_draft             node  --scenario spec_longctx_draft  --steps ${STEPS:-24} $W3
+cap spec_two_ranks                 node  --scenario spec_two_ranks      --steps ${STEPS:-12} $W3
+cap plain_decode                   node  --scenario plain_decode        --steps ${STEPS:-30} $W3
+cap spec_sdpa_recompile            node  --scenario spec_sdpa_recompile --steps ${STEPS:-16} $W3
 
 echo "== nsys stats (elapsed $SECONDS s)"
 "$NSYS" stats --help-reports > "$W/stats/help-reports.txt" 2>&1 || true

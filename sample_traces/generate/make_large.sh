@@ -1,5 +1,5 @@
 #!/bin/bash
-# The large trace (~1M kernels): spec_eager for 1,400 steps, node-level graph tracing.
+# The large trace (~1M kernels): spec_eager for 1,700 steps, node-level graph tracing.
 # Not committed to git; it lives in /work/main/.large/ (ignored via .git/info/exclude).
 #
 # On the GPU machine, from the repo root, with .nsys-libs carried along:
@@ -17,7 +17,7 @@ ROOT=$PWD
 export LD_LIBRARY_PATH=$ROOT/.nsys-libs:${LD_LIBRARY_PATH:-}
 export PYTHONUNBUFFERED=1
 NSYS=${NSYS:-/opt/nvidia/nsight-compute/2025.3.1/host/target-linux-x64/nsys}
-STEPS=${LARGE_STEPS:-1400}
+STEPS=${LARGE_STEPS:-1700}
 SCEN=${LARGE_SCENARIO:-spec_eager}
 NAME=${SCEN}_large
 T=/tmp/tg_large

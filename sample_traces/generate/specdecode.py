@@ -2,7 +2,7 @@
 """Speculative-decoding workload that produces the sample traces of trace-gaps.
 
 A target model (8-layer decoder-only transformer, d_model 1536, static KV cache) and a
-draft model (2 layers, sharing the target's embedding and LM head, EAGLE-style) with
+draft model (1 layer by default, sharing the target's embedding and LM head, EAGLE-style) with
 random weights, bf16 on the GPU. Each decode step is one NVTX range ``decode_step`` holding
 the stages::
 
@@ -24,16 +24,20 @@ Scenarios (``--scenario``)::
                           sends every step down the eager fallback
     spec_sync             spec_graph plus per-node .item() calls in accept_sample_commit and
                           .cpu()/.item() validation in prepare_for_verify
-    spec_longctx_draft    spec_graph with a 512K-token draft KV cache: the draft is GPU-bound
+    spec_longctx_draft    spec_graph with a 1M-token draft KV cache: the draft is GPU-bound
     spec_two_ranks        two processes (ranks) share the GPU, each runs spec_eager; a gloo
                           all-reduce on the host per step keeps them in lock step
     plain_decode          one eager target forward per step, then sampling (one .item())
+    spec_sdpa_recompile   spec_eager with the decode attention left to PyTorch's backend choice:
+                          on torch 2.11 / H200 that is cuDNN, which compiles and loads a new
+                          kernel for every new KV length (found in the first captures)
 
 Weights are random; nothing is downloaded. ``--device cpu`` runs the same Python logic on
 the CPU (no NVTX, no CUDA graphs) for testing without a GPU.
 """
 
 import argparse
+import contextlib
 import heapq
 import math
 import os
@@ -43,6 +47,7 @@ import time
 
 import torch
 import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 SCENARIOS = (
     "spec_eager",
@@ -52,6 +57,7 @@ SCENARIOS = (
     "spec_longctx_draft",
     "spec_two_ranks",
     "plain_decode",
+    "spec_sdpa_recompile",
 )
 
 NEG_INF = float("-inf")
@@ -88,6 +94,7 @@ class Decoder:
         self.hd = d_model // n_heads
         self.max_slots = max_slots
         self.device, self.dtype = device, dtype
+        self.pin_decode_sdpa = True
 
         def w(*shape, std):
             t = torch.randn(*shape, generator=gen, dtype=torch.float32, device=device) * std
@@ -120,6 +127,19 @@ class Decoder:
         for s in range(0, max_slots, chunk):
             e = min(max_slots, s + chunk)
             self.cache[:, :, :, s:e].normal_(generator=gen)
+
+    def sdpa_ctx(self, mask):
+        """Backend choice for attention.
+
+        One-token decode attention (no mask, a new KV length every call) is pinned to the
+        flash / memory-efficient kernels unless --sdpa auto: left to PyTorch 2.11 on an H200
+        it goes to cuDNN, which builds (NVRTC) and loads a new kernel for every new KV length
+        (~55 ms of host time each; scenario spec_sdpa_recompile keeps that on purpose).
+        The tree-masked verify attention has one fixed shape and is left to PyTorch.
+        """
+        if mask is None and self.pin_decode_sdpa:
+            return sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH])
+        return contextlib.nullcontext()
 
     @staticmethod
     def rmsnorm(x, w, eps=1e-6):
@@ -155,8 +175,9 @@ class Decoder:
             kc, vc = self.cache[li, 0], self.cache[li, 1]  # [H, S, hd]
             kc.index_copy_(1, slots, k.transpose(0, 1))
             vc.index_copy_(1, slots, v.transpose(0, 1))
-            o = F.scaled_dot_product_attention(
-                q.transpose(0, 1)[None], kc[None, :, :kv_len], vc[None, :, :kv_len], attn_mask=mask)
+            with self.sdpa_ctx(mask):
+                o = F.scaled_dot_product_attention(
+                    q.transpose(0, 1)[None], kc[None, :, :kv_len], vc[None, :, :kv_len], attn_mask=mask)
             o = o[0].transpose(0, 1).reshape(T, self.d)
             x = x + o @ L["wo"]
             h = self.rmsnorm(x, L["ln2"])
@@ -278,8 +299,10 @@ def children_of(parents):
 
 # --------------------------------------------------------------------------- loops
 def make_target(args, device, dtype, gen):
-    return Decoder(args.target_layers, args.d_model, args.n_heads, args.d_ff, args.vocab,
-                   args.max_len, device, dtype, gen=gen, layer_scale=args.layer_scale)
+    t = Decoder(args.target_layers, args.d_model, args.n_heads, args.d_ff, args.vocab,
+                args.max_len, device, dtype, gen=gen, layer_scale=args.layer_scale)
+    t.pin_decode_sdpa = args.sdpa == "pinned"
+    return t
 
 
 def run_spec(args, device, dtype, nv):
@@ -289,6 +312,7 @@ def run_spec(args, device, dtype, nv):
     draft = Decoder(args.draft_layers, args.d_model, args.n_heads, args.d_ff, args.vocab,
                     draft_prefix + args.max_len, device, dtype, embed=target.embed, gen=gen,
                     layer_scale=args.layer_scale)
+    draft.pin_decode_sdpa = args.sdpa == "pinned"
     mode = {"spec_graph": "graph", "spec_graph_bypassed": "graph_bypassed",
             "spec_sync": "graph", "spec_longctx_draft": "graph"}.get(args.scenario, "eager")
     T = args.tree_nodes
@@ -500,7 +524,7 @@ def parse(argv=None):
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--target-layers", type=int, default=8)
-    ap.add_argument("--draft-layers", type=int, default=2)
+    ap.add_argument("--draft-layers", type=int, default=1)
     ap.add_argument("--d-model", type=int, default=1536)
     ap.add_argument("--n-heads", type=int, default=12)
     ap.add_argument("--d-ff", type=int, default=4096)
@@ -511,7 +535,10 @@ def parse(argv=None):
     ap.add_argument("--topk", type=int, default=8)
     ap.add_argument("--tree-nodes", type=int, default=32, help="tree size including its root")
     ap.add_argument("--draft-ctx", type=int, default=None,
-                    help="extra draft context (default 0; 524288 in spec_longctx_draft)")
+                    help="extra draft context (default 0; 1048576 in spec_longctx_draft)")
+    ap.add_argument("--sdpa", choices=("pinned", "auto"), default=None,
+                    help="decode attention backend: pinned to flash/efficient (default), or PyTorch's "
+                         "own choice (auto; default in spec_sdpa_recompile)")
     ap.add_argument("--layer-scale", type=float, default=6.0,
                     help="scale of the layers' residual writes (sets how often draft and target agree)")
     ap.add_argument("--temperature", type=float, default=1.0)
@@ -519,7 +546,9 @@ def parse(argv=None):
     ap.add_argument("--port", type=int, default=29511, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.draft_ctx is None:
-        a.draft_ctx = 524288 if a.scenario == "spec_longctx_draft" else 0
+        a.draft_ctx = 1048576 if a.scenario == "spec_longctx_draft" else 0
+    if a.sdpa is None:
+        a.sdpa = "auto" if a.scenario == "spec_sdpa_recompile" else "pinned"
     return a
 
 

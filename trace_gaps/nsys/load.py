@@ -69,6 +69,13 @@ def reading_export(path: Path) -> Iterator[None]:
     """Turn SQLite errors met while reading (open, schema, any query) into NotAnExportError."""
     try:
         yield
+    except UnicodeDecodeError as error:
+        # SQLite's own message quoted garbage bytes of a damaged schema.
+        raise NotAnExportError(
+            "is damaged or truncated (its schema holds bytes that are not text); re-export it "
+            f"from the report: {export_command(path.with_suffix('.nsys-rep'), path, overwrite=True)}",
+            path=path,
+        ) from error
     except (sqlite3.DatabaseError, pd.errors.DatabaseError) as error:
         # pandas wraps the sqlite3 error with the whole SQL text; keep only SQLite's words.
         cause = str(error.__cause__ or error).splitlines()[0]
@@ -81,6 +88,15 @@ def reading_export(path: Path) -> Iterator[None]:
         raise NotAnExportError(
             f"is damaged or truncated ({cause}); re-export it from the report: "
             f"{export_command(path.with_suffix('.nsys-rep'), path, overwrite=True)}",
+            path=path,
+        ) from error
+    except (ValueError, TypeError) as error:
+        # A NULL or a string where nsys always writes a number: the typed read refuses it.
+        cause = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise NotAnExportError(
+            f"holds a value trace-gaps cannot read ({cause}); the export is damaged or from an "
+            "unsupported nsys version: re-export it, and report it with the nsys version if "
+            "that does not help",
             path=path,
         ) from error
 
@@ -171,7 +187,15 @@ def load_trace(path: Path) -> Trace:
     with open_export(path) as connection:
         tables = list_tables(connection, path)
         check_is_cuda_export(tables, path)
-        return _read_trace(connection, path, tables)
+        trace = _read_trace(connection, path, tables)
+    if trace.gpu_ops.empty:
+        raise NoKernelsError(
+            f"has no timed GPU ops ({trace.info.untimed_events} untimed rows left out): no "
+            "kernel, copy or graph ran while nsys was recording; capture a window in which the "
+            "program runs on the GPU",
+            path=path,
+        )
+    return trace
 
 
 _GPU_TABLES = (
