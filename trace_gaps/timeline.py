@@ -109,10 +109,18 @@ def build_timelines(
         idle = find_idle_runs_by_cause(
             analysis.projected_ops, analysis.staged_calls, chosen, analysis.stage_map
         )
+        # Cut the frames to the request's window once; each step then filters only that.
+        lo, hi = int(chosen[START_NS].min()), int(chosen[END_NS].max())
+        window = _Window(
+            calls=_overlapping(analysis.staged_calls, lo, hi),
+            ops=_overlapping(analysis.projected_ops, lo, hi),
+            stage_names=np.array(analysis.stage_map.names, dtype=object),
+        )
         for step in chosen.itertuples():
             timelines.append(
                 _step_timeline(
                     analysis,
+                    window,
                     step,
                     idle[idle[STEP_ID] == step.step_id],
                     request.view,
@@ -120,6 +128,19 @@ def build_timelines(
                 )
             )
     return timelines
+
+
+@dataclass(frozen=True, slots=True)
+class _Window:
+    """The calls and ops overlapping a request's steps, and the stage names by code."""
+
+    calls: pd.DataFrame
+    ops: pd.DataFrame
+    stage_names: np.ndarray
+
+
+def _overlapping(frame: pd.DataFrame, lo: int, hi: int) -> pd.DataFrame:
+    return frame[(frame[END_NS] > lo) & (frame[START_NS] < hi)]
 
 
 def choose_steps(steps: pd.DataFrame, request: TimelineRequest) -> pd.DataFrame:
@@ -162,18 +183,23 @@ def choose_steps(steps: pd.DataFrame, request: TimelineRequest) -> pd.DataFrame:
 
 
 def _step_timeline(
-    analysis: Analysis, step: object, idle: pd.DataFrame, view: str, trace_start_ns: int
+    analysis: Analysis,
+    window: _Window,
+    step: object,
+    idle: pd.DataFrame,
+    view: str,
+    trace_start_ns: int,
 ) -> StepTimeline:
     pid, tid = int(getattr(step, PID)), int(getattr(step, GLOBAL_TID))
     start, end = int(getattr(step, START_NS)), int(getattr(step, END_NS))
-    names = np.array(analysis.stage_map.names, dtype=object)
+    names = window.stage_names
 
-    calls = analysis.staged_calls
+    calls = window.calls
     calls = calls[(calls[GLOBAL_TID] == tid) & (calls[END_NS] > start) & (calls[START_NS] < end)]
     calls = calls.sort_values([START_NS, END_NS], kind="stable")
     category = calls[CALL_CATEGORY].astype(str).to_numpy()
 
-    ops = analysis.projected_ops
+    ops = window.ops
     ops = ops[(ops[PID] == pid) & (ops[END_NS] > start) & (ops[START_NS] < end)]
     ops = ops.sort_values([DEVICE_ID, STREAM_ID, START_NS, END_NS], kind="stable")
     streams = [

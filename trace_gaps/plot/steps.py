@@ -126,21 +126,12 @@ def _draw_process(ax: Axes, process: ProcessReport, colours: dict[str, str]) -> 
                 label=f"{stage} {bucket}",
             )
             bottom += height
-    analysed = ~warm
-    if analysed.any():
+    p50_note = ""
+    if (~warm).any():
         p50 = process.steps.wall_ns.p50 / NS_PER_MS
         ax.axhline(p50, color=P50_COLOUR, linewidth=0.8, linestyle="--")
-        ax.text(
-            1.0,
-            p50,
-            f"p50 {p50:.2f} ms",
-            va="bottom",
-            ha="right",
-            fontsize=8,
-            color=P50_COLOUR,
-            transform=ax.get_yaxis_transform(),
-        )
-    ticks = np.unique(np.linspace(0, len(rows) - 1, min(len(rows), MAX_TICKS)).round().astype(int))
+        p50_note = f"; dashed line: p50 of the analysed steps, {p50:.2f} ms"
+    ticks = np.arange(0, len(rows), _tick_step(len(rows)))
     ax.set_xticks(ticks, [str(i) for i in rows["index"].to_numpy()[ticks]])
     # A lone step stays a bar, not a block filling the panel.
     ax.set_xlim(-0.6, max(len(rows), MIN_SLOTS) - 0.4)
@@ -150,10 +141,18 @@ def _draw_process(ax: Axes, process: ProcessReport, colours: dict[str, str]) -> 
     step = process.steps.name or "whole process"
     ax.set_title(
         f"process {process.pid}{name} — {step}: {process.steps.analyzed} analysed, "
-        f"{process.steps.skipped} warm-up",
+        f"{process.steps.skipped} warm-up{p50_note}",
         fontsize=9,
         loc="left",
     )
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
     return set(stages)
+
+
+def _tick_step(n: int) -> int:
+    """1, 2, 5, 10, 20, 50, ...: the smallest that leaves at most MAX_TICKS ticks."""
+    step = 1
+    while n / step > MAX_TICKS:
+        step = step * 5 // 2 if str(step).startswith("2") else step * 2
+    return step
