@@ -10,8 +10,10 @@ from __future__ import annotations
 import difflib
 import gzip
 import importlib.util
+import sqlite3
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from tests.conftest import ROOT, peer_trace_paths
@@ -59,3 +61,46 @@ def test_report_json_of_an_inflated_trace_is_unchanged(tmp_path: Path, update_go
     big = tmp_path / "mfu_2gpu_before_x3.sqlite"
     module.inflate(MFU[0], big, 3)
     _check("mfu_2gpu_before_x3", _report_json(big), update_golden)
+
+
+def _has_arrow_driver() -> bool:
+    return all(importlib.util.find_spec(m) is not None for m in ("adbc_driver_sqlite", "pyarrow"))
+
+
+TRACE_FRAMES = ("gpu_ops", "api_calls", "nvtx_ranges", "threads", "overhead")
+
+
+@pytest.mark.skipif(not _has_arrow_driver(), reason="the `fast` extra (adbc-driver-sqlite, pyarrow) is absent")
+@pytest.mark.parametrize("path", peer_trace_paths(), ids=lambda p: p.name)
+def test_the_arrow_reader_loads_the_same_trace_as_sqlite3(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from trace_gaps.nsys import load
+
+    calls: list[str] = []
+    arrow_frame = load._read_frame_arrow
+    monkeypatch.setattr(load, "_read_frame_arrow", lambda c, sql: calls.append(sql) or arrow_frame(c, sql))
+    fast = load_trace(path)
+    assert calls, "the Arrow reader was not asked"
+    monkeypatch.setenv(load.ARROW_READER_ENV, "1")
+    plain = load_trace(path)
+    for name in TRACE_FRAMES:
+        pd.testing.assert_frame_equal(getattr(fast, name), getattr(plain, name), obj=name)
+    assert fast.info == plain.info
+
+
+def test_the_sqlite3_reader_is_used_when_arrow_is_switched_off(
+    export_builder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from trace_gaps.nsys import load
+
+    # Two launches, each a call and its kernel: the frames come out the same either way.
+    builder = export_builder()
+    builder.launch("k1", 100, 200, 300, 400).launch("k2", 500, 600, 700, 900)
+    builder.range("decode_step", 0, 1_000)
+    path = builder.write()
+    monkeypatch.setenv(load.ARROW_READER_ENV, "1")
+    assert load._read_frame_arrow(sqlite3.connect(path), "SELECT 1 AS one") is None
+    trace = load_trace(path)
+    assert list(trace.gpu_ops["start_ns"]) == [300, 700]
+    assert list(trace.nvtx_ranges["name"]) == ["decode_step"]

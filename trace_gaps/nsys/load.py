@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -247,6 +248,51 @@ def _read_trace(connection: sqlite3.Connection, path: Path, tables: tuple[str, .
     )
 
 
+def _read_frame(connection: sqlite3.Connection, sql: str, dtype: dict[str, str]) -> pd.DataFrame:
+    """Run one big query into a frame with these dtypes.
+
+    Through Arrow (adbc-driver-sqlite + pyarrow, the `fast` extra) when installed: several
+    times faster and leaner than pandas over sqlite3, which stays the fallback (and is used
+    for any query the Arrow path cannot take). Both give the same frame.
+    """
+    frame = _read_frame_arrow(connection, sql)
+    if frame is None:
+        return pd.read_sql_query(sql, connection, dtype=dtype)
+    return frame.astype(dtype)
+
+
+ARROW_READER_ENV = "TRACE_GAPS_NO_ARROW"  # set to 1 to read through sqlite3 even when Arrow is there
+
+
+def _read_frame_arrow(connection: sqlite3.Connection, sql: str) -> pd.DataFrame | None:
+    """The query's rows through ADBC's SQLite driver, or None to use the sqlite3 path."""
+    if os.environ.get(ARROW_READER_ENV):
+        return None
+    try:
+        import adbc_driver_sqlite.dbapi as adbc_sqlite
+        import pyarrow as pa
+    except ImportError:
+        return None
+    database = connection.execute("PRAGMA database_list").fetchone()[2]
+    if not database:
+        return None
+    try:
+        with adbc_sqlite.connect(Path(database).as_uri() + "?mode=ro") as arrow_connection:
+            with arrow_connection.cursor() as cursor:
+                cursor.execute(sql)
+                table = cursor.fetch_arrow_table()
+        for column in table.columns:
+            if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+                column.validate(full=True)  # invalid UTF-8: let sqlite3 decode it with replacement
+            elif column.null_count:
+                return None  # NULL where the sqlite3 path expects a value: let it report it
+    except Exception:  # noqa: BLE001 - any driver problem: the sqlite3 path reads it, or raises the usual error
+        return None
+    if table.num_rows == 0:
+        return None  # no rows to infer column types from
+    return table.to_pandas()
+
+
 def _columns(connection: sqlite3.Connection, table: str) -> set[str]:
     return {row[0] for row in connection.execute(queries.TABLE_COLUMNS, (table,))}
 
@@ -277,7 +323,7 @@ def _read_gpu_ops(connection: sqlite3.Connection, tables: tuple[str, ...]) -> tu
             if "graphNodeId" in _columns(connection, queries.KERNEL_TABLE)
             else queries.KERNELS_WITHOUT_GRAPH_NODES
         )
-        kernels = pd.read_sql_query(sql, connection, dtype={**_OP_INT_DTYPES, "name_id": "int64"})
+        kernels = _read_frame(connection, sql, {**_OP_INT_DTYPES, "name_id": "int64"})
         names = pd.read_sql_query(queries.KERNEL_NAMES, connection, dtype={"name_id": "int64"})
         kernels[NAME] = kernels.pop("name_id").map(names.set_index("name_id")[NAME]).fillna("?")
         parts.append(kernels.assign(**{OP_KIND: OpKind.KERNEL.value}))
@@ -287,7 +333,7 @@ def _read_gpu_ops(connection: sqlite3.Connection, tables: tuple[str, ...]) -> tu
         (queries.GRAPH_TRACE_TABLE, queries.GRAPH_TRACES, OpKind.GRAPH),
     ):
         if table in tables:
-            frame = pd.read_sql_query(sql, connection, dtype=_OP_INT_DTYPES)
+            frame = _read_frame(connection, sql, _OP_INT_DTYPES)
             parts.append(frame.assign(**{OP_KIND: kind.value}))
     if not parts:
         return empty_frame(GPU_OP_COLUMNS), 0
@@ -302,7 +348,7 @@ def _read_api_calls(connection: sqlite3.Connection, tables: tuple[str, ...]) -> 
     if queries.RUNTIME_TABLE not in tables:
         return empty_frame(API_CALL_COLUMNS), 0
     int_dtypes = {n: d for n, d in API_CALL_COLUMNS.items() if d not in ("category", "object")}
-    calls = pd.read_sql_query(queries.RUNTIME_CALLS, connection, dtype={**int_dtypes, "name_id": "int64"})
+    calls = _read_frame(connection, queries.RUNTIME_CALLS, {**int_dtypes, "name_id": "int64"})
     names = pd.read_sql_query(queries.RUNTIME_NAMES, connection, dtype={"name_id": "int64"})
     names[NAME] = names[NAME].map(strip_version_suffix)
     names[CALL_CATEGORY] = names[NAME].map(lambda n: classify_call(n).value)
@@ -324,7 +370,7 @@ def _read_nvtx_ranges(connection: sqlite3.Connection, tables: tuple[str, ...]) -
         else queries.NVTX_RANGES_TEXT_ONLY
     )
     int_dtypes = {n: d for n, d in NVTX_RANGE_COLUMNS.items() if d not in ("category", "object")}
-    ranges = pd.read_sql_query(sql, connection, dtype=int_dtypes)
+    ranges = _read_frame(connection, sql, int_dtypes)
     unclosed = int(connection.execute(queries.UNCLOSED_NVTX_RANGES).fetchone()[0])
     ranges[NAME] = ranges[NAME].astype(object)
     return ranges[list(NVTX_RANGE_COLUMNS)], unclosed
@@ -349,7 +395,7 @@ def _read_overhead(connection: sqlite3.Connection, tables: tuple[str, ...]) -> p
     if queries.OVERHEAD_TABLE not in tables:
         return empty_frame(OVERHEAD_COLUMNS)
     dtypes = {n: d for n, d in OVERHEAD_COLUMNS.items() if d != "object"}
-    return pd.read_sql_query(queries.PROFILER_OVERHEAD, connection, dtype=dtypes)
+    return _read_frame(connection, queries.PROFILER_OVERHEAD, dtypes)
 
 
 def _read_gpus(connection: sqlite3.Connection, tables: tuple[str, ...]) -> tuple[GpuInfo, ...]:
