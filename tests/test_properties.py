@@ -1,0 +1,211 @@
+"""Invariants of the step ledger on random exports (hypothesis).
+
+Random steps and stages on one thread; random eager launches, graph-level replays, node-level
+graph kernels, copies, ops with no launching call, untimed rows, ops launched from a second
+thread; several streams, overlaps, queueing, ops running past their step. For every export:
+- each step's ledger adds up to its wall time exactly;
+- total busy = the union of op intervals clipped to the steps (no op counted twice, none lost);
+- no stage is charged more busy time than its own ops ran inside steps.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.builders import ExportBuilder
+from trace_gaps.analysis.ledger import BUCKET, DURATION_NS, Bucket
+from trace_gaps.analysis.pipeline import Analysis, AnalysisOptions, analyse_trace
+from trace_gaps.analysis.stages import STAGE
+from trace_gaps.analysis.steps import STEP_ID
+from trace_gaps.nsys.load import load_trace
+
+STAGE_NAMES = ["draft", "verify", "accept"]
+OP_KINDS = ["eager", "eager", "graph_replay", "graph_nodes", "memcpy", "no_call", "untimed"]
+
+
+@dataclass(frozen=True)
+class Op:
+    kind: str
+    call_start_ns: int
+    call_ns: int
+    queue_ns: int
+    run_ns: int
+    stream_id: int
+    tid: int
+    nodes: int
+
+
+@st.composite
+def ops(draw: st.DrawFn, start_ns: int, end_ns: int) -> Op:
+    return Op(
+        kind=draw(st.sampled_from(OP_KINDS)),
+        call_start_ns=draw(st.integers(start_ns - 500, end_ns)),
+        call_ns=draw(st.integers(1, 500)),
+        queue_ns=draw(st.integers(-300, 3_000)),
+        run_ns=draw(st.integers(1, 5_000)),
+        stream_id=draw(st.integers(1, 3)),
+        tid=draw(st.sampled_from([100, 100, 100, 101])),
+        nodes=draw(st.integers(1, 3)),
+    )
+
+
+@st.composite
+def decode_loops(
+    draw: st.DrawFn,
+) -> tuple[list[tuple[int, int, list[tuple[str, int, int]]]], list[Op]]:
+    """Steps (start, end, stages) back to back with random gaps, and the ops launched in them."""
+    steps = []
+    all_ops: list[Op] = []
+    now = 1_000
+    for _ in range(draw(st.integers(1, 5))):
+        start = now + draw(st.integers(0, 2_000))
+        end = start + draw(st.integers(1_000, 20_000))
+        cuts = sorted(draw(st.lists(st.integers(start, end), max_size=4, unique=True)))
+        bounds = [start, *cuts, end]
+        stages = [
+            (draw(st.sampled_from(STAGE_NAMES)), a, b)
+            for a, b in zip(bounds, bounds[1:], strict=False)
+            if b > a and draw(st.booleans())
+        ]
+        steps.append((start, end, stages))
+        all_ops += draw(st.lists(ops(start, end), max_size=6))
+        now = end
+    return steps, all_ops
+
+
+def write_export(directory: Path, steps, all_ops: list[Op]) -> tuple[Path, list[tuple[int, int]]]:
+    """Write the export; return it and the timed op intervals it holds."""
+    builder = ExportBuilder(directory)
+    intervals: list[tuple[int, int]] = []
+    for start, end, stages in steps:
+        builder.range("decode_step", start, end)
+        for name, a, b in stages:
+            builder.range(name, a, b)
+    correlation = 1
+    for op in all_ops:
+        call_end = op.call_start_ns + op.call_ns
+        op_start = max(0, call_end + op.queue_ns)
+        op_end = op_start + op.run_ns
+        correlation += 1
+        if op.kind == "untimed":
+            builder.call(
+                "cudaLaunchKernel",
+                op.call_start_ns,
+                call_end,
+                tid=op.tid,
+                correlation_id=correlation,
+            )
+            builder.kernel("k", 0, 0, stream_id=op.stream_id, correlation_id=correlation)
+            continue
+        if op.kind == "no_call":
+            builder.kernel(
+                "orphan",
+                op_start,
+                op_end,
+                stream_id=op.stream_id,
+                correlation_id=10_000 + correlation,
+            )
+        elif op.kind == "memcpy":
+            builder.call(
+                "cudaMemcpyAsync",
+                op.call_start_ns,
+                call_end,
+                tid=op.tid,
+                correlation_id=correlation,
+            )
+            builder.memcpy(op_start, op_end, correlation_id=correlation)
+        elif op.kind == "graph_replay":
+            builder.call(
+                "cudaGraphLaunch",
+                op.call_start_ns,
+                call_end,
+                tid=op.tid,
+                correlation_id=correlation,
+            )
+            builder.graph_replay(op_start, op_end, correlation_id=correlation)
+        elif op.kind == "graph_nodes":
+            builder.call(
+                "cudaGraphLaunch",
+                op.call_start_ns,
+                call_end,
+                tid=op.tid,
+                correlation_id=correlation,
+            )
+            for node in range(op.nodes):
+                # Nodes run one after another, each as long as the op.
+                node_start = op_start + node * op.run_ns
+                builder.kernel(
+                    f"node{node}",
+                    node_start,
+                    node_start + op.run_ns,
+                    stream_id=op.stream_id,
+                    correlation_id=correlation,
+                    graph_node_id=node,
+                )
+                intervals.append((node_start, node_start + op.run_ns))
+            continue
+        else:
+            builder.call(
+                "cudaLaunchKernel",
+                op.call_start_ns,
+                call_end,
+                tid=op.tid,
+                correlation_id=correlation,
+            )
+            builder.kernel(
+                "gemm", op_start, op_end, stream_id=op.stream_id, correlation_id=correlation
+            )
+        intervals.append((op_start, op_end))
+    return builder.write(), intervals
+
+
+def union_inside(intervals: list[tuple[int, int]], windows: list[tuple[int, int]]) -> int:
+    """ns covered by at least one interval, inside the (disjoint) windows."""
+    merged: list[list[int]] = []
+    for start, end in sorted(intervals):
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    return sum(
+        max(0, min(end, w_end) - max(start, w_start))
+        for start, end in merged
+        for w_start, w_end in windows
+    )
+
+
+def analyse(path: Path, step_name: str | None) -> Analysis:
+    return analyse_trace(load_trace(path), AnalysisOptions(step_name=step_name, skip=0))
+
+
+@settings(max_examples=60, deadline=None)
+@given(loop=decode_loops(), named=st.booleans())
+def test_the_ledger_adds_up_and_counts_every_op_once(loop, named):
+    steps, all_ops = loop
+    if not any(op.kind != "untimed" for op in all_ops):
+        all_ops = [*all_ops, Op("eager", steps[0][0], 10, 10, 100, 1, 100, 1)]
+    with tempfile.TemporaryDirectory() as directory:
+        path, intervals = write_export(Path(directory), steps, all_ops)
+        analysis = analyse(path, "decode_step" if named else None)
+
+    ledger, cut = analysis.ledger, analysis.steps
+    assert (ledger[DURATION_NS] > 0).all()
+    walls = (cut["end_ns"] - cut["start_ns"]).set_axis(cut[STEP_ID])
+    charged = ledger.groupby(STEP_ID)[DURATION_NS].sum().reindex(walls.index, fill_value=0)
+    assert charged.to_dict() == walls.to_dict()
+
+    windows = list(zip(cut["start_ns"], cut["end_ns"], strict=True))
+    busy = ledger[ledger[BUCKET] == Bucket.BUSY.value]
+    assert int(busy[DURATION_NS].sum()) == union_inside(intervals, windows)
+
+    projected = analysis.projected_ops
+    for stage, charged_ns in busy.groupby(STAGE)[DURATION_NS].sum().items():
+        own = projected[projected[STAGE] == stage]
+        own_intervals = list(zip(own["start_ns"], own["end_ns"], strict=True))
+        ran_ns = sum(union_inside([interval], windows) for interval in own_intervals)
+        assert charged_ns <= ran_ns, analysis.stage_map.names[int(stage)]
