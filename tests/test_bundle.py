@@ -55,10 +55,17 @@ def test_the_bundle_holds_the_report_its_json_and_three_pictures(bundled):
     assert all(f"wrote {out / name}" in stderr for name in BUNDLE_FILES)
     for picture in ("timeline-median.png", "timeline-worst.png", "steps.png"):
         assert (out / picture).read_bytes().startswith(b"\x89PNG")
-    data = json.loads((out / "report.json").read_text())
-    assert data["schema_version"] == 1
-    assert [t["view"] for t in data["timelines"]] == ["median", "worst"]
-    assert [t["index"] for t in data["timelines"]] == [1, 3]
+    markdown = (out / "report.md").read_text()
+    assert "![Median step: decode\\_step #1, process 100](timeline-median.png)" in markdown
+    assert "![Slowest step: decode\\_step #3, process 100](timeline-worst.png)" in markdown
+
+
+def test_report_json_is_what_analyze_writes_as_json(bundled):
+    export, out, _, _ = bundled
+    analyzed = CliRunner().invoke(app, ["analyze", str(export), "-f", "json"])
+    assert analyzed.exit_code == 0
+    assert (out / "report.json").read_text() == analyzed.stdout
+    assert json.loads(analyzed.stdout)["timelines"] == []
 
 
 def test_every_link_in_report_md_resolves_to_a_file_written(bundled):

@@ -1,7 +1,7 @@
 """The bug-report bundle: one folder with report.md (provenance first), report.json and pictures.
 
 DIR/report.md             provenance, the pictures, then the Markdown report
-DIR/report.json           the same Report as JSON (with the timelines drawn)
+DIR/report.json           the Report as JSON, as `trace-gaps analyze -f json` writes it
 DIR/timeline-median.png   the analysed step nearest the median wall time
 DIR/timeline-worst.png    the slowest analysed step
 DIR/steps.png             every step's ledger as a stacked bar
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from matplotlib.figure import Figure
@@ -123,7 +123,7 @@ def render_bundle_markdown(report: Report, provenance: Provenance) -> str:
             "",
         ]
     out += ["**Every step's wall time by stage, busy and idle**", "", f"![Steps]({STEPS_PNG})", ""]
-    out += ["Data: [report.json](report.json) (the same report, integer ns).", ""]
+    out += ["Data: [report.json](report.json) (this report as JSON, integer ns).", ""]
     # The report's own headings move one level down, under this document's title.
     body = re.sub(r"^(#{1,5}) ", r"#\1 ", render_markdown(report), flags=re.MULTILINE)
     body = body.replace("## trace-gaps report\n", "## Report\n", 1)
@@ -157,7 +157,8 @@ def write_bundle(report: Report, provenance: Provenance, directory: Path) -> lis
             figure.savefig(directory / name)
             written.append(directory / name)
         for name, text in (
-            (REPORT_JSON, render_json(report)),
+            # The timelines' spans (MBs for a long step) stay out: the pictures show them.
+            (REPORT_JSON, render_json(replace(report, timelines=[]))),
             (REPORT_MD, render_bundle_markdown(report, provenance)),
         ):
             (directory / name).write_text(text, encoding="utf-8")

@@ -15,7 +15,7 @@ from matplotlib.patches import Patch
 
 from trace_gaps.analysis.ledger import Bucket
 from trace_gaps.errors import TraceGapsError
-from trace_gaps.plot.palette import OTHER_STAGES, legend_label, legend_name, stage_colours
+from trace_gaps.plot.palette import OTHER_STAGES, legend_label, stage_colours
 from trace_gaps.report import ProcessReport, Report
 from trace_gaps.units import NS_PER_MS
 
@@ -85,11 +85,13 @@ def _draw_process(ax: Axes, process: ProcessReport, colours: dict[str, str]) -> 
     ledger = pd.DataFrame(
         {
             "step_id": [e.step_id for e in process.step_ledger],
-            "stage": [legend_name(colours, e.stage) for e in process.step_ledger],
+            "stage": [e.stage for e in process.step_ledger],
             "bucket": [e.bucket for e in process.step_ledger],
             "duration_ns": [e.duration_ns for e in process.step_ledger],
         }
     )
+    # Stages without a colour of their own stack as one "other stages" block.
+    ledger["stage"] = ledger["stage"].where(ledger["stage"].isin(list(colours)), OTHER_STAGES)
     table = (
         ledger.groupby(["stage", "bucket", "step_id"])["duration_ns"]
         .sum()
