@@ -1,7 +1,9 @@
-"""Bad inputs: one line `error: <file>: what is wrong; what to do`, exit code 1, no traceback."""
+"""Bad inputs give one line `error: <file>: what is wrong; what to do` (exit 1, no traceback);
+odd but readable exports give a report with integrity notes."""
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import sys
@@ -303,3 +305,109 @@ def test_an_export_missing_a_column_we_read_names_the_schema_problem(tmp_path):
         connection.execute("ALTER TABLE NVTX_EVENTS DROP COLUMN domainId")
     line = error_line(["analyze", str(path)], path)
     assert "has a schema trace-gaps cannot read (no such column: e.domainId)" in line
+
+
+# Odd but readable exports: a report, with an integrity note that says what is affected.
+
+
+def notes_of(path: Path, *options: str) -> str:
+    result = invoke(["analyze", str(path), "-f", "json", *options])
+    assert result.exit_code == 0, result.output
+    return " | ".join(json.loads(result.stdout)["notes"])
+
+
+def test_no_nvtx_table_falls_back_to_whole_trace_analysis_and_says_so(export_builder):
+    path = export_builder().launch("gemm", 0, 100, 200, 900).write()
+    assert "No NVTX_EVENTS table" in (notes := notes_of(path))
+    assert "each process is analysed as one step" in notes
+
+
+def test_no_repeating_range_falls_back_to_whole_trace_analysis_and_says_so(export_builder):
+    path = export_builder().range("once", 0, 1_000).launch("gemm", 0, 100, 200, 900).write()
+    assert "No step range, whole-trace analysis" in notes_of(path)
+
+
+def test_a_graph_level_trace_says_kernels_inside_graphs_are_not_visible(export_builder):
+    builder = small_export(export_builder())
+    builder.call("cudaGraphLaunch", 4_100, 4_200, correlation_id=500)
+    path = builder.graph_replay(4_300, 6_000, correlation_id=500).write()
+    assert "Graph-level CUDA graph trace: 1 graph replays" in notes_of(path, "--skip", "0")
+
+
+def test_unclosed_ranges_and_ranges_closed_on_another_thread_are_noted(export_builder):
+    builder = small_export(export_builder())
+    builder.range("verify", 5_000, None).range("accept", 6_000, 7_000, end_tid=101)
+    notes = notes_of(builder.write(), "--skip", "0")
+    assert "1 NVTX ranges were never closed" in notes
+    assert "1 NVTX ranges were closed on another thread" in notes
+
+
+def test_untimed_rows_are_left_out_and_counted(export_builder):
+    builder = small_export(export_builder())
+    path = builder.kernel("late", 0, 0, correlation_id=900).write()
+    assert "1 GPU op or API rows had start = end = 0" in notes_of(path, "--skip", "0")
+
+
+def test_ops_without_a_launching_call_are_counted(export_builder):
+    path = small_export(export_builder()).kernel("orphan", 5_000, 6_000).write()
+    assert "1 of 4 GPU ops have no launching call" in notes_of(path, "--skip", "0")
+
+
+def test_profiler_overhead_inside_steps_is_noted(export_builder):
+    path = small_export(export_builder()).overhead(12_000, 13_000).write()
+    assert "1 profiler-overhead rows (1.0 µs) fall inside analysed steps" in notes_of(
+        path, "--skip", "0"
+    )
+
+
+def test_several_processes_and_gpus_are_noted(export_builder):
+    builder = small_export(export_builder())
+    builder.call("cudaLaunchKernel", 100, 200, pid=200, tid=200, correlation_id=700)
+    builder.kernel("rank1", 300, 900, pid=200, device_id=1, correlation_id=700)
+    builder.kernel("peer", 1_000, 1_500, device_id=1)
+    notes = notes_of(builder.write(), "--skip", "0")
+    assert "2 processes ran GPU work (100 on GPU 0, 1; 200 on GPU 1)" in notes
+    assert "Process 100 runs ops on 2 GPUs" in notes
+
+
+def test_a_time_sliced_export_is_noted(export_builder):
+    builder = small_export(export_builder()).meta("EXPORT_PARAM_TIMES_TO_EXPORT", "1s-2s")
+    notes = notes_of(builder.write(), "--skip", "0")
+    assert "only a time window of the capture (EXPORT_PARAM_TIMES_TO_EXPORT=1s-2s)" in notes
+
+
+def test_an_old_schema_is_read_and_noted(export_builder):
+    # Before 2023: EXPORT_META_DATA, NVTX names inline (no textId), no graphNodeId.
+    builder = export_builder().without("META_DATA_EXPORT")
+    for offset in (0, 10_000, 20_000):
+        builder.range("decode_step", offset, offset + 10_000, inline_text=True)
+        builder.range("draft", offset, offset + 4_000, inline_text=True)
+        builder.launch("gemm", offset + 100, offset + 600, offset + 1_000, offset + 3_000)
+    path = builder.write()
+    with sqlite3.connect(path) as connection:
+        connection.execute("CREATE TABLE EXPORT_META_DATA (name TEXT, value TEXT)")
+        connection.execute(
+            "INSERT INTO EXPORT_META_DATA VALUES ('EXPORT_PRODUCT_VERSION', '2022.2.1.31')"
+        )
+        connection.execute("ALTER TABLE NVTX_EVENTS DROP COLUMN textId")
+        connection.execute("ALTER TABLE CUPTI_ACTIVITY_KIND_KERNEL DROP COLUMN graphNodeId")
+    result = invoke(["analyze", str(path), "-f", "json", "--skip", "0"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["export"]["nsys_version"] == "2022.2.1.31"
+    assert report["processes"][0]["steps"]["name"] == "decode_step"
+    notes = " | ".join(report["notes"])
+    assert "Older export schema (EXPORT_META_DATA, Nsight Systems 2022.2.1.31" in notes
+    assert "NVTX_EVENTS has no textId column" in notes
+    assert "CUPTI_ACTIVITY_KIND_KERNEL has no graphNodeId column" in notes
+
+
+def test_non_utf8_bytes_in_names_are_replaced_not_fatal(export_builder):
+    path = small_export(export_builder()).write()
+    with sqlite3.connect(path) as connection:
+        connection.execute(
+            "UPDATE StringIds SET value = CAST(X'6472616674FF' AS TEXT) WHERE value = 'draft'"
+        )
+    result = invoke(["analyze", str(path), "-f", "md", "--skip", "0"])
+    assert result.exit_code == 0, result.output
+    assert "draft\ufffd" in result.stdout
