@@ -411,3 +411,14 @@ def test_non_utf8_bytes_in_names_are_replaced_not_fatal(export_builder):
     result = invoke(["analyze", str(path), "-f", "md", "--skip", "0"])
     assert result.exit_code == 0, result.output
     assert "draft\ufffd" in result.stdout
+
+
+def test_diff_with_a_missing_export_is_our_one_line_error_not_a_usage_box(export_builder, tmp_path):
+    path = small_export(export_builder()).write()
+    missing = tmp_path / "after.sqlite"
+    result = invoke(["diff", str(path), str(missing)])
+    assert result.exit_code == 1
+    assert result.stderr.splitlines() == [
+        f"error: {missing.resolve()}: does not exist; pass the .sqlite file that "
+        "`nsys export --type sqlite` wrote"
+    ]

@@ -132,7 +132,8 @@ def info(
 
 
 DiffExportArg = Annotated[
-    Path, typer.Argument(exists=True, dir_okay=False, help="File from `nsys export --type sqlite`.")
+    # No exists=True: typer's boxed usage error would replace our one-line message.
+    Path, typer.Argument(help="File from `nsys export --type sqlite`.")
 ]
 
 
