@@ -114,7 +114,9 @@ def test_the_timeline_has_a_lane_for_the_step_stages_api_each_stream_and_idle(de
 
 
 def test_the_title_names_the_file_process_step_and_wall_time(decode_export):
-    title = plot_timeline(decode_report(decode_export)).axes[0].get_title(loc="left")
+    ax = plot_timeline(decode_report(decode_export)).axes[0]
+    assert ax.get_xlabel() == "ms from the step start"
+    title = ax.get_title(loc="left")
     assert "decode.sqlite" in title
     assert "process 100 (python3)" in title
     assert "median step: decode_step #" in title
@@ -165,8 +167,10 @@ def test_median_worst_index_and_range_choose_the_right_steps(decode_export):
     assert chosen["worst"] == [(WORST_STEP, 1_300_000, False)]
     assert chosen["step-0"] == [(0, 1_000_000, True)]
     assert [i for i, _, _ in chosen["steps-2-5"]] == [2, 3, 4]
-    title = plot_timeline(report, "steps-2-5").axes[0].get_title(loc="left")
-    assert "steps decode_step #2–#4" in title
+    ax = plot_timeline(report, "steps-2-5").axes[0]
+    assert "steps decode_step #2–#4" in ax.get_title(loc="left")
+    assert ax.get_xlabel() == "ms from the first step's start"
+    assert ax.get_xlim() == (0, 2 * STEP_SPACING_NS + 1_000_000)  # step 2 start to step 4 end
 
 
 def test_timeline_idle_runs_add_up_to_the_steps_idle_time_in_the_ledger(decode_export):

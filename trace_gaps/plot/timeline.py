@@ -35,7 +35,7 @@ from trace_gaps.plot.palette import (
 )
 from trace_gaps.report import Report
 from trace_gaps.timeline import Spans, StepTimeline
-from trace_gaps.units import NS_PER_MS, format_duration
+from trace_gaps.units import NS_PER_MS, NS_PER_S, format_duration
 
 FIGURE_WIDTH_IN = 16.0
 DPI = 100
@@ -73,10 +73,11 @@ def plot_timeline(report: Report, view: str | None = None) -> Figure:
     ax.set_yticks(range(len(lane_names)), lane_names, fontsize=8.5)
     ax.set_ylim(len(lane_names) - 0.5, -0.5)
     ax.set_xlim(0, span_ns)
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda ns, _: f"{ns / NS_PER_MS:g}"))
-    ax.set_xlabel(
-        "ms from the step start" if len(timelines) == 1 else "ms from the first step's start"
-    )
+    # Seconds once the span is long enough for ms ticks to read like 17500.
+    unit, ns_per_unit = ("s", NS_PER_S) if span_ns >= 10 * NS_PER_S else ("ms", NS_PER_MS)
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda ns, _: f"{ns / ns_per_unit:g}"))
+    origin = "the step start" if len(timelines) == 1 else "the first step's start"
+    ax.set_xlabel(f"{unit} from {origin}")
     ax.grid(axis="x", color="#e0e0e0", linewidth=0.6)
     ax.set_axisbelow(True)
     for side in ("top", "right"):
