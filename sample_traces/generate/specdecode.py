@@ -45,9 +45,27 @@ import subprocess
 import sys
 import time
 
-import torch
-import torch.nn.functional as F
-from torch.nn.attention import SDPBackend, sdpa_kernel
+
+def _launch_ranks():
+    """spec_two_ranks: this process is only the launcher (like torchrun) and never imports
+    torch; it starts the two ranks, each its own process and CUDA context on the same GPU."""
+    argv = sys.argv[1:]
+    if not any(a.endswith("spec_two_ranks") for a in argv) or "--rank" in argv:
+        return
+    env = dict(os.environ)
+    env.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    procs = [subprocess.Popen([sys.executable, os.path.abspath(__file__)] + argv + ["--rank", str(r)], env=env)
+             for r in range(2)]
+    rcs = [p.wait() for p in procs]
+    sys.exit(f"rank exit codes {rcs}" if any(rcs) else 0)
+
+
+if __name__ == "__main__":
+    _launch_ranks()
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
 
 SCENARIOS = (
     "spec_eager",
