@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+import numpy as np
 import pandas as pd
 
 from trace_gaps.analysis.stages import CALL_START_NS, LAUNCH_CATEGORY, LAUNCH_TID, STAGE
@@ -80,15 +81,18 @@ def summarise_stages(
     """
     calls = calls_in_analysed_steps(staged_calls, steps)
     calls = calls.assign(duration=calls[END_NS] - calls[START_NS])
-    category = calls[CALL_CATEGORY].astype(str)
+    # Compare the category's codes, not one string per call.
+    category = calls[CALL_CATEGORY].astype("category")
     columns: dict[str, pd.Series] = {}
     keys = [PID, STAGE]
     for call_category, (count_name, time_name) in _COUNT_AND_TIME.items():
-        chosen = calls[category == call_category.value]
+        chosen = calls[(category == call_category.value).to_numpy()]
         columns[count_name] = chosen.groupby(keys).size()
         if time_name:
             columns[time_name] = chosen.groupby(keys)["duration"].sum()
-    launches = calls[category.str.startswith("launch")]
+    # Per category, then per call; the appended False is where a missing category (code -1) lands.
+    is_launch = np.array([str(c).startswith("launch") for c in category.cat.categories] + [False])
+    launches = calls[is_launch[category.cat.codes.to_numpy()]]
     columns["launch_api_ns"] = launches.groupby(keys)["duration"].sum()
     first_op = projected_ops.groupby([PID, CORRELATION_ID])[START_NS].min().rename("first_op_ns")
     launches = launches.join(first_op, on=[PID, CORRELATION_ID])

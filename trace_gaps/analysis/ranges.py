@@ -72,11 +72,14 @@ def _name_facts(names: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     normalised = np.empty(len(uniques), dtype=object)
     is_op = np.empty(len(uniques), dtype=bool)
     search = _EMIT_NVTX_DECORATION.search
+    # Equal normalised names share one string object: less memory, and each hash is computed once.
+    canonical: dict[str, str] = {}
     for i, raw in enumerate(uniques):
         name = str(raw)
         match = search(name)
         # Same as normalise_range_name: the first decoration runs to the end of the name.
-        normalised[i] = (name[: match.start()] if match else name).strip()
+        clean = (name[: match.start()] if match else name).strip()
+        normalised[i] = canonical.setdefault(clean, clean)
         is_op[i] = match is not None or name.startswith(_OP_PREFIXES)
     return normalised[codes], is_op[codes]
 

@@ -79,7 +79,8 @@ def _step_candidates(range_tree: pd.DataFrame, counts: pd.Series) -> pd.DataFram
     names = range_tree[NAME].to_numpy()
     parent = range_tree[PARENT].to_numpy()
     depth = range_tree[DEPTH].to_numpy()
-    repeats = range_tree[NAME].map(counts).to_numpy() >= MIN_REPEATS
+    codes, uniques = pd.factorize(range_tree[NAME], use_na_sentinel=False)
+    repeats = counts.reindex(uniques).to_numpy()[codes] >= MIN_REPEATS
     # Walk down the tree level by level: a range is "under a repeating range" when its
     # parent repeats or is itself under one.
     under_repeating = np.zeros(len(range_tree), dtype=bool)
