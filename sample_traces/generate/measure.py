@@ -6,8 +6,10 @@
 Per process and step range ``decode_step``: number of steps, the warm-up steps (the first
 --skip), median wall time of the measured steps, GPU busy share (union of kernel/memcpy/
 memset intervals of the process inside each step window), and per stage (NVTX ranges
-directly inside the step, same thread): median wall ms and, per measured step, kernels
-launched, cudaLaunchKernel calls, cudaGraphLaunch calls, graph-replayed kernels, sync
+directly inside the step, same thread): median wall ms and, per measured step, GPU op
+time (sum of durations of the ops it launched), time inside kernel-launch calls and inside
+sync calls, kernels launched, kernel-launch calls
+(cudaLaunch*/cuLaunch*), cudaLaunchKernel calls, cudaGraphLaunch calls, graph-replayed kernels, sync
 calls (cudaStreamSynchronize / cudaDeviceSynchronize / cudaEventSynchronize / blocking
 cudaMemcpy), library/module loads. A call belongs to the stage open on its thread at the
 call's start; a GPU op belongs to the stage of its launching call (joined on pid and
@@ -115,6 +117,11 @@ def measure(path, skip, step_name="decode_step"):
             d["api"] += 1
             if nm == "cudaLaunchKernel":
                 d["cudaLaunchKernel"] += 1
+            if nm.startswith(("cudaLaunch", "cuLaunch")):
+                d["launch_calls"] += 1
+                d["launch_ns"] += e - s
+            if nm.startswith(SYNC) or nm in ("cudaMemcpy",):
+                d["sync_ns"] += e - s
             if nm == "cudaGraphLaunch":
                 d["cudaGraphLaunch"] += 1
             if nm.startswith(SYNC) or nm in ("cudaMemcpy",):
@@ -132,6 +139,7 @@ def measure(path, skip, step_name="decode_step"):
                 continue
             d = per[(i, st)]
             d[kind + "s"] += 1
+            d["gpu_ns"] += e - s
             if kind == "kernel" and g:
                 d["graph_kernels"] += 1
         for s, e, gp, corr in graph_trace:
@@ -142,6 +150,7 @@ def measure(path, skip, step_name="decode_step"):
                 i, st = locate(cl[0])
                 if i is not None:
                     per[(i, st)]["graph_replays"] += 1
+                    per[(i, st)]["gpu_ns"] += e - s
         # GPU busy per step: union of op intervals of this process clipped to the step
         iv = sorted((s, e) for s, e, *_ in proc_ops) + sorted((s, e) for s, e, gp, _ in graph_trace if pid_of(gp) == pid)
         iv.sort()
@@ -176,7 +185,7 @@ def measure(path, skip, step_name="decode_step"):
             w = []
             for i in meas:
                 w.append(sum(e - s for s, e, nn in stages.get(i, []) if nn == n))
-            keys = ("kernels", "cudaLaunchKernel", "cudaGraphLaunch", "graph_kernels", "graph_replays",
+            keys = ("gpu_ns", "launch_ns", "sync_ns", "kernels", "launch_calls", "cudaLaunchKernel", "cudaGraphLaunch", "graph_kernels", "graph_replays",
                     "memcpys", "memsets", "sync", "loads", "api")
             avg = {k: sum(per[(i, n)][k] for i in meas) / len(meas) for k in keys}
             if n == "(outside stages)" and not any(avg.values()):
@@ -214,11 +223,14 @@ def print_md(res):
                   f"measured steps: {p['loads_in_measured']}")
             print("warm-up: " + "; ".join(f"step {w['step']}: {w['wall_ms']:.1f} ms, {w['loads']} loads "
                                          f"({w['load_ms']:.1f} ms)" for w in p["warmup"]) + "\n")
-            print("| stage | wall ms (median) | kernels | cudaLaunchKernel | cudaGraphLaunch | graph kernels | "
-                  "graph replays | memcpy | memset | sync calls | loads | CUDA API calls |")
-            print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+            print("| stage | wall ms (median) | GPU ms | in launch calls ms | in sync calls ms | kernels | launch calls | "
+                  "cudaLaunchKernel | cudaGraphLaunch | graph kernels | graph replays | memcpy | memset | sync calls | "
+                  "loads | CUDA API calls |")
+            print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
             for s in p["stages"]:
-                print(f"| {s['stage']} | {fmt(s['wall_ms'], 2)} | {fmt(s['kernels'])} | {fmt(s['cudaLaunchKernel'])} | "
+                print(f"| {s['stage']} | {fmt(s['wall_ms'], 2)} | {fmt(s['gpu_ns'] / 1e6, 2)} | "
+                      f"{fmt(s['launch_ns'] / 1e6, 2)} | {fmt(s['sync_ns'] / 1e6, 2)} | {fmt(s['kernels'])} | "
+                      f"{fmt(s['launch_calls'])} | {fmt(s['cudaLaunchKernel'])} | "
                       f"{fmt(s['cudaGraphLaunch'])} | {fmt(s['graph_kernels'])} | {fmt(s['graph_replays'])} | "
                       f"{fmt(s['memcpys'])} | {fmt(s['memsets'])} | {fmt(s['sync'])} | {fmt(s['loads'])} | {fmt(s['api'])} |")
             print()
