@@ -36,6 +36,7 @@ install)
     for n in $COMMITTED; do cp "$tmp/sqlite/$n.sqlite" sample_traces/; done
     cp "$tmp"/sqlite/*.sqlite .large/ 2>/dev/null || true     # every export, the uncommitted one too
     cp "$tmp"/stats/*.csv "$tmp"/stats/help-reports.txt sample_traces/nsys_stats/
+    python3 sample_traces/generate/scrub.py sample_traces/*.sqlite
     cp sample_traces/spec_graph_bypassed.sqlite trace_gaps/data/demo.sqlite
     cp "$src/capture.log" .large/ 2>/dev/null || true
     if ls "$src"/spec_eager_large.sqlite.xz.part-* >/dev/null 2>&1; then
