@@ -104,3 +104,42 @@ def test_the_sqlite3_reader_is_used_when_arrow_is_switched_off(
     trace = load_trace(path)
     assert list(trace.gpu_ops["start_ns"]) == [300, 700]
     assert list(trace.nvtx_ranges["name"]) == ["decode_step"]
+
+
+def _chunked_ledgers(path: Path, monkeypatch: pytest.MonkeyPatch) -> list[pd.DataFrame]:
+    from trace_gaps.analysis import ledger
+
+    trace = load_trace(path)
+    analysis = analyse_trace(trace, AnalysisOptions(skip=0))
+    frames = []
+    for chunk in (10**12, 7, 1):
+        monkeypatch.setattr(ledger, "CHUNK_INTERVALS", chunk)
+        args = (analysis.projected_ops, analysis.staged_calls, analysis.steps, analysis.stage_map)
+        frames.extend([*ledger.build_ledger(*args), ledger.find_idle_runs_by_cause(*args)])
+    return frames
+
+
+def test_cutting_a_thread_into_chunks_leaves_the_ledger_unchanged(export_builder, monkeypatch):
+    #   thread  [decode_step][decode_step] ... 6 steps of 10_000 ns, each:
+    #           [draft 0..4000][verify 4000..10000]   calls and kernels as in test_inflate
+    #   a long sync crosses from step 2 into step 3, a kernel runs across a step boundary
+    builder = export_builder()
+    for o in range(0, 60_000, 10_000):
+        builder.range("decode_step", o, o + 10_000)
+        builder.range("draft", o, o + 4_000).range("verify", o + 4_000, o + 10_000)
+        builder.launch("k1", o + 100, o + 600, o + 1_000, o + 3_000)
+        builder.launch("k2", o + 5_000, o + 5_400, o + 6_000, o + 9_000)
+    builder.call("cudaDeviceSynchronize", 29_500, 31_000)
+    builder.launch("long", 39_000, 39_200, 39_500, 41_500)
+    frames = _chunked_ledgers(builder.write(), monkeypatch)
+    whole, parts = frames[:3], frames[3:]
+    assert len(whole[0]) > 0
+    for i, frame in enumerate(parts):
+        pd.testing.assert_frame_equal(whole[i % 3], frame)
+
+
+@pytest.mark.parametrize("path", peer_trace_paths(), ids=lambda p: p.name)
+def test_cutting_real_threads_into_chunks_leaves_the_ledger_unchanged(path: Path, monkeypatch):
+    frames = _chunked_ledgers(path, monkeypatch)
+    for i, frame in enumerate(frames[3:]):
+        pd.testing.assert_frame_equal(frames[i % 3], frame)

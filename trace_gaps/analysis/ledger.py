@@ -176,16 +176,76 @@ def _thread_segments(
         ops = projected_ops[projected_ops[PID] == pid]
         owned = _owned_intervals(ops)
         queued = _queued_intervals(ops)
-        calls = staged_calls[staged_calls[PID] == pid]
+        calls = staged_calls.loc[staged_calls[PID] == pid, [GLOBAL_TID, CALL_CATEGORY, START_NS, END_NS]]
         for tid, thread_steps in process_steps.groupby(GLOBAL_TID):
-            yield _segments(
-                thread_steps,
-                owned,
-                queued,
-                calls[calls[GLOBAL_TID] == tid],
-                stage_map,
-                stage_map.threads[int(tid)],
-            )
+            thread_calls = calls[calls[GLOBAL_TID] == tid]
+            thread = stage_map.threads[int(tid)]
+            chunks = _step_chunks(thread_steps, owned[0])
+            if len(chunks) == 1:
+                yield _segments(thread_steps, owned, queued, thread_calls, stage_map, thread)
+                continue
+            call_starts, call_ends = thread_calls[START_NS].to_numpy(), thread_calls[END_NS].to_numpy()
+            for chunk in chunks:
+                # Only what can touch the chunk's window: the segments come out the same.
+                lo, hi = int(chunk[START_NS].min()), int(chunk[END_NS].max())
+                yield _segments(
+                    chunk,
+                    _sorted_window(owned, owned[0], lo, hi),
+                    _crossing(queued, lo, hi),
+                    thread_calls[_touches(call_starts, call_ends, lo, hi)],
+                    stage_map,
+                    _thread_window(thread, lo, hi),
+                )
+
+
+# Bound the ledger's working memory: a thread's steps are cut into chunks of about this many
+# busy intervals, each chunk's segments built from the intervals that reach into it.
+CHUNK_INTERVALS = 400_000
+
+
+def _step_chunks(steps: pd.DataFrame, owned_starts: np.ndarray) -> list[pd.DataFrame]:
+    """Consecutive runs of a thread's (time-ordered, disjoint) steps, CHUNK_INTERVALS ops each."""
+    per_step = np.searchsorted(owned_starts, steps[END_NS].to_numpy()) - np.searchsorted(
+        owned_starts, steps[START_NS].to_numpy()
+    )
+    chunk = np.cumsum(per_step) // CHUNK_INTERVALS
+    if len(chunk) == 0 or chunk[-1] == chunk[0]:
+        return [steps]
+    cuts = np.flatnonzero(np.diff(chunk)) + 1
+    return [steps.iloc[a:b] for a, b in zip(np.r_[0, cuts], np.r_[cuts, len(steps)], strict=True)]
+
+
+def _touches(starts: np.ndarray, ends: np.ndarray, lo: int, hi: int) -> np.ndarray:
+    # Either order of start and end, so that even a reversed interval keeps its effect.
+    return (np.minimum(starts, ends) < hi) & (np.maximum(starts, ends) > lo)
+
+
+def _crossing(intervals: tuple[np.ndarray, np.ndarray], lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+    keep = _touches(intervals[0], intervals[1], lo, hi)
+    return intervals[0][keep], intervals[1][keep]
+
+
+def _index_window(starts: np.ndarray, lo: int, hi: int) -> slice:
+    """Positions of sorted starts that a lookup of any time in [lo, hi) can land on."""
+    first = max(int(np.searchsorted(starts, lo, side="right")) - 1, 0)
+    return slice(first, int(np.searchsorted(starts, hi, side="left")))
+
+
+def _sorted_window(arrays: tuple[np.ndarray, ...], starts: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, ...]:
+    at = _index_window(starts, lo, hi)
+    return tuple(array[at] for array in arrays)
+
+
+def _thread_window(thread: ThreadStages, lo: int, hi: int) -> ThreadStages:
+    steps = _index_window(thread.step_starts, lo, hi)
+    levels = [_index_window(starts, lo, hi) for starts in thread.level_starts]
+    return ThreadStages(
+        step_starts=thread.step_starts[steps],
+        step_ends=thread.step_ends[steps],
+        level_starts=tuple(a[at] for a, at in zip(thread.level_starts, levels, strict=True)),
+        level_ends=tuple(a[at] for a, at in zip(thread.level_ends, levels, strict=True)),
+        level_codes=tuple(a[at] for a, at in zip(thread.level_codes, levels, strict=True)),
+    )
 
 
 def _segments(

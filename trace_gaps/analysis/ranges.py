@@ -45,11 +45,15 @@ def build_range_tree(nvtx_ranges: pd.DataFrame) -> pd.DataFrame:
     require_columns(nvtx_ranges, NVTX_RANGE_COLUMNS)
     ranges = nvtx_ranges.loc[nvtx_ranges[DOMAIN_ID] == DEFAULT_DOMAIN, list(NVTX_RANGE_COLUMNS)]
     normalised, is_op_range = _name_facts(ranges[NAME])
-    ranges = ranges.assign(**{NAME: normalised, IS_OP_RANGE: is_op_range})
-    ranges = ranges.assign(_neg_end=-ranges[END_NS]).sort_values(
-        [GLOBAL_TID, START_NS, "_neg_end"], kind="stable"
+    # Sort once with numpy (lexsort is stable; the last key is the primary one) and build the
+    # frame once: no intermediate copies of a frame that can hold millions of ranges.
+    order = np.lexsort(
+        (-ranges[END_NS].to_numpy(), ranges[START_NS].to_numpy(), ranges[GLOBAL_TID].to_numpy())
     )
-    ranges = ranges.drop(columns="_neg_end").reset_index(drop=True)
+    columns = {name: ranges[name].to_numpy()[order] for name in NVTX_RANGE_COLUMNS}
+    columns[NAME] = normalised[order]
+    columns[IS_OP_RANGE] = is_op_range[order]
+    ranges = pd.DataFrame(columns)
     depth = np.zeros(len(ranges), dtype=np.int64)
     parent = np.full(len(ranges), -1, dtype=np.int64)
     tids = ranges[GLOBAL_TID].to_numpy()

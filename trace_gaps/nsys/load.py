@@ -290,7 +290,8 @@ def _read_frame_arrow(connection: sqlite3.Connection, sql: str) -> pd.DataFrame 
         return None
     if table.num_rows == 0:
         return None  # no rows to infer column types from
-    return table.to_pandas()
+    # Hand each column's Arrow memory back as it is converted: the peak stays near one copy.
+    return table.to_pandas(split_blocks=True, self_destruct=True)
 
 
 def _columns(connection: sqlite3.Connection, table: str) -> set[str]:
