@@ -105,3 +105,22 @@ def test_each_process_gets_its_own_ledger_and_the_slowest_is_named_per_stage(exp
     assert [p.pid for p in report.processes] == [100, 200]
     slowest = {s.stage: s.pid for s in report.slowest_rank_by_stage}
     assert slowest["fwd"] == 200
+
+
+def test_an_async_copy_that_returns_after_its_copy_ends_is_a_sync(export_builder):
+    #   accept: [k 200..4000] then cudaMemcpyAsync 300..5000 whose DtoH copy runs 4000..4500:
+    #   the call blocked (pageable memory), so idle 4500..5000 is sync, and it counts as a sync.
+    b = export_builder()
+    for i in range(3):
+        o = i * 10_000
+        b.range("decode_step", o, o + 10_000).range("accept", o, o + 10_000)
+        b.launch("k", o + 100, o + 150, o + 200, o + 4_000)
+        b.call("cudaMemcpyAsync", o + 300, o + 5_000, correlation_id=20_000 + i)
+        b.memcpy(o + 4_000, o + 4_500, correlation_id=20_000 + i)
+    report = report_of(b.write(), skip=0)
+    process = report.processes[0]
+    idle = {(e.stage, e.cause): e.ns_per_step for e in process.ledger if e.bucket == "idle"}
+    assert idle[("accept", "sync")] == 500  # 4500..5000; the GPU is busy for the rest of the call
+    stage = process.stages[0]
+    assert stage.syncs_per_step == 1
+    assert stage.launches_per_step["memcpy"] == 0

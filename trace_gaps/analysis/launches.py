@@ -64,6 +64,26 @@ _COUNT_AND_TIME = {
 }
 
 
+def mark_blocking_copies(staged_calls: pd.DataFrame, projected_ops: pd.DataFrame) -> pd.DataFrame:
+    """Recategorise async copy/set calls that returned only after their op finished as syncs.
+
+    A cudaMemcpyAsync to pageable host memory blocks the host until the copy is done (the
+    `.cpu()` of a tensor): the host waits on the GPU exactly as in a synchronize call.
+    """
+    copies = projected_ops[
+        projected_ops[LAUNCH_CATEGORY].isin(
+            [CallCategory.LAUNCH_MEMCPY.value, CallCategory.LAUNCH_MEMSET.value]
+        )
+    ]
+    op_end = copies.groupby([PID, CORRELATION_ID])[END_NS].max().rename("_op_end")
+    calls = staged_calls.join(op_end, on=[PID, CORRELATION_ID])
+    blocking = calls["_op_end"].notna() & (calls["_op_end"] <= calls[END_NS])
+    if not blocking.any():
+        return staged_calls
+    category = staged_calls[CALL_CATEGORY].astype(str).where(~blocking.to_numpy(), CallCategory.SYNC.value)
+    return staged_calls.assign(**{CALL_CATEGORY: category.astype("category")})
+
+
 def calls_in_analysed_steps(staged_calls: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
     """The calls made by step threads inside analysed (non-warm-up) steps, with their step id."""
     analysed = steps[~steps[IS_WARMUP]]

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from trace_gaps.analysis.launches import summarise_stages, top_kernels
+from trace_gaps.analysis.launches import mark_blocking_copies, summarise_stages, top_kernels
 from trace_gaps.analysis.ledger import build_ledger
 from trace_gaps.analysis.ranges import build_range_tree
 from trace_gaps.analysis.stages import StageMap, map_stages, project_ops, stage_calls
@@ -72,6 +72,7 @@ def analyse_trace(trace: Trace, options: AnalysisOptions) -> Analysis:
     stage_map = map_stages(range_tree, steps, depth=options.depth)
     staged = stage_calls(api_calls, stage_map)
     projected = project_ops(gpu_ops, staged, stage_map)
+    staged = mark_blocking_copies(staged, projected)
     ledger, gaps = build_ledger(projected, staged, steps, stage_map)
     return Analysis(
         options=options,
