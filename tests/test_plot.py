@@ -304,3 +304,29 @@ def test_real_traces_draw_every_lane_and_bar(path):
     steps = plot_steps(report)
     for ax, process in zip(steps.axes, [p for p in report.processes if p.step_rows], strict=True):
         assert all(len(container) == len(process.step_rows) for container in ax.containers)
+
+
+def test_a_towering_warmup_step_is_cut_at_the_analysed_steps_height_and_labelled(export_builder):
+    #   step 0: 10 ms (warm-up: > 3x the median); steps 1-4: 1 ms each, step 3: 1.2 ms
+    builder = export_builder()
+    walls = [10_000_000, 1_000_000, 1_000_000, 1_200_000, 1_000_000]
+    start = 0
+    for wall in walls:
+        builder.range("decode_step", start, start + wall).range("forward", start, start + wall)
+        builder.launch("k", start + 1_000, start + 2_000, start + 3_000, start + 500_000)
+        start += wall + 100_000
+    report = decode_report(builder.write())
+    assert [r.is_warmup for r in report.processes[0].step_rows] == [True, False, False, False, False]
+    ax = plot_steps(report).axes[0]
+    assert ax.get_ylim()[1] == pytest.approx(1.2 * 1.15)
+    assert [t.get_text() for t in ax.texts] == ["10 ms ↑"]
+
+
+def test_stages_keep_their_colours_when_every_step_is_warmup(decode_export):
+    # --skip 6 leaves no analysed step, so the report has no per-stage summaries.
+    report = decode_report(decode_export, skip=6)
+    assert report.processes[0].steps.analyzed == 0
+    colours = stage_colours(report)
+    stage_greys = {colours[s] for s in ("draft", "verify", "accept")}
+    assert len(stage_greys) == 3 and colours["other stages"] not in stage_greys
+    assert {"draft", "verify", "accept"} <= set(legend_colours(plot_steps(report)))

@@ -60,7 +60,7 @@ CALL_COLOURS = {
     "launch": "#08519c",
     "sync": "#cb181d",
     "setup (load/alloc/capture)": "#ec7014",
-    "other": "#525252",
+    "other": "#a3a3a3",  # light: thin launches (navy) and other calls must not blur together
 }
 
 # An idle cause has the colour of the call that explains it.
@@ -96,17 +96,23 @@ def colours_of(mapping: dict[str, str], keys: list[str] | np.ndarray, default: s
 def stage_colours(report: Report) -> dict[str, str]:
     """A colour per stage, the same in every figure of a report.
 
-    The stages that take most time (busy + idle per step, summed over processes) get the
-    palette's colours in that order; the rest share OTHER_STAGES' grey.
+    The stages that take most time in the analysed steps (busy + idle per step, summed over
+    processes) get the palette's colours in that order, then stages seen only in warm-up
+    steps (an export where every step loads modules has no analysed step), by their total
+    time; the rest share OTHER_STAGES' grey.
     """
-    totals: dict[str, int] = {}
+    analysed: dict[str, int] = {}
     for process in report.processes:
         for stage in process.stages:
-            if stage.name not in _SPECIAL_COLOURS:
-                totals[stage.name] = (
-                    totals.get(stage.name, 0) + stage.busy_ns_per_step + stage.idle_ns_per_step
-                )
-    ranked = sorted(totals, key=lambda name: (-totals[name], name))
+            total = stage.busy_ns_per_step + stage.idle_ns_per_step
+            analysed[stage.name] = analysed.get(stage.name, 0) + total
+    every_step: dict[str, int] = {}
+    for process in report.processes:
+        for entry in process.step_ledger:
+            every_step[entry.stage] = every_step.get(entry.stage, 0) + entry.duration_ns
+    ranked = sorted(analysed, key=lambda name: (-analysed[name], name))
+    ranked += sorted(set(every_step) - set(analysed), key=lambda name: (-every_step[name], name))
+    ranked = [name for name in ranked if name not in _SPECIAL_COLOURS]
     return dict(zip(ranked, _STAGE_COLOURS, strict=False)) | _SPECIAL_COLOURS
 
 

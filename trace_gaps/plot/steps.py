@@ -23,6 +23,7 @@ WARMUP_ALPHA = 0.3
 IDLE_HATCH = "////"
 P50_COLOUR = "#444444"
 MAX_TICKS = 25
+HEADROOM = 1.15  # the y axis ends this much above the tallest analysed step
 MIN_SLOTS = 3
 LEGEND_COLUMN_IN = 3.2  # an entry of LEGEND_CHARS characters at fontsize 8
 
@@ -80,6 +81,7 @@ def _draw_process(ax: Axes, process: ProcessReport, colours: dict[str, str]) -> 
             "index": [r.index for r in process.step_rows],
             "is_warmup": [r.is_warmup for r in process.step_rows],
             "start": [r.start_offset_ns for r in process.step_rows],
+            "wall": [r.wall_ns for r in process.step_rows],
         }
     ).sort_values(["start", "step_id"], kind="stable")
     ledger = pd.DataFrame(
@@ -133,6 +135,7 @@ def _draw_process(ax: Axes, process: ProcessReport, colours: dict[str, str]) -> 
         p50 = process.steps.wall_ns.p50 / NS_PER_MS
         ax.axhline(p50, color=P50_COLOUR, linewidth=0.8, linestyle="--")
         p50_note = f"; dashed line: p50 of the analysed steps, {p50:.2f} ms"
+        _clip_warmup(ax, rows["wall"].to_numpy() / NS_PER_MS, warm)
     ticks = np.arange(0, len(rows), _tick_step(len(rows)))
     ax.set_xticks(ticks, [str(i) for i in rows["index"].to_numpy()[ticks]])
     # A lone step stays a bar, not a block filling the panel.
@@ -158,3 +161,23 @@ def _tick_step(n: int) -> int:
     while n / step > MAX_TICKS:
         step = step * 5 // 2 if str(step).startswith("2") else step * 2
     return step
+
+
+def _clip_warmup(ax: Axes, wall_ms: np.ndarray, warm: np.ndarray) -> None:
+    """Scale the axis to the analysed steps; write the height of warm-up bars cut off.
+
+    A first step that compiles kernels can be 40x the others and would flatten them all.
+    """
+    top = float(wall_ms[~warm].max()) * HEADROOM
+    ax.set_ylim(0, top)
+    for x in np.flatnonzero(warm & (wall_ms > top)):
+        ax.text(
+            x,
+            top,
+            f"{wall_ms[x]:.0f} ms ↑",
+            ha="center",
+            va="top",
+            fontsize=7.5,
+            color=P50_COLOUR,
+            rotation=90,
+        )
