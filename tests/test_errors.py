@@ -422,3 +422,18 @@ def test_diff_with_a_missing_export_is_our_one_line_error_not_a_usage_box(export
         f"error: {missing.resolve()}: does not exist; pass the .sqlite file that "
         "`nsys export --type sqlite` wrote"
     ]
+
+
+def test_a_process_with_steps_but_no_gpu_ops_is_all_idle_not_a_crash(export_builder):
+    # pid 100: steps that launch kernels; pid 200 (a scheduler): steps and calls, no GPU op.
+    builder = small_export(export_builder())
+    for offset in (0, 10_000, 20_000):
+        builder.range("decode_step", offset, offset + 10_000, pid=200, tid=200)
+        builder.range("draft", offset, offset + 4_000, pid=200, tid=200)
+        builder.call("cudaMalloc", offset + 10, offset + 20, pid=200, tid=200)
+    path = builder.write()
+    assert "3 analysed steps have no GPU op running in them" in notes_of(path, "--skip", "0")
+    result = invoke(["analyze", str(path), "--process", "200", "-f", "json", "--skip", "0"])
+    assert result.exit_code == 0, result.output
+    (process,) = json.loads(result.stdout)["processes"]
+    assert {row["busy_ns"] for row in process["step_rows"]} == {0}

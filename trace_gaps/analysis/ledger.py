@@ -280,7 +280,9 @@ def _segments(
     step_at = np.searchsorted(win_starts, seg_starts, side="right") - 1
     in_step = (step_at >= 0) & (seg_starts < win_ends[np.maximum(step_at, 0)])
     owner = np.searchsorted(owned[0], seg_starts, side="right") - 1
-    busy = (owner >= 0) & (seg_starts < owned[1][np.maximum(owner, 0)])
+    # A process with steps but no GPU op (a scheduler, an idle rank) is never busy.
+    owner_ends = owned[1][np.maximum(owner, 0)] if len(owned[1]) else np.zeros_like(seg_starts)
+    busy = (owner >= 0) & (seg_starts < owner_ends)
 
     cause = np.full(len(seg_starts), _CODE[IdleCause.HOST], dtype=np.int64)
     # Lowest priority first; each later mask overwrites.
