@@ -28,6 +28,7 @@ from trace_gaps.analysis.stages import STAGE
 from trace_gaps.analysis.steps import IS_WARMUP, SKIP_REASON, STEP_ID, STEP_INDEX
 from trace_gaps.model import (
     CALL_CATEGORY,
+    DEVICE_ID,
     END_NS,
     GLOBAL_TID,
     NAME,
@@ -259,7 +260,9 @@ def _process_report(
             for r in frames.means.sort_values(["ns_per_step", "stage"], ascending=[False, True]).itertuples()
         ],
         stages=stages,
-        candidates=_candidates(frames, stages, captured_graph, n, trace_start, top=top),
+        candidates=_candidates(
+            frames, stages, captured_graph, _sharing_gpus(trace, pid), n, trace_start, top=top
+        ),
         step_rows=_step_rows(frames, trace_start),
         step_ledger=[
             StepLedgerEntry(int(r.step_id), str(r.stage), str(r.bucket), str(r.cause) or None, int(r.duration_ns))
@@ -313,6 +316,7 @@ def _candidates(
     frames: _ProcessFrames,
     stages: list[StageSummary],
     captured_graph: bool,
+    shared_with: tuple[int, ...],
     n: int,
     trace_start: int,
     *,
@@ -348,7 +352,7 @@ def _candidates(
             ],
             unexpected_calls_per_step=summary.unexpected_calls_per_step if summary else {},
         )
-        facts = _stage_facts(summary, captured_graph)
+        facts = _stage_facts(summary, captured_graph, shared_with)
         candidates.append(
             Candidate(
                 rank=int(row.rank),
@@ -434,9 +438,19 @@ def _stage_summary(stage: str, stats: pd.DataFrame, busy_idle: pd.Series, n: int
     )
 
 
-def _stage_facts(summary: StageSummary | None, captured_graph: bool) -> StageFacts:
+def _sharing_gpus(trace: Trace, pid: int) -> tuple[int, ...]:
+    """Other processes that ran ops on the GPUs this process used."""
+    ops = trace.gpu_ops
+    devices = ops.loc[ops[PID] == pid, DEVICE_ID].unique()
+    others = ops.loc[ops[DEVICE_ID].isin(devices) & (ops[PID] != pid), PID].unique()
+    return tuple(sorted(int(other) for other in others))
+
+
+def _stage_facts(
+    summary: StageSummary | None, captured_graph: bool, shared_with: tuple[int, ...]
+) -> StageFacts:
     if summary is None:
-        return StageFacts(ExecutionMode.NONE, 0, 0, 0, 0, 0, 0, 0, 0, captured_graph)
+        return StageFacts(ExecutionMode.NONE, 0, 0, 0, 0, 0, 0, 0, 0, captured_graph, shared_with)
     launches = summary.launches_per_step
     return StageFacts(
         execution=ExecutionMode(summary.execution),
@@ -449,6 +463,7 @@ def _stage_facts(summary: StageSummary | None, captured_graph: bool) -> StageFac
         allocs_per_step=summary.unexpected_calls_per_step["alloc"],
         graph_setups_per_step=summary.unexpected_calls_per_step["graph_setup"],
         process_captured_graph=captured_graph,
+        gpu_shared_with=shared_with,
     )
 
 

@@ -57,6 +57,7 @@ class StageFacts:
     allocs_per_step: float
     graph_setups_per_step: float
     process_captured_graph: bool
+    gpu_shared_with: tuple[int, ...] = ()  # other processes with ops on this process's GPUs
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,7 +142,6 @@ def write_verdict(stage: str, bucket: str, ns_per_step: int, evidence: Evidence,
     if facts.eager_launches_per_step >= MANY_LAUNCHES_PER_STEP and dominant in (
         IdleCause.LAUNCH.value,
         IdleCause.HOST.value,
-        IdleCause.QUEUED.value,
     ):
         per_launch = (
             f", {format_duration(evidence.host_ns_per_launch)} of host time per launch"
@@ -172,9 +172,14 @@ def write_verdict(stage: str, bucket: str, ns_per_step: int, evidence: Evidence,
             "of this stage keeps the GPU waiting"
         )
     elif dominant == IdleCause.QUEUED.value:
+        if facts.gpu_shared_with:
+            others = ", ".join(map(str, facts.gpu_shared_with[:4]))
+            why = f"the GPU is shared with process {others}, whose work runs meanwhile"
+        else:
+            why = "launch latency, or ops waiting on another stream's event"
         parts.append(
-            f", {format_duration(split[IdleCause.QUEUED.value])} of it with work launched but not yet "
-            "started — launch latency"
+            f", {format_duration(split[IdleCause.QUEUED.value])} of it with ops launched but not "
+            f"yet started ({evidence.launches_per_step:.0f} launches/step) — queued: {why}"
         )
     elif dominant == IdleCause.API.value:
         calls = evidence.top_api_calls

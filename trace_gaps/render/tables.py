@@ -37,7 +37,7 @@ def describe_export(report: Report) -> list[str]:
 def describe_steps(process: ProcessReport) -> list[str]:
     """Lines about the process's steps: which range, how many, wall time."""
     steps = process.steps
-    name = f"`{steps.name}`" if steps.name else "whole process (no step range)"
+    name = steps.name if steps.name else "whole process (no step range)"
     skipped = ""
     if steps.skipped:
         reasons = ", ".join(f"{count} {reason}" for reason, count in steps.skip_reasons.items())
