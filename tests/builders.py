@@ -52,6 +52,10 @@ SCHEMA = {
         "nameId INTEGER, graphId INTEGER, originalGraphId INTEGER, graphExecId INTEGER"
     ),
     "PROFILER_OVERHEAD": "start INTEGER, end INTEGER, globalTid INTEGER, nameId INTEGER",
+    "OSRT_API": (
+        "start INTEGER NOT NULL, end INTEGER NOT NULL, eventClass INTEGER, globalTid INTEGER, "
+        "nameId INTEGER NOT NULL, returnValue INTEGER, nestingLevel INTEGER, callchainId INTEGER"
+    ),
 }
 
 # Tables every export has; the others appear only when the builder writes rows to them.
@@ -201,6 +205,10 @@ class ExportBuilder:
     def overhead(self, start_ns: int, end_ns: int, *, pid: int = PID, tid: int = TID) -> ExportBuilder:
         """A PROFILER_OVERHEAD row."""
         return self._add("PROFILER_OVERHEAD", (start_ns, end_ns, global_tid(pid, tid), self.string("CUDA profiling data flush")))
+
+    def os_call(self, name: str, start_ns: int, end_ns: int, *, pid: int = PID, tid: int = TID) -> ExportBuilder:
+        """An OS runtime call (OSRT_API row, --trace=osrt)."""
+        return self._add("OSRT_API", (start_ns, end_ns, 27, global_tid(pid, tid), self.string(name), 0, 0, None))
 
     def thread_name(self, name: str, *, pid: int = PID, tid: int = TID) -> ExportBuilder:
         """A ThreadNames row."""

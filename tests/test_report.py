@@ -124,3 +124,18 @@ def test_an_async_copy_that_returns_after_its_copy_ends_is_a_sync(export_builder
     stage = process.stages[0]
     assert stage.syncs_per_step == 1
     assert stage.launches_per_step["memcpy"] == 0
+
+
+def test_idle_host_time_blocked_in_an_os_call_is_called_waiting_not_computing(export_builder):
+    #   accept: [k 100..1000]; host code 1000..10000, of which pthread_cond_wait 2000..9000
+    b = export_builder()
+    for i in range(3):
+        o = i * 10_000
+        b.range("decode_step", o, o + 10_000).range("accept", o, o + 10_000)
+        b.launch("k", o + 10, o + 50, o + 100, o + 1_000)
+        b.os_call("pthread_cond_wait", o + 2_000, o + 9_000)
+    top = report_of(b.write(), skip=0).processes[0].candidates[0]
+    assert (top.stage, top.bucket) == ("accept", "idle")
+    assert [(c.name, c.ns_per_step) for c in top.evidence.host_blocked_in] == [("pthread_cond_wait", 7_000)]
+    assert "blocked in OS calls (mostly pthread_cond_wait" in top.verdict
+    assert "CPU-bound" not in top.verdict

@@ -84,6 +84,14 @@ OVERHEAD_COLUMNS: dict[str, str] = {
 }
 
 
+OS_CALL_COLUMNS: dict[str, str] = {
+    START_NS: NS_DTYPE,
+    END_NS: NS_DTYPE,
+    GLOBAL_TID: "int64",
+    NAME: "category",
+}
+
+
 class OpKind(StrEnum):
     """What a GPU op is."""
 
@@ -167,6 +175,7 @@ class Trace:
     threads: pd.DataFrame
     processes: dict[int, str] = field(default_factory=dict)
     overhead: pd.DataFrame = field(default_factory=pd.DataFrame)
+    os_calls: pd.DataFrame = field(default_factory=lambda: empty_frame(OS_CALL_COLUMNS))
 
 
 def require_columns(frame: pd.DataFrame, columns: dict[str, str]) -> None:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from trace_gaps.analysis.host import find_blocked_host_time
 from trace_gaps.analysis.integrity import integrity_notes
 from trace_gaps.analysis.candidates import (
     CallShare,
@@ -182,8 +183,9 @@ def build_report(
     timelines: the steps to cut event-level StepTimelines for (the plots' data).
     """
     trace_start = _trace_start(trace)
+    blocked = find_blocked_host_time(analysis, trace.os_calls)
     processes = [
-        _process_report(trace, analysis, int(pid), trace_start, top=top)
+        _process_report(trace, analysis, blocked, int(pid), trace_start, top=top)
         for pid in sorted(analysis.steps[PID].unique())
     ]
     export = ExportSummary(
@@ -225,12 +227,13 @@ class _ProcessFrames:
     kernels: pd.DataFrame
     api_calls: pd.DataFrame  # non-launch, non-sync calls in analysed steps: stage, name, total, count
     gaps: pd.DataFrame
+    blocked: pd.DataFrame  # stage, name, total, count: OS calls during idle host time
 
 
 def _process_report(
-    trace: Trace, analysis: Analysis, pid: int, trace_start: int, *, top: int
+    trace: Trace, analysis: Analysis, blocked: pd.DataFrame, pid: int, trace_start: int, *, top: int
 ) -> ProcessReport:
-    frames = _process_frames(analysis, pid)
+    frames = _process_frames(analysis, blocked, pid)
     n = len(frames.analysed)
     wall = (frames.analysed[END_NS] - frames.analysed[START_NS]).to_numpy()
     calls = analysis.staged_calls[analysis.staged_calls[PID] == pid]
@@ -271,7 +274,7 @@ def _process_report(
     )
 
 
-def _process_frames(analysis: Analysis, pid: int) -> _ProcessFrames:
+def _process_frames(analysis: Analysis, blocked: pd.DataFrame, pid: int) -> _ProcessFrames:
     names = np.array(analysis.stage_map.names, dtype=object)
 
     def named(frame: pd.DataFrame) -> pd.DataFrame:
@@ -300,6 +303,13 @@ def _process_frames(analysis: Analysis, pid: int) -> _ProcessFrames:
         .sort_values(["stage", "total", NAME], ascending=[True, False, True])
     )
     gaps = named(analysis.gaps[analysis.gaps[STEP_ID].isin(analysed[STEP_ID])])
+    blocked = named(blocked[blocked[STEP_ID].isin(analysed[STEP_ID])])
+    blocked_totals = (
+        blocked.groupby(["stage", NAME], observed=True)
+        .agg(total=(DURATION_NS, "sum"), count=(DURATION_NS, "size"))
+        .reset_index()
+        .sort_values(["stage", "total", NAME], ascending=[True, False, True])
+    )
     return _ProcessFrames(
         steps=steps,
         analysed=analysed,
@@ -309,6 +319,7 @@ def _process_frames(analysis: Analysis, pid: int) -> _ProcessFrames:
         kernels=named(analysis.top_kernels[analysis.top_kernels[PID] == pid]),
         api_calls=api_calls,
         gaps=gaps.assign(duration=gaps[END_NS] - gaps[START_NS]),
+        blocked=blocked_totals,
     )
 
 
@@ -351,6 +362,12 @@ def _candidates(
                 for g in gaps.itertuples()
             ],
             unexpected_calls_per_step=summary.unexpected_calls_per_step if summary else {},
+            host_blocked_in=[
+                CallShare(str(c.name), int(round(c.total / n)), round(c.count / n, 2))
+                for c in frames.blocked[frames.blocked["stage"] == stage].head(3).itertuples()
+            ]
+            if is_idle
+            else [],
         )
         facts = _stage_facts(summary, captured_graph, shared_with)
         candidates.append(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -72,6 +72,7 @@ class Evidence:
     top_api_calls: list[CallShare]
     longest_gaps: list[GapEvidence]
     unexpected_calls_per_step: dict[str, float]
+    host_blocked_in: list[CallShare] = field(default_factory=list)  # OS calls during idle host time
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,11 +167,21 @@ def write_verdict(stage: str, bucket: str, ns_per_step: int, evidence: Evidence,
             "then the GPU waits for the host to refill the queue"
         )
     elif dominant == IdleCause.HOST.value:
-        parts.append(
-            f", {format_duration(split[IdleCause.HOST.value])} of it in host code outside CUDA calls "
-            f"({evidence.launches_per_step:.0f} launches/step) — CPU-bound: the host work "
-            "of this stage keeps the GPU waiting"
-        )
+        host = split[IdleCause.HOST.value]
+        blocked = sum(call.ns_per_step for call in evidence.host_blocked_in)
+        parts.append(f", {format_duration(host)} of it in host code outside CUDA calls")
+        if evidence.host_blocked_in and blocked * 2 >= host:
+            top = evidence.host_blocked_in[0]
+            parts.append(
+                f", {format_duration(blocked)} of that blocked in OS calls (mostly {top.name}, "
+                f"{top.count_per_step:g}/step) — the thread is waiting on another thread, process "
+                "or rank, not computing"
+            )
+        else:
+            parts.append(
+                f" ({evidence.launches_per_step:.0f} launches/step) — CPU-bound: the host work "
+                "of this stage keeps the GPU waiting"
+            )
     elif dominant == IdleCause.QUEUED.value:
         if facts.gpu_shared_with:
             others = ", ".join(map(str, facts.gpu_shared_with[:4]))

@@ -19,6 +19,7 @@ from trace_gaps.model import (
     NAME,
     NVTX_RANGE_COLUMNS,
     OP_KIND,
+    OS_CALL_COLUMNS,
     OVERHEAD_COLUMNS,
     START_NS,
     THREAD_COLUMNS,
@@ -245,6 +246,7 @@ def _read_trace(connection: sqlite3.Connection, path: Path, tables: tuple[str, .
         threads=_read_threads(connection, tables),
         processes=_read_processes(connection, tables),
         overhead=_read_overhead(connection, tables),
+        os_calls=_read_os_calls(connection, tables),
     )
 
 
@@ -397,6 +399,17 @@ def _read_overhead(connection: sqlite3.Connection, tables: tuple[str, ...]) -> p
         return empty_frame(OVERHEAD_COLUMNS)
     dtypes = {n: d for n, d in OVERHEAD_COLUMNS.items() if d != "object"}
     return _read_frame(connection, queries.PROFILER_OVERHEAD, dtypes)
+
+
+def _read_os_calls(connection: sqlite3.Connection, tables: tuple[str, ...]) -> pd.DataFrame:
+    if queries.OS_CALL_TABLE not in tables:
+        return empty_frame(OS_CALL_COLUMNS)
+    dtypes = {n: d for n, d in OS_CALL_COLUMNS.items() if d != "category"}
+    calls = _read_frame(connection, queries.OS_CALLS, {**dtypes, "name_id": "int64"})
+    names = pd.read_sql_query(queries.OS_CALL_NAMES, connection, dtype={"name_id": "int64"})
+    name_ids = calls.pop("name_id")
+    calls[NAME] = pd.Categorical(name_ids.map(names.set_index("name_id")[NAME]).fillna("?"))
+    return calls[list(OS_CALL_COLUMNS)]
 
 
 def _read_gpus(connection: sqlite3.Connection, tables: tuple[str, ...]) -> tuple[GpuInfo, ...]:

@@ -137,6 +137,19 @@ FROM PROFILER_OVERHEAD AS o LEFT JOIN StringIds AS s ON s.id = o.nameId
 WHERE o.start IS NOT NULL AND o."end" IS NOT NULL AND o.globalTid IS NOT NULL
 """
 
+# OS runtime calls (--trace=osrt): what a thread blocked in while not in a CUDA call.
+OS_CALL_TABLE = "OSRT_API"
+OS_CALLS = """
+SELECT start AS start_ns, "end" AS end_ns, globalTid AS global_tid, nameId AS name_id
+FROM OSRT_API
+WHERE start IS NOT NULL AND "end" IS NOT NULL AND globalTid IS NOT NULL
+"""
+
+OS_CALL_NAMES = """
+SELECT id AS name_id, value AS name FROM StringIds
+WHERE id IN (SELECT DISTINCT nameId FROM OSRT_API)
+"""
+
 # Row counts for `trace-gaps info`, one statement per table it reports on.
 ROW_COUNTS = {
     "CUPTI_ACTIVITY_KIND_KERNEL": "SELECT COUNT(*) FROM CUPTI_ACTIVITY_KIND_KERNEL",

@@ -156,6 +156,11 @@ def evidence_lines(process: ProcessReport, *, top: int = 3) -> list[tuple[str, l
             lines.append(
                 f"call {call.name}: {format_duration(call.ns_per_step)}/step ({call.count_per_step:g} per step)"
             )
+        for call in evidence.host_blocked_in:
+            lines.append(
+                f"blocked in OS call {call.name} during idle host time: "
+                f"{format_duration(call.ns_per_step)}/step"
+            )
         if evidence.host_ns_per_launch is not None and candidate.bucket == Bucket.IDLE.value:
             lines.append(f"host time between launches: {format_duration(evidence.host_ns_per_launch)} per launch")
         for gap in evidence.longest_gaps:

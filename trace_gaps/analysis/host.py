@@ -1,0 +1,81 @@
+"""What the step thread was blocked in during GPU idle `host` time (OS runtime calls).
+
+`host` idle time is time in no CUDA call. With --trace=osrt the export records the thread's
+OS calls (pthread_cond_wait, poll, read, ...): host time spent inside them is the thread
+waiting — for another thread, process or rank — not computing.
+
+    thread   [launch]  host ......................... [launch]
+    osrt               [pthread_cond_wait .........]
+    GPU    [k]                idle                       [k]
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from trace_gaps.analysis.ledger import CAUSE, IdleCause, find_idle_runs_by_cause
+from trace_gaps.analysis.pipeline import Analysis
+from trace_gaps.analysis.stages import STAGE, stage_at
+from trace_gaps.analysis.steps import IS_WARMUP, STEP_ID
+from trace_gaps.model import END_NS, GLOBAL_TID, NAME, START_NS
+
+BLOCKED_COLUMNS = [STEP_ID, STAGE, NAME, "duration_ns"]
+
+
+def find_blocked_host_time(analysis: Analysis, os_calls: pd.DataFrame) -> pd.DataFrame:
+    """Per (analysed step, stage, OS call name): idle host ns spent inside that OS call.
+
+    The stage is the one open on the step thread where each overlap starts. Nested OS
+    calls count once, for the outermost.
+    """
+    steps = analysis.steps[~analysis.steps[IS_WARMUP]]
+    if os_calls.empty or steps.empty:
+        return pd.DataFrame({c: pd.Series(dtype="int64") for c in BLOCKED_COLUMNS})
+    runs = find_idle_runs_by_cause(analysis.projected_ops, analysis.staged_calls, steps, analysis.stage_map)
+    runs = runs[runs[CAUSE] == IdleCause.HOST.value]
+    runs = runs.join(steps.set_index(STEP_ID)[GLOBAL_TID], on=STEP_ID)
+    pieces = []
+    for tid, thread_runs in runs.groupby(GLOBAL_TID):
+        calls = _outermost(os_calls[os_calls[GLOBAL_TID] == tid])
+        if calls.empty:
+            continue
+        pieces.append(_overlaps(thread_runs, calls).assign(**{GLOBAL_TID: tid}))
+    if not pieces:
+        return pd.DataFrame({c: pd.Series(dtype="int64") for c in BLOCKED_COLUMNS})
+    overlaps = pd.concat(pieces, ignore_index=True)
+    overlaps[STAGE] = stage_at(
+        analysis.stage_map, overlaps[GLOBAL_TID].to_numpy(), overlaps[START_NS].to_numpy()
+    )
+    grouped = overlaps.groupby([STEP_ID, STAGE, NAME], observed=True)["duration_ns"].sum()
+    return grouped.reset_index()[BLOCKED_COLUMNS]
+
+
+def _outermost(calls: pd.DataFrame) -> pd.DataFrame:
+    calls = calls.sort_values([START_NS, END_NS], ascending=[True, False], kind="stable")
+    ends = calls[END_NS].to_numpy()
+    earlier_end = np.maximum.accumulate(np.r_[np.iinfo(np.int64).min, ends])[:-1]
+    return calls[calls[START_NS].to_numpy() >= earlier_end]
+
+
+def _overlaps(runs: pd.DataFrame, calls: pd.DataFrame) -> pd.DataFrame:
+    """Every (run, call) overlap, by sort and search: calls are disjoint and sorted."""
+    call_starts, call_ends = calls[START_NS].to_numpy(), calls[END_NS].to_numpy()
+    run_starts, run_ends = runs[START_NS].to_numpy(), runs[END_NS].to_numpy()
+    first = np.searchsorted(call_ends, run_starts, side="right")
+    last = np.searchsorted(call_starts, run_ends, side="left")
+    counts = np.maximum(last - first, 0)
+    run_index = np.repeat(np.arange(len(runs)), counts)
+    offsets = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
+    call_index = np.repeat(first, counts) + offsets
+    start = np.maximum(run_starts[run_index], call_starts[call_index])
+    end = np.minimum(run_ends[run_index], call_ends[call_index])
+    keep = end > start
+    return pd.DataFrame(
+        {
+            STEP_ID: runs[STEP_ID].to_numpy()[run_index][keep],
+            START_NS: start[keep],
+            "duration_ns": (end - start)[keep],
+            NAME: calls[NAME].to_numpy()[call_index][keep],
+        }
+    )
