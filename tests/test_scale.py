@@ -143,3 +143,21 @@ def test_cutting_real_threads_into_chunks_leaves_the_ledger_unchanged(path: Path
     frames = _chunked_ledgers(path, monkeypatch)
     for i, frame in enumerate(frames[3:]):
         pd.testing.assert_frame_equal(frames[i % 3], frame)
+
+
+def test_progress_is_off_when_quiet_or_when_stderr_is_not_a_terminal(monkeypatch):
+    import io
+    import sys
+
+    from trace_gaps import cli
+
+    monkeypatch.setattr(sys, "stderr", io.StringIO())  # not a terminal
+    with cli.progress(quiet=False) as phase:
+        assert not phase.enabled
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    with cli.progress(quiet=True) as phase:
+        assert not phase.enabled
+    with cli.progress(quiet=False) as phase:
+        assert phase.enabled and phase.status is None  # nothing shown before PROGRESS_DELAY_S
+        phase("reading")
+    assert phase.timer is not None and phase.timer.finished.is_set() and not phase.enabled

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib import resources
@@ -10,6 +11,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.console import Console
+from rich.status import Status
 from matplotlib.figure import Figure
 
 from trace_gaps.analysis.pipeline import AnalysisOptions, analyse_trace
@@ -46,6 +49,62 @@ SkipOpt = Annotated[
 ]
 DepthOpt = Annotated[int, typer.Option("--depth", min=1, max=4, help="Stage depth inside the step.")]
 ProcessOpt = Annotated[int | None, typer.Option("--process", help="Analyse only this pid.")]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress line on stderr.")]
+
+PROGRESS_DELAY_S = 2.0  # runs shorter than this show no progress line
+
+
+class Progress:
+    """A transient status line on stderr naming the phase, once a run has taken PROGRESS_DELAY_S.
+
+    Nothing is shown with --quiet or when stderr is not a terminal (pipes, CI, tests).
+    """
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.phase = ""
+        self.lock = threading.Lock()
+        self.status: Status | None = None
+        self.timer: threading.Timer | None = None
+
+    def start(self) -> None:
+        if not self.enabled:
+            return
+        self.timer = threading.Timer(PROGRESS_DELAY_S, self._show)
+        self.timer.daemon = True
+        self.timer.start()
+
+    def _show(self) -> None:
+        with self.lock:
+            if self.enabled and self.status is None:
+                self.status = Status(self.phase, console=Console(stderr=True))
+                self.status.start()
+
+    def __call__(self, phase: str) -> None:
+        """Name the phase now running."""
+        with self.lock:
+            self.phase = phase
+            if self.status is not None:
+                self.status.update(phase)
+
+    def stop(self) -> None:
+        with self.lock:
+            self.enabled = False
+            if self.timer is not None:
+                self.timer.cancel()
+            if self.status is not None:
+                self.status.stop()
+
+
+@contextmanager
+def progress(quiet: bool) -> Iterator[Progress]:
+    """A Progress for one command; it is cleared when the command ends, however it ends."""
+    shown = Progress(enabled=not quiet and sys.stderr.isatty())
+    shown.start()
+    try:
+        yield shown
+    finally:
+        shown.stop()
 
 
 @contextmanager
@@ -106,15 +165,23 @@ def analyze(
     top: Annotated[int, typer.Option("--top", min=1, help="How many candidates to rank.")] = 10,
     fmt: Annotated[Format, typer.Option("--format", "-f", help="Output format.")] = Format.TEXT,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write here instead of stdout.")] = None,
+    quiet: QuietOpt = False,
 ) -> None:
     """Per-step, per-stage ledger of GPU busy and idle time, and the ranked bottlenecks."""
     with user_errors():
         path = resolve_export(export, demo)
-        with about_file(path):
+        # The progress line is cleared before anything is written.
+        with progress(quiet) as phase, about_file(path):
+            phase(f"reading {path.name}")
             trace = load_trace(path)
             options = AnalysisOptions(step_name=step, skip=skip, depth=depth, process=process)
-            report = build_report(trace, analyse_trace(trace, options), top=top)
-        write_output(RENDERERS[fmt](report), output)
+            phase("analysing steps, stages and the ledger")
+            analysis = analyse_trace(trace, options)
+            phase("ranking candidates")
+            report = build_report(trace, analysis, top=top)
+            phase("rendering")
+            text = RENDERERS[fmt](report)
+        write_output(text, output)
 
 
 @app.command()
