@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -259,8 +261,11 @@ def _process_report(
             wall_ns=_wall_stats(wall),
         ),
         ledger=[
-            LedgerEntry(str(r.stage), str(r.bucket), str(r.cause) or None, int(r.ns_per_step))
-            for r in frames.means.sort_values(["ns_per_step", "stage"], ascending=[False, True]).itertuples()
+            LedgerEntry(str(stage), str(bucket), str(cause) or None, int(ns))
+            for stage, bucket, cause, ns in _rows(
+                frames.means.sort_values(["ns_per_step", "stage"], ascending=[False, True]),
+                "stage", BUCKET, CAUSE, "ns_per_step",
+            )
         ],
         stages=stages,
         candidates=_candidates(
@@ -268,8 +273,10 @@ def _process_report(
         ),
         step_rows=_step_rows(frames, trace_start),
         step_ledger=[
-            StepLedgerEntry(int(r.step_id), str(r.stage), str(r.bucket), str(r.cause) or None, int(r.duration_ns))
-            for r in frames.ledger.itertuples()
+            StepLedgerEntry(int(step_id), str(stage), str(bucket), str(cause) or None, int(ns))
+            for step_id, stage, bucket, cause, ns in _rows(
+                frames.ledger, STEP_ID, "stage", BUCKET, CAUSE, DURATION_NS
+            )
         ],
     )
 
@@ -337,8 +344,10 @@ def _candidates(
     step_index = frames.steps.set_index(STEP_ID)[STEP_INDEX]
     wall_mean = int(round((frames.analysed[END_NS] - frames.analysed[START_NS]).sum() / n)) if n else 0
     candidates = []
-    for row in rank_candidates(frames.means, wall_mean_ns=wall_mean).head(top).itertuples():
-        stage, bucket = str(row.stage), str(row.bucket)
+    ranked = rank_candidates(frames.means, wall_mean_ns=wall_mean).head(top)
+    for rank, stage, bucket, ns_per_step, share in _rows(
+        ranked, "rank", "stage", BUCKET, "ns_per_step", "share"
+    ):
         is_idle = bucket == Bucket.IDLE.value
         summary = by_name.get(stage)
         split = idle_split(frames.means, stage)
@@ -350,21 +359,27 @@ def _candidates(
             syncs_per_step=summary.syncs_per_step if summary else 0.0,
             host_ns_per_launch=host_ns_per_launch(split, launches) if is_idle else None,
             top_kernels=[
-                KernelShare(str(k.name), int(round(k.total_ns / n)), round(k.count / n, 2))
-                for k in frames.kernels[frames.kernels["stage"] == stage].itertuples()
+                KernelShare(str(name), int(round(total / n)), round(count / n, 2))
+                for name, total, count in _rows(
+                    frames.kernels[frames.kernels["stage"] == stage], NAME, "total_ns", "count"
+                )
             ],
             top_api_calls=[
-                CallShare(str(c.name), int(round(c.total / n)), round(c.count / n, 2))
-                for c in frames.api_calls[frames.api_calls["stage"] == stage].head(3).itertuples()
+                CallShare(str(name), int(round(total / n)), round(count / n, 2))
+                for name, total, count in _rows(
+                    frames.api_calls[frames.api_calls["stage"] == stage].head(3), NAME, "total", "count"
+                )
             ],
             longest_gaps=[
-                GapEvidence(int(step_index[g.step_id]), int(g.start_ns - trace_start), int(g.duration), str(g.cause))
-                for g in gaps.itertuples()
+                GapEvidence(int(step_index[step_id]), int(start - trace_start), int(duration), str(cause))
+                for step_id, start, duration, cause in _rows(gaps, STEP_ID, START_NS, "duration", CAUSE)
             ],
             unexpected_calls_per_step=summary.unexpected_calls_per_step if summary else {},
             host_blocked_in=[
-                CallShare(str(c.name), int(round(c.total / n)), round(c.count / n, 2))
-                for c in frames.blocked[frames.blocked["stage"] == stage].head(3).itertuples()
+                CallShare(str(name), int(round(total / n)), round(count / n, 2))
+                for name, total, count in _rows(
+                    frames.blocked[frames.blocked["stage"] == stage].head(3), NAME, "total", "count"
+                )
             ]
             if is_idle
             else [],
@@ -372,12 +387,12 @@ def _candidates(
         facts = _stage_facts(summary, captured_graph, shared_with)
         candidates.append(
             Candidate(
-                rank=int(row.rank),
+                rank=int(rank),
                 stage=stage,
                 bucket=bucket,
-                ns_per_step=int(row.ns_per_step),
-                share=round(float(row.share), 4),
-                verdict=write_verdict(stage, bucket, int(row.ns_per_step), evidence, facts),
+                ns_per_step=int(ns_per_step),
+                share=round(float(share), 4),
+                verdict=write_verdict(stage, bucket, int(ns_per_step), evidence, facts),
                 evidence=evidence,
             )
         )
@@ -388,20 +403,28 @@ def _step_rows(frames: _ProcessFrames, trace_start: int) -> list[StepRow]:
     per_step = frames.ledger.groupby([STEP_ID, BUCKET])[DURATION_NS].sum().unstack(fill_value=0)
     per_step = per_step.reindex(columns=[Bucket.BUSY.value, Bucket.IDLE.value], fill_value=0)
     steps = frames.steps.join(per_step, on=STEP_ID).fillna({Bucket.BUSY.value: 0, Bucket.IDLE.value: 0})
+    columns = (STEP_ID, GLOBAL_TID, STEP_INDEX, START_NS, END_NS, IS_WARMUP, SKIP_REASON)
     return [
         StepRow(
-            step_id=int(s.step_id),
-            thread=int(s.global_tid) & 0xFFFFFF,
-            index=int(s.index),
-            start_offset_ns=int(s.start_ns - trace_start),
-            wall_ns=int(s.end_ns - s.start_ns),
-            is_warmup=bool(s.is_warmup),
-            skip_reason=str(s.skip_reason),
-            busy_ns=int(s.busy),
-            idle_ns=int(s.idle),
+            step_id=int(step_id),
+            thread=int(tid) & 0xFFFFFF,
+            index=int(index),
+            start_offset_ns=int(start - trace_start),
+            wall_ns=int(end - start),
+            is_warmup=bool(is_warmup),
+            skip_reason=str(reason),
+            busy_ns=int(busy),
+            idle_ns=int(idle),
         )
-        for s in steps.itertuples()
+        for step_id, tid, index, start, end, is_warmup, reason, busy, idle in _rows(
+            steps, *columns, Bucket.BUSY.value, Bucket.IDLE.value
+        )
     ]
+
+
+def _rows(frame: pd.DataFrame, *columns: str) -> Iterator[tuple[Any, ...]]:
+    """The given columns of a frame, row by row, as plain Python values."""
+    return zip(*(frame[column].tolist() for column in columns), strict=True)
 
 
 def _wall_stats(wall: np.ndarray) -> WallStats:
@@ -421,7 +444,8 @@ def _per_step(total: float, n: int) -> float:
 
 
 def _stage_summary(stage: str, stats: pd.DataFrame, busy_idle: pd.Series, n: int) -> StageSummary:
-    row = stats.loc[stage] if stage in stats.index else pd.Series(0, index=stats.columns)
+    values = stats.loc[[stage]].to_numpy()[0].tolist() if stage in stats.index else [0] * len(stats.columns)
+    row = dict(zip(map(str, stats.columns), map(int, values), strict=True))
 
     def count(column: str) -> int:
         return int(row.get(column, 0))

@@ -171,10 +171,10 @@ def write_verdict(stage: str, bucket: str, ns_per_step: int, evidence: Evidence,
         blocked = sum(call.ns_per_step for call in evidence.host_blocked_in)
         parts.append(f", {format_duration(host)} of it in host code outside CUDA calls")
         if evidence.host_blocked_in and blocked * 2 >= host:
-            top = evidence.host_blocked_in[0]
+            os_call = evidence.host_blocked_in[0]
             parts.append(
-                f", {format_duration(blocked)} of that blocked in OS calls (mostly {top.name}, "
-                f"{top.count_per_step:g}/step) — the thread is waiting on another thread, process "
+                f", {format_duration(blocked)} of that blocked in OS calls (mostly {os_call.name}, "
+                f"{os_call.count_per_step:g}/step) — the thread is waiting on another thread, process "
                 "or rank, not computing"
             )
         else:

@@ -7,6 +7,7 @@ the launching thread when its launching call started.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import pandas as pd
@@ -68,7 +69,7 @@ def map_stages(range_tree: pd.DataFrame, steps: pd.DataFrame, *, depth: int = 1)
     threads: dict[int, ThreadStages] = {}
     for tid, thread_steps in steps.groupby(GLOBAL_TID):
         per_level = [level[level[GLOBAL_TID] == tid].sort_values(START_NS) for level in levels]
-        threads[int(tid)] = ThreadStages(
+        threads[cast(int, tid)] = ThreadStages(
             step_starts=thread_steps[START_NS].to_numpy(),
             step_ends=thread_steps[END_NS].to_numpy(),
             level_starts=tuple(frame[START_NS].to_numpy() for frame in per_level),

@@ -137,14 +137,11 @@ def whole_process_steps(gpu_ops: pd.DataFrame, api_calls: pd.DataFrame) -> pd.Da
 
 def _number_steps(steps: pd.DataFrame) -> pd.DataFrame:
     steps = steps.sort_values([PID, GLOBAL_TID, START_NS], kind="stable").reset_index(drop=True)
-    return steps.assign(
-        **{
-            STEP_ID: np.arange(len(steps), dtype=np.int64),
-            STEP_INDEX: steps.groupby(GLOBAL_TID).cumcount().astype("int64"),
-            IS_WARMUP: False,
-            SKIP_REASON: "",
-        }
-    )[STEP_COLUMNS]
+    steps[STEP_ID] = np.arange(len(steps), dtype=np.int64)
+    steps[STEP_INDEX] = steps.groupby(GLOBAL_TID).cumcount().astype("int64")
+    steps[IS_WARMUP] = False
+    steps[SKIP_REASON] = ""
+    return steps[STEP_COLUMNS]
 
 
 def _empty_steps() -> pd.DataFrame:

@@ -172,7 +172,7 @@ def _clip_warmup(ax: Axes, wall_ms: np.ndarray, warm: np.ndarray) -> None:
     ax.set_ylim(0, top)
     for x in np.flatnonzero(warm & (wall_ms > top)):
         ax.text(
-            x,
+            float(x),
             top,
             f"{wall_ms[x]:.0f} ms ↑",
             ha="center",
