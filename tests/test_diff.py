@@ -383,3 +383,23 @@ def test_real_eager_vs_graph_sample_traces_show_verify_as_the_top_change():
     assert "verify" in process.buckets[0].stage
     assert "verify" in process.stages[0].stage
     assert process.wall.change_ns < 0
+
+
+def test_a_candidate_whose_buckets_all_stay_within_noise_is_unchanged(export_builder, tmp_path):
+    #   Same workload twice with a few ns of jitter in one step: no candidate grew or shrank.
+    from tests.test_report import report_of
+    from trace_gaps.diff import CandidateStatus, diff_reports
+
+    def run(jitter: int):  # type: ignore[no-untyped-def]
+        b = export_builder()
+        for i in range(8):
+            o = i * 10_000
+            extra = jitter if i == 3 else 0
+            b.range("decode_step", o, o + 9_000).range("fwd", o, o + 9_000)
+            b.launch("k", o + 100, o + 200, o + 300, o + 3_000 + extra)
+        path = b.write(f"run{jitter}.sqlite")
+        return report_of(path, skip=0)
+
+    result = diff_reports(run(0), run(7))
+    statuses = {c.status for c in result.processes[0].candidates}
+    assert statuses == {CandidateStatus.UNCHANGED}

@@ -402,10 +402,14 @@ def _candidate_changes(
     ranks_before = {(c.stage, c.bucket): c.rank for c in before.candidates}
     ranks_after = {(c.stage, c.bucket): c.rank for c in after.candidates}
     totals: dict[tuple[str, str], list[int]] = {}
+    # A candidate moved beyond noise when any of its buckets did (None: no noise estimate).
+    noisy: dict[tuple[str, str], list[bool | None]] = {}
     for b in buckets:
-        total = totals.setdefault((b.stage, b.bucket.split()[0]), [0, 0])
+        key = (b.stage, b.bucket.split()[0])
+        total = totals.setdefault(key, [0, 0])
         total[0] += b.before_ns_per_step
         total[1] += b.after_ns_per_step
+        noisy.setdefault(key, []).append(b.is_beyond_noise)
     changes = []
     for key in sorted(ranks_before.keys() | ranks_after.keys()):
         ns_before, ns_after = totals.get(key, [0, 0])
@@ -413,6 +417,8 @@ def _candidate_changes(
             status = CandidateStatus.VANISHED
         elif key not in ranks_before:
             status = CandidateStatus.APPEARED
+        elif noisy.get(key) and all(flag is False for flag in noisy[key]):
+            status = CandidateStatus.UNCHANGED
         else:
             status = {
                 1: CandidateStatus.GREW,
