@@ -149,14 +149,19 @@ def find_idle_runs_by_cause(
             | (np.diff(idle[STEP_ID].to_numpy()) != 0)
             | (np.diff(idle["cause_code"].to_numpy()) != 0),
         ]
-        grouped = idle.assign(run=np.cumsum(new_run)).groupby("run")
-        thread_runs = grouped.agg(
-            step_id=(STEP_ID, "first"),
-            start_ns=(START_NS, "min"),
-            end_ns=(END_NS, "max"),
-            cause_code=("cause_code", "first"),
+        # Runs are contiguous and in time order: a run starts at its first segment, ends at its last.
+        first = np.flatnonzero(new_run)
+        last = np.r_[first[1:], len(segment)] - 1
+        runs.append(
+            pd.DataFrame(
+                {
+                    STEP_ID: idle[STEP_ID].to_numpy()[first],
+                    START_NS: idle[START_NS].to_numpy()[first],
+                    END_NS: idle[END_NS].to_numpy()[last],
+                    CAUSE: labels[idle["cause_code"].to_numpy()[first]],
+                }
+            )
         )
-        runs.append(thread_runs.assign(cause=labels[thread_runs["cause_code"].to_numpy()]))
     columns = [STEP_ID, START_NS, END_NS, CAUSE]
     if not runs:
         dtypes = {STEP_ID: "int64", START_NS: "int64", END_NS: "int64", CAUSE: "object"}
@@ -176,21 +181,23 @@ def _thread_segments(
         ops = projected_ops[projected_ops[PID] == pid]
         owned = _owned_intervals(ops)
         queued = _queued_intervals(ops)
-        calls = staged_calls.loc[staged_calls[PID] == pid, [GLOBAL_TID, CALL_CATEGORY, START_NS, END_NS]]
+        columns = [GLOBAL_TID, CALL_CATEGORY, START_NS, END_NS]
+        calls = staged_calls.loc[staged_calls[PID] == pid, columns]
         for tid, thread_steps in process_steps.groupby(GLOBAL_TID):
             thread_calls = calls[calls[GLOBAL_TID] == tid]
-            thread = stage_map.threads[int(tid)]
+            thread = stage_map.threads[int(tid)]  # type: ignore[arg-type]
             chunks = _step_chunks(thread_steps, owned[0])
             if len(chunks) == 1:
                 yield _segments(thread_steps, owned, queued, thread_calls, stage_map, thread)
                 continue
-            call_starts, call_ends = thread_calls[START_NS].to_numpy(), thread_calls[END_NS].to_numpy()
+            call_starts = thread_calls[START_NS].to_numpy()
+            call_ends = thread_calls[END_NS].to_numpy()
             for chunk in chunks:
                 # Only what can touch the chunk's window: the segments come out the same.
                 lo, hi = int(chunk[START_NS].min()), int(chunk[END_NS].max())
                 yield _segments(
                     chunk,
-                    _sorted_window(owned, owned[0], lo, hi),
+                    _owned_window(owned, lo, hi),
                     _crossing(queued, lo, hi),
                     thread_calls[_touches(call_starts, call_ends, lo, hi)],
                     stage_map,
@@ -217,10 +224,13 @@ def _step_chunks(steps: pd.DataFrame, owned_starts: np.ndarray) -> list[pd.DataF
 
 def _touches(starts: np.ndarray, ends: np.ndarray, lo: int, hi: int) -> np.ndarray:
     # Either order of start and end, so that even a reversed interval keeps its effect.
-    return (np.minimum(starts, ends) < hi) & (np.maximum(starts, ends) > lo)
+    touches: np.ndarray = (np.minimum(starts, ends) < hi) & (np.maximum(starts, ends) > lo)
+    return touches
 
 
-def _crossing(intervals: tuple[np.ndarray, np.ndarray], lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+def _crossing(
+    intervals: tuple[np.ndarray, np.ndarray], lo: int, hi: int
+) -> tuple[np.ndarray, np.ndarray]:
     keep = _touches(intervals[0], intervals[1], lo, hi)
     return intervals[0][keep], intervals[1][keep]
 
@@ -231,9 +241,11 @@ def _index_window(starts: np.ndarray, lo: int, hi: int) -> slice:
     return slice(first, int(np.searchsorted(starts, hi, side="left")))
 
 
-def _sorted_window(arrays: tuple[np.ndarray, ...], starts: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, ...]:
-    at = _index_window(starts, lo, hi)
-    return tuple(array[at] for array in arrays)
+def _owned_window(
+    owned: tuple[np.ndarray, np.ndarray, np.ndarray], lo: int, hi: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    at = _index_window(owned[0], lo, hi)  # owned intervals are disjoint and sorted by start
+    return owned[0][at], owned[1][at], owned[2][at]
 
 
 def _thread_window(thread: ThreadStages, lo: int, hi: int) -> ThreadStages:

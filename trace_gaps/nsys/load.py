@@ -263,7 +263,8 @@ def _read_frame(connection: sqlite3.Connection, sql: str, dtype: dict[str, str])
     return frame.astype(dtype)
 
 
-ARROW_READER_ENV = "TRACE_GAPS_NO_ARROW"  # set to 1 to read through sqlite3 even when Arrow is there
+# Set to 1 to read through sqlite3 even when the Arrow driver is installed.
+ARROW_READER_ENV = "TRACE_GAPS_NO_ARROW"
 
 
 def _read_frame_arrow(connection: sqlite3.Connection, sql: str) -> pd.DataFrame | None:
@@ -272,17 +273,17 @@ def _read_frame_arrow(connection: sqlite3.Connection, sql: str) -> pd.DataFrame 
         return None
     try:
         import adbc_driver_sqlite.dbapi as adbc_sqlite
-        import pyarrow as pa
+        import pyarrow as pa  # type: ignore[import-untyped]
     except ImportError:
         return None
     database = connection.execute("PRAGMA database_list").fetchone()[2]
     if not database:
         return None
     try:
-        with adbc_sqlite.connect(Path(database).as_uri() + "?mode=ro") as arrow_connection:
-            with arrow_connection.cursor() as cursor:
-                cursor.execute(sql)
-                table = cursor.fetch_arrow_table()
+        uri = Path(database).as_uri() + "?mode=ro"
+        with adbc_sqlite.connect(uri) as arrow_connection, arrow_connection.cursor() as cursor:
+            cursor.execute(sql)
+            table = cursor.fetch_arrow_table()
         for column in table.columns:
             if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
                 column.validate(full=True)  # invalid UTF-8: let sqlite3 decode it with replacement
@@ -293,7 +294,8 @@ def _read_frame_arrow(connection: sqlite3.Connection, sql: str) -> pd.DataFrame 
     if table.num_rows == 0:
         return None  # no rows to infer column types from
     # Hand each column's Arrow memory back as it is converted: the peak stays near one copy.
-    return table.to_pandas(split_blocks=True, self_destruct=True)
+    frame: pd.DataFrame = table.to_pandas(split_blocks=True, self_destruct=True)
+    return frame
 
 
 def _columns(connection: sqlite3.Connection, table: str) -> set[str]:
