@@ -132,17 +132,21 @@ def test_cutting_a_thread_into_chunks_leaves_the_ledger_unchanged(export_builder
     builder.call("cudaDeviceSynchronize", 29_500, 31_000)
     builder.launch("long", 39_000, 39_200, 39_500, 41_500)
     frames = _chunked_ledgers(builder.write(), monkeypatch)
-    whole, parts = frames[:3], frames[3:]
+    # Per chunk size: ledger, gaps and idle runs of build_ledger, then find_idle_runs_by_cause.
+    per_run = len(frames) // 3
+    whole, parts = frames[:per_run], frames[per_run:]
     assert len(whole[0]) > 0
+    pd.testing.assert_frame_equal(whole[2], whole[3])  # one pass or two, the same runs
     for i, frame in enumerate(parts):
-        pd.testing.assert_frame_equal(whole[i % 3], frame)
+        pd.testing.assert_frame_equal(whole[i % per_run], frame)
 
 
 @pytest.mark.parametrize("path", peer_trace_paths(), ids=lambda p: p.name)
 def test_cutting_real_threads_into_chunks_leaves_the_ledger_unchanged(path: Path, monkeypatch):
     frames = _chunked_ledgers(path, monkeypatch)
-    for i, frame in enumerate(frames[3:]):
-        pd.testing.assert_frame_equal(frames[i % 3], frame)
+    per_run = len(frames) // 3
+    for i, frame in enumerate(frames[per_run:]):
+        pd.testing.assert_frame_equal(frames[i % per_run], frame)
 
 
 def test_progress_is_off_when_quiet_or_when_stderr_is_not_a_terminal(monkeypatch):

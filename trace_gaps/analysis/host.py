@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from trace_gaps.analysis.ledger import CAUSE, IdleCause, find_idle_runs_by_cause
+from trace_gaps.analysis.ledger import CAUSE, IdleCause
 from trace_gaps.analysis.pipeline import Analysis
 from trace_gaps.analysis.stages import STAGE, stage_at
 from trace_gaps.analysis.steps import IS_WARMUP, STEP_ID
@@ -32,8 +32,8 @@ def find_blocked_host_time(analysis: Analysis, os_calls: pd.DataFrame) -> pd.Dat
     steps = analysis.steps[~analysis.steps[IS_WARMUP]]
     if os_calls.empty or steps.empty:
         return pd.DataFrame({c: pd.Series(dtype="int64") for c in BLOCKED_COLUMNS})
-    runs = find_idle_runs_by_cause(analysis.projected_ops, analysis.staged_calls, steps, analysis.stage_map)
-    runs = runs[runs[CAUSE] == IdleCause.HOST.value]
+    runs = analysis.idle_runs
+    runs = runs[(runs[CAUSE] == IdleCause.HOST.value) & runs[STEP_ID].isin(steps[STEP_ID])]
     runs = runs.join(steps.set_index(STEP_ID)[GLOBAL_TID], on=STEP_ID)
     pieces = []
     for tid, thread_runs in runs.groupby(GLOBAL_TID):

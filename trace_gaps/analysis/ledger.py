@@ -83,25 +83,29 @@ def build_ledger(
     staged_calls: pd.DataFrame,
     steps: pd.DataFrame,
     stage_map: StageMap,
-) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Return (ledger, gaps) for every step.
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """Return (ledger, gaps, idle_runs) for every step, from one pass over the segments.
 
     ledger: one row per (step, stage, bucket, cause) with its duration; per step the
     durations sum to the step's wall time exactly. gaps: maximal idle runs within one
-    step and stage, with the cause that covers most of each.
+    step and stage, with the cause that covers most of each. idle_runs: the idle time as
+    maximal runs of one cause (see find_idle_runs_by_cause).
     """
     ledgers: list[pd.DataFrame] = []
     gaps: list[pd.DataFrame] = []
+    runs: list[pd.DataFrame] = []
     for segments in _thread_segments(projected_ops, staged_calls, steps, stage_map):
         ledger, thread_gaps = _thread_ledger(segments)
         ledgers.append(ledger)
         gaps.append(thread_gaps)
+        runs.append(_runs_by_cause(segments))
     if not ledgers:
         return (
             pd.DataFrame({c: pd.Series(dtype="int64") for c in LEDGER_COLUMNS}),
             pd.DataFrame({c: pd.Series(dtype="int64") for c in GAP_COLUMNS}),
+            _sorted_runs([]),
         )
-    return pd.concat(ledgers, ignore_index=True), pd.concat(gaps, ignore_index=True)
+    return pd.concat(ledgers, ignore_index=True), pd.concat(gaps, ignore_index=True), _sorted_runs(runs)
 
 
 def _owned_intervals(ops: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -136,37 +140,45 @@ def find_idle_runs_by_cause(
     of build_ledger, a run ends where the cause changes, not where the stage does, so the
     runs of a step sum to its idle time in the ledger and show each cause where it happens.
     """
-    runs: list[pd.DataFrame] = []
-    labels = np.array(["", *(c.value for c in CAUSE_ORDER)], dtype=object)
-    for segments in _thread_segments(projected_ops, staged_calls, steps, stage_map):
-        idle = segments[segments["cause_code"] != _BUSY]
-        if idle.empty:
-            continue
-        segment = idle["segment"].to_numpy()
-        new_run = np.r_[
-            True,
-            (np.diff(segment) != 1)
-            | (np.diff(idle[STEP_ID].to_numpy()) != 0)
-            | (np.diff(idle["cause_code"].to_numpy()) != 0),
-        ]
-        # Runs are contiguous and in time order: a run starts at its first segment, ends at its last.
-        first = np.flatnonzero(new_run)
-        last = np.r_[first[1:], len(segment)] - 1
-        runs.append(
-            pd.DataFrame(
-                {
-                    STEP_ID: idle[STEP_ID].to_numpy()[first],
-                    START_NS: idle[START_NS].to_numpy()[first],
-                    END_NS: idle[END_NS].to_numpy()[last],
-                    CAUSE: labels[idle["cause_code"].to_numpy()[first]],
-                }
-            )
-        )
-    columns = [STEP_ID, START_NS, END_NS, CAUSE]
+    return _sorted_runs(
+        [_runs_by_cause(s) for s in _thread_segments(projected_ops, staged_calls, steps, stage_map)]
+    )
+
+
+_RUN_COLUMNS = [STEP_ID, START_NS, END_NS, CAUSE]
+_CAUSE_LABELS = np.array(["", *(c.value for c in CAUSE_ORDER)], dtype=object)
+
+
+def _runs_by_cause(segments: pd.DataFrame) -> pd.DataFrame:
+    idle = segments[segments["cause_code"] != _BUSY]
+    if idle.empty:
+        return _sorted_runs([])
+    segment = idle["segment"].to_numpy()
+    new_run = np.r_[
+        True,
+        (np.diff(segment) != 1)
+        | (np.diff(idle[STEP_ID].to_numpy()) != 0)
+        | (np.diff(idle["cause_code"].to_numpy()) != 0),
+    ]
+    # Runs are contiguous and in time order: a run starts at its first segment, ends at its last.
+    first = np.flatnonzero(new_run)
+    last = np.r_[first[1:], len(segment)] - 1
+    return pd.DataFrame(
+        {
+            STEP_ID: idle[STEP_ID].to_numpy()[first],
+            START_NS: idle[START_NS].to_numpy()[first],
+            END_NS: idle[END_NS].to_numpy()[last],
+            CAUSE: _CAUSE_LABELS[idle["cause_code"].to_numpy()[first]],
+        }
+    )
+
+
+def _sorted_runs(runs: list[pd.DataFrame]) -> pd.DataFrame:
+    runs = [r for r in runs if not r.empty]
     if not runs:
         dtypes = {STEP_ID: "int64", START_NS: "int64", END_NS: "int64", CAUSE: "object"}
-        return pd.DataFrame({c: pd.Series(dtype=dtypes[c]) for c in columns})
-    found = pd.concat(runs, ignore_index=True)[columns]
+        return pd.DataFrame({c: pd.Series(dtype=dtypes[c]) for c in _RUN_COLUMNS})
+    found = pd.concat(runs, ignore_index=True)[_RUN_COLUMNS]
     return found.sort_values([STEP_ID, START_NS], kind="stable").reset_index(drop=True)
 
 

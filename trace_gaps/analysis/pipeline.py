@@ -44,6 +44,7 @@ class Analysis:
     projected_ops: pd.DataFrame
     ledger: pd.DataFrame
     gaps: pd.DataFrame
+    idle_runs: pd.DataFrame  # idle time as maximal runs of one cause (step_id, start, end, cause)
     stage_stats: pd.DataFrame
     top_kernels: pd.DataFrame
 
@@ -73,7 +74,7 @@ def analyse_trace(trace: Trace, options: AnalysisOptions) -> Analysis:
     staged = stage_calls(api_calls, stage_map)
     projected = project_ops(gpu_ops, staged, stage_map)
     staged = mark_blocking_copies(staged, projected)
-    ledger, gaps = build_ledger(projected, staged, steps, stage_map)
+    ledger, gaps, idle_runs = build_ledger(projected, staged, steps, stage_map)
     return Analysis(
         options=options,
         selection=selection,
@@ -84,6 +85,7 @@ def analyse_trace(trace: Trace, options: AnalysisOptions) -> Analysis:
         projected_ops=projected,
         ledger=ledger,
         gaps=gaps,
+        idle_runs=idle_runs,
         stage_stats=summarise_stages(staged, projected, steps),
         top_kernels=top_kernels(projected, steps),
     )
