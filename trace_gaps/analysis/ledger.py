@@ -109,7 +109,11 @@ def build_ledger(
             pd.DataFrame({c: pd.Series(dtype="int64") for c in GAP_COLUMNS}),
             _sorted_runs([]),
         )
-    return pd.concat(ledgers, ignore_index=True), pd.concat(gaps, ignore_index=True), _sorted_runs(runs)
+    return (
+        pd.concat(ledgers, ignore_index=True),
+        pd.concat(gaps, ignore_index=True),
+        _sorted_runs(runs),
+    )
 
 
 def _owned_intervals(ops: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -160,7 +164,9 @@ def _runs_by_cause(segments: Segments) -> pd.DataFrame:
     segment = idle["segment"]
     new_run = np.r_[
         True,
-        (np.diff(segment) != 1) | (np.diff(idle[STEP_ID]) != 0) | (np.diff(idle["cause_code"]) != 0),
+        (np.diff(segment) != 1)
+        | (np.diff(idle[STEP_ID]) != 0)
+        | (np.diff(idle["cause_code"]) != 0),
     ]
     # Runs are contiguous and in time order: a run starts at its first segment, ends at its last.
     first = np.flatnonzero(new_run)
@@ -204,16 +210,18 @@ def _thread_segments(
             if len(chunks) == 1:
                 yield _segments(thread_steps, owned, queued, thread_calls, stage_map, thread)
                 continue
-            call_starts = thread_calls[START_NS].to_numpy()
-            call_ends = thread_calls[END_NS].to_numpy()
+            call_index = _IntervalIndex(
+                thread_calls[START_NS].to_numpy(), thread_calls[END_NS].to_numpy()
+            )
+            queued_index = _IntervalIndex(*queued)
             for chunk in chunks:
                 # Only what can touch the chunk's window: the segments come out the same.
                 lo, hi = int(chunk[START_NS].min()), int(chunk[END_NS].max())
                 yield _segments(
                     chunk,
                     _owned_window(owned, lo, hi),
-                    _crossing(queued, lo, hi),
-                    thread_calls[_touches(call_starts, call_ends, lo, hi)],
+                    queued_index.crossing(lo, hi),
+                    thread_calls.iloc[call_index.touching(lo, hi)],
                     stage_map,
                     _thread_window(thread, lo, hi),
                 )
@@ -242,11 +250,31 @@ def _touches(starts: np.ndarray, ends: np.ndarray, lo: int, hi: int) -> np.ndarr
     return touches
 
 
-def _crossing(
-    intervals: tuple[np.ndarray, np.ndarray], lo: int, hi: int
-) -> tuple[np.ndarray, np.ndarray]:
-    keep = _touches(intervals[0], intervals[1], lo, hi)
-    return intervals[0][keep], intervals[1][keep]
+class _IntervalIndex:
+    """Intervals sorted once, so that each chunk finds the ones touching it by binary search.
+
+    Sorted by their lower end; the running maximum of their upper end is then sorted too, so
+    every interval before the first whose running maximum passes `lo` ends at or before `lo`.
+    """
+
+    def __init__(self, starts: np.ndarray, ends: np.ndarray) -> None:
+        self.original = (starts, ends)
+        self.order = np.argsort(np.minimum(starts, ends), kind="stable")
+        self.starts, self.ends = starts[self.order], ends[self.order]
+        self.lower = np.minimum(self.starts, self.ends)
+        self.upper_max = np.maximum.accumulate(np.maximum(self.starts, self.ends))
+
+    def touching(self, lo: int, hi: int) -> np.ndarray:
+        """Positions (in the original order, ascending) of the intervals touching [lo, hi)."""
+        first = int(np.searchsorted(self.upper_max, lo, side="right"))
+        last = int(np.searchsorted(self.lower, hi, side="left"))
+        at = first + np.flatnonzero(_touches(self.starts[first:last], self.ends[first:last], lo, hi))
+        return np.sort(self.order[at])
+
+    def crossing(self, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+        """The (starts, ends) of the intervals touching [lo, hi), in the original order."""
+        at = self.touching(lo, hi)
+        return self.original[0][at], self.original[1][at]
 
 
 def _index_window(starts: np.ndarray, lo: int, hi: int) -> slice:
