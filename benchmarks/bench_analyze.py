@@ -51,7 +51,10 @@ def _peak_rss_mb() -> float:
 def _present_tables(path: Path) -> list[str]:
     connection = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)
     try:
-        names = {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        names = {
+            row[0]
+            for row in connection.execute("SELECT name FROM sqlite_master WHERE type='table'")
+        }
     finally:
         connection.close()
     return [table for table in FLOOR_QUERIES if table in names]
@@ -161,7 +164,11 @@ def run_child(kind: str, path: Path, fmt: str) -> dict[str, Any]:
     command = [sys.executable, __file__, "--child", kind, "--format", fmt, str(path)]
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode != 0:
-        return {"error": done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit {done.returncode}"}
+        return {
+            "error": done.stderr.strip().splitlines()[-1]
+            if done.stderr.strip()
+            else f"exit {done.returncode}"
+        }
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
@@ -199,15 +206,22 @@ def format_table(result: dict[str, Any]) -> str:
     lines.append(f"{'measurement':<22} {'time s':>9} {'peak RSS MB':>12}")
     for phase, seconds in analyze.get("phases_s", {}).items():
         lines.append(f"  {phase:<20} {seconds:>9.2f}")
-    for label, key in (("analyze total", "analyze"), ("floor (a) sqlite3", "floor_sqlite3"),
-                       ("floor (b) arrow", "floor_arrow")):
+    for label, key in (
+        ("analyze total", "analyze"),
+        ("floor (a) sqlite3", "floor_sqlite3"),
+        ("floor (b) arrow", "floor_arrow"),
+    ):
         entry = result[key]
         if "total_s" in entry:
             lines.append(f"{label:<22} {entry['total_s']:>9.2f} {entry['peak_rss_mb']:>12.0f}")
         else:
-            lines.append(f"{label:<22} {'-':>9} {'-':>12}  ({entry.get('skipped') or entry.get('error')})")
-    for label, key in (("analyze / floor (a)", "ratio_to_floor_sqlite3"),
-                       ("analyze / floor (b)", "ratio_to_floor_arrow")):
+            lines.append(
+                f"{label:<22} {'-':>9} {'-':>12}  ({entry.get('skipped') or entry.get('error')})"
+            )
+    for label, key in (
+        ("analyze / floor (a)", "ratio_to_floor_sqlite3"),
+        ("analyze / floor (b)", "ratio_to_floor_arrow"),
+    ):
         if key in result:
             lines.append(f"{label:<22} {result[key]:>9.2f}x")
     return "\n".join(lines) + "\n"

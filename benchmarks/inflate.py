@@ -50,7 +50,9 @@ def timed_tables(connection: sqlite3.Connection) -> list[str]:
     ]
 
 
-def span_and_max_correlation(connection: sqlite3.Connection, tables: list[str]) -> tuple[int, int, int]:
+def span_and_max_correlation(
+    connection: sqlite3.Connection, tables: list[str]
+) -> tuple[int, int, int]:
     """(first timed ns, last timed ns, max correlation id) over the given tables."""
     first, last, max_corr = None, None, 0
     for table in tables:
@@ -94,7 +96,9 @@ def _select_expressions(columns: list[tuple[str, int]]) -> list[str]:
     return expressions
 
 
-def inflate(source: Path, output: Path, factor: int, *, gap_ns: int = DEFAULT_GAP_NS) -> dict[str, int]:
+def inflate(
+    source: Path, output: Path, factor: int, *, gap_ns: int = DEFAULT_GAP_NS
+) -> dict[str, int]:
     """Write `output`: `source` with its event rows repeated `factor` times. Returns rows per table."""
     if factor < 1:
         raise ValueError("factor must be >= 1")
@@ -137,7 +141,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("source", type=Path, help="a real nsys SQLite export")
     parser.add_argument("--factor", type=int, required=True, help="how many copies of the rows")
     parser.add_argument("-o", "--output", type=Path, required=True, help="the inflated export")
-    parser.add_argument("--gap-ns", type=int, default=DEFAULT_GAP_NS, help="idle time between copies")
+    parser.add_argument(
+        "--gap-ns", type=int, default=DEFAULT_GAP_NS, help="idle time between copies"
+    )
     args = parser.parse_args(argv)
     started = time.perf_counter()
     counts = inflate(args.source, args.output, args.factor, gap_ns=args.gap_ns)

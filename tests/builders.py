@@ -108,8 +108,19 @@ class ExportBuilder:
         end_global = global_tid(pid, end_tid) if end_tid is not None else None
         return self._add(
             "NVTX_EVENTS",
-            (start_ns, end_ns, event_type, None, None, None, text, global_tid(pid, tid), end_global,
-             text_id, domain_id),
+            (
+                start_ns,
+                end_ns,
+                event_type,
+                None,
+                None,
+                None,
+                text,
+                global_tid(pid, tid),
+                end_global,
+                text_id,
+                domain_id,
+            ),
         )
 
     def call(
@@ -126,7 +137,16 @@ class ExportBuilder:
         correlation = self._correlation(correlation_id)
         return self._add(
             "CUPTI_ACTIVITY_KIND_RUNTIME",
-            (start_ns, end_ns, 0, global_tid(pid, tid), correlation, self.string(f"{name}_v3020"), 0, None),
+            (
+                start_ns,
+                end_ns,
+                0,
+                global_tid(pid, tid),
+                correlation,
+                self.string(f"{name}_v3020"),
+                0,
+                None,
+            ),
         )
 
     def _correlation(self, correlation_id: int | None) -> int:
@@ -152,8 +172,18 @@ class ExportBuilder:
         name_id = self.string(name)
         return self._add(
             "CUPTI_ACTIVITY_KIND_KERNEL",
-            (start_ns, end_ns, device_id, 1, stream_id, correlation_id, pid << 24, name_id, name_id,
-             graph_node_id),
+            (
+                start_ns,
+                end_ns,
+                device_id,
+                1,
+                stream_id,
+                correlation_id,
+                pid << 24,
+                name_id,
+                name_id,
+                graph_node_id,
+            ),
         )
 
     def launch(
@@ -173,7 +203,12 @@ class ExportBuilder:
         correlation = self._correlation(None)
         self.call(api, call_start_ns, call_end_ns, pid=pid, tid=tid, correlation_id=correlation)
         return self.kernel(
-            name, kernel_start_ns, kernel_end_ns, pid=pid, stream_id=stream_id, correlation_id=correlation
+            name,
+            kernel_start_ns,
+            kernel_end_ns,
+            pid=pid,
+            stream_id=stream_id,
+            correlation_id=correlation,
         )
 
     def memcpy(
@@ -181,34 +216,62 @@ class ExportBuilder:
     ) -> ExportBuilder:
         """A memcpy row (copyKind 1 HtoD, 2 DtoH, 8 DtoD)."""
         return self._add(
-            "CUPTI_ACTIVITY_KIND_MEMCPY", (start_ns, end_ns, 0, 1, 7, correlation_id, pid << 24, 1024, copy_kind)
+            "CUPTI_ACTIVITY_KIND_MEMCPY",
+            (start_ns, end_ns, 0, 1, 7, correlation_id, pid << 24, 1024, copy_kind),
         )
 
-    def memset(self, start_ns: int, end_ns: int, *, correlation_id: int, pid: int = PID) -> ExportBuilder:
+    def memset(
+        self, start_ns: int, end_ns: int, *, correlation_id: int, pid: int = PID
+    ) -> ExportBuilder:
         """A memset row."""
-        return self._add("CUPTI_ACTIVITY_KIND_MEMSET", (start_ns, end_ns, 0, 1, 7, correlation_id, pid << 24, 0, 1024))
+        return self._add(
+            "CUPTI_ACTIVITY_KIND_MEMSET",
+            (start_ns, end_ns, 0, 1, 7, correlation_id, pid << 24, 0, 1024),
+        )
 
     def graph_replay(
         self, start_ns: int, end_ns: int, *, correlation_id: int, pid: int = PID, graph_id: int = 1
     ) -> ExportBuilder:
         """A graph-level replay row (--cuda-graph-trace=graph)."""
         return self._add(
-            "CUPTI_ACTIVITY_KIND_GRAPH_TRACE", (start_ns, end_ns, 0, 1, 7, correlation_id, pid << 24, graph_id, 1)
+            "CUPTI_ACTIVITY_KIND_GRAPH_TRACE",
+            (start_ns, end_ns, 0, 1, 7, correlation_id, pid << 24, graph_id, 1),
         )
 
-    def graph_event(self, start_ns: int, *, pid: int = PID, tid: int = TID, graph_id: int = 1) -> ExportBuilder:
+    def graph_event(
+        self, start_ns: int, *, pid: int = PID, tid: int = TID, graph_id: int = 1
+    ) -> ExportBuilder:
         """A CUDA_GRAPH_EVENTS row (graph created or captured)."""
         return self._add(
-            "CUDA_GRAPH_EVENTS", (start_ns, start_ns, 95, global_tid(pid, tid), self.string("graph"), graph_id, None, None)
+            "CUDA_GRAPH_EVENTS",
+            (
+                start_ns,
+                start_ns,
+                95,
+                global_tid(pid, tid),
+                self.string("graph"),
+                graph_id,
+                None,
+                None,
+            ),
         )
 
-    def overhead(self, start_ns: int, end_ns: int, *, pid: int = PID, tid: int = TID) -> ExportBuilder:
+    def overhead(
+        self, start_ns: int, end_ns: int, *, pid: int = PID, tid: int = TID
+    ) -> ExportBuilder:
         """A PROFILER_OVERHEAD row."""
-        return self._add("PROFILER_OVERHEAD", (start_ns, end_ns, global_tid(pid, tid), self.string("CUDA profiling data flush")))
+        return self._add(
+            "PROFILER_OVERHEAD",
+            (start_ns, end_ns, global_tid(pid, tid), self.string("CUDA profiling data flush")),
+        )
 
-    def os_call(self, name: str, start_ns: int, end_ns: int, *, pid: int = PID, tid: int = TID) -> ExportBuilder:
+    def os_call(
+        self, name: str, start_ns: int, end_ns: int, *, pid: int = PID, tid: int = TID
+    ) -> ExportBuilder:
         """An OS runtime call (OSRT_API row, --trace=osrt)."""
-        return self._add("OSRT_API", (start_ns, end_ns, 27, global_tid(pid, tid), self.string(name), 0, 0, None))
+        return self._add(
+            "OSRT_API", (start_ns, end_ns, 27, global_tid(pid, tid), self.string(name), 0, 0, None)
+        )
 
     def thread_name(self, name: str, *, pid: int = PID, tid: int = TID) -> ExportBuilder:
         """A ThreadNames row."""
@@ -228,7 +291,9 @@ class ExportBuilder:
         path = self.directory / name
         path.unlink(missing_ok=True)
         connection = sqlite3.connect(path)
-        self.rows.setdefault("META_DATA_EXPORT", []).insert(0, ("EXPORT_PRODUCT_VERSION", "2025.3.1.90"))
+        self.rows.setdefault("META_DATA_EXPORT", []).insert(
+            0, ("EXPORT_PRODUCT_VERSION", "2025.3.1.90")
+        )
         self.rows.setdefault("PROCESSES", []).append((PID << 24, PID, "python3"))
         self.rows.setdefault("TARGET_INFO_GPU", []).append((0, 0, "NVIDIA H200"))
         tables = [t for t in SCHEMA if (t in ALWAYS or self.rows.get(t)) and t not in self.omit]

@@ -65,8 +65,6 @@ def test_info_lists_ranges_threads_and_row_counts(export_builder):
     assert data["ranges"][0]["name"] == "decode_step"
 
 
-
-
 def test_every_command_and_option_has_help():
     import typer.main
 

@@ -43,8 +43,15 @@ COUNTED = (
 def _counts(path: Path) -> dict[str, int]:
     connection = sqlite3.connect(path)
     try:
-        tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        return {t: connection.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in COUNTED if t in tables}
+        tables = {
+            row[0]
+            for row in connection.execute("SELECT name FROM sqlite_master WHERE type='table'")
+        }
+        return {
+            t: connection.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]
+            for t in COUNTED
+            if t in tables
+        }
     finally:
         connection.close()
 
@@ -78,7 +85,9 @@ def _three_step_export(builder):  # type: ignore[no-untyped-def]
     return builder.write()
 
 
-def test_inflating_three_times_triples_rows_and_steps_and_keeps_the_ledger_whole(export_builder, tmp_path):
+def test_inflating_three_times_triples_rows_and_steps_and_keeps_the_ledger_whole(
+    export_builder, tmp_path
+):
     source = _three_step_export(export_builder())
     big = tmp_path / "big.sqlite"
     inflate(source, big, 3, gap_ns=5_000)

@@ -13,7 +13,9 @@ def ledger_of(path: Path, **options: object) -> dict[tuple[int, str, str, str], 
     analysis = analyse(path, **options)
     names = analysis.stage_map.names
     return {
-        (int(r.step_id), names[int(getattr(r, STAGE))], str(r.bucket), str(r.cause)): int(r.duration_ns)
+        (int(r.step_id), names[int(getattr(r, STAGE))], str(r.bucket), str(r.cause)): int(
+            r.duration_ns
+        )
         for r in analysis.ledger.itertuples()
     }
 
@@ -65,7 +67,9 @@ def test_ledger_sums_to_wall_time_of_every_step(export_builder):
     path = three_steps(export_builder(), body).write()
     analysis = analyse(path, skip=0)
     per_step = analysis.ledger.groupby("step_id")["duration_ns"].sum()
-    walls = (analysis.steps["end_ns"] - analysis.steps["start_ns"]).set_axis(analysis.steps["step_id"])
+    walls = (analysis.steps["end_ns"] - analysis.steps["start_ns"]).set_axis(
+        analysis.steps["step_id"]
+    )
     assert per_step.to_dict() == walls.to_dict()
 
 

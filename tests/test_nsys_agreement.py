@@ -21,7 +21,13 @@ from trace_gaps.analysis.stages import CALL_START_NS, LAUNCH_TID, STAGE
 from trace_gaps.analysis.steps import step_at
 
 STATS = SAMPLE_TRACES / "nsys_stats"
-STAGES = ("draft_forward", "build_tree", "prepare_for_verify", "verify_forward", "accept_sample_commit")
+STAGES = (
+    "draft_forward",
+    "build_tree",
+    "prepare_for_verify",
+    "verify_forward",
+    "accept_sample_commit",
+)
 
 
 def nsys_projection(name: str) -> dict[str, tuple[int, int]]:

@@ -316,7 +316,13 @@ def test_a_towering_warmup_step_is_cut_at_the_analysed_steps_height_and_labelled
         builder.launch("k", start + 1_000, start + 2_000, start + 3_000, start + 500_000)
         start += wall + 100_000
     report = decode_report(builder.write())
-    assert [r.is_warmup for r in report.processes[0].step_rows] == [True, False, False, False, False]
+    assert [r.is_warmup for r in report.processes[0].step_rows] == [
+        True,
+        False,
+        False,
+        False,
+        False,
+    ]
     ax = plot_steps(report).axes[0]
     assert ax.get_ylim()[1] == pytest.approx(1.2 * 1.15)
     assert [t.get_text() for t in ax.texts] == ["10 ms ↑"]

@@ -20,7 +20,9 @@ def eager_and_graph_export(builder, *, eager_launches=30, graph_captured=True): 
     """4 steps of 100 µs: draft 0..40 µs issues many tiny eager kernels; verify 40..100 µs
     replays one graph (node-level: 3 kernels sharing the cudaGraphLaunch correlation id)."""
     if graph_captured:
-        builder.call("cudaStreamBeginCapture", 1, 2).call("cudaGraphInstantiate", 3, 4).graph_event(3)
+        builder.call("cudaStreamBeginCapture", 1, 2).call("cudaGraphInstantiate", 3, 4).graph_event(
+            3
+        )
     for i in range(4):
         o = 1_000_000 + i * 100_000
         builder.range("decode_step", o, o + 100_000)
@@ -59,7 +61,11 @@ def test_ledger_means_sum_to_the_mean_step_wall_time_in_json(export_builder):
     assert process["steps"]["analyzed"] == 4
     assert sum(e["ns_per_step"] for e in process["ledger"]) == process["steps"]["wall_ns"]["mean"]
     assert {e["cause"] for e in process["ledger"] if e["bucket"] == "idle"} <= {
-        "launch", "sync", "queued", "api", "host"
+        "launch",
+        "sync",
+        "queued",
+        "api",
+        "host",
     }
     ranks = [c["rank"] for c in process["candidates"]]
     assert ranks == list(range(1, len(ranks) + 1))
@@ -70,11 +76,19 @@ def test_ledger_means_sum_to_the_mean_step_wall_time_in_json(export_builder):
 def test_verdict_calls_an_eager_stage_launch_bound_and_notes_the_captured_graph(export_builder):
     #   draft: 60 eager launches per 40 µs, GPU mostly idle between them
     report = report_of(eager_and_graph_export(export_builder(), eager_launches=38), skip=0)
-    draft_idle = next(c for c in report.processes[0].candidates if (c.stage, c.bucket) == ("draft", "idle"))
+    draft_idle = next(
+        c for c in report.processes[0].candidates if (c.stage, c.bucket) == ("draft", "idle")
+    )
     assert "launch-bound" in draft_idle.verdict
     assert "38 eager ops/step" in draft_idle.verdict
     assert "although this process captured one" in draft_idle.verdict
-    assert set(draft_idle.evidence.idle_by_cause_ns_per_step) == {"launch", "sync", "queued", "api", "host"}
+    assert set(draft_idle.evidence.idle_by_cause_ns_per_step) == {
+        "launch",
+        "sync",
+        "queued",
+        "api",
+        "host",
+    }
     assert draft_idle.evidence.host_ns_per_launch is not None
 
 
@@ -99,7 +113,9 @@ def test_each_process_gets_its_own_ledger_and_the_slowest_is_named_per_stage(exp
     for pid, length in ((100, 5_000), (200, 8_000)):
         for i in range(3):
             o = i * 10_000
-            b.range("decode_step", o, o + 9_000, pid=pid, tid=pid).range("fwd", o, o + length, pid=pid, tid=pid)
+            b.range("decode_step", o, o + 9_000, pid=pid, tid=pid).range(
+                "fwd", o, o + length, pid=pid, tid=pid
+            )
             b.launch("k", o + 10, o + 20, o + 30, o + 1_000, pid=pid, tid=pid)
     report = report_of(b.write(), skip=0)
     assert [p.pid for p in report.processes] == [100, 200]
@@ -136,6 +152,8 @@ def test_idle_host_time_blocked_in_an_os_call_is_called_waiting_not_computing(ex
         b.os_call("pthread_cond_wait", o + 2_000, o + 9_000)
     top = report_of(b.write(), skip=0).processes[0].candidates[0]
     assert (top.stage, top.bucket) == ("accept", "idle")
-    assert [(c.name, c.ns_per_step) for c in top.evidence.host_blocked_in] == [("pthread_cond_wait", 7_000)]
+    assert [(c.name, c.ns_per_step) for c in top.evidence.host_blocked_in] == [
+        ("pthread_cond_wait", 7_000)
+    ]
     assert "blocked in OS calls (mostly pthread_cond_wait" in top.verdict
     assert "CPU-bound" not in top.verdict

@@ -39,7 +39,11 @@ def check_golden(name: str, text: str, update_golden: bool) -> None:
     assert golden.exists(), f"no golden file {golden}; run pytest --update-golden"
     expected = golden.read_text(encoding="utf-8")
     if expected != text:
-        diff = "\n".join(difflib.unified_diff(expected.splitlines(), text.splitlines(), "golden", "now", lineterm="", n=1))
+        diff = "\n".join(
+            difflib.unified_diff(
+                expected.splitlines(), text.splitlines(), "golden", "now", lineterm="", n=1
+            )
+        )
         pytest.fail(f"{name} changed (run --update-golden if intended):\n{diff[:4000]}")
 
 
@@ -65,7 +69,9 @@ def test_json_report_matches_golden(path: Path, update_golden: bool) -> None:
 def test_every_step_ledger_adds_up_on_real_traces(path: Path) -> None:
     data = json.loads(render_json(sample_report(path)))
     for process in data["processes"]:
-        assert sum(e["ns_per_step"] for e in process["ledger"]) == process["steps"]["wall_ns"]["mean"]
+        assert (
+            sum(e["ns_per_step"] for e in process["ledger"]) == process["steps"]["wall_ns"]["mean"]
+        )
         per_step: dict[int, int] = {}
         for entry in process["step_ledger"]:
             per_step[entry["step_id"]] = per_step.get(entry["step_id"], 0) + entry["duration_ns"]

@@ -40,7 +40,9 @@ def _check(name: str, text: str, update_golden: bool) -> None:
         pytest.skip(f"no golden file {golden.name}; run with --update-golden")
     expected = gzip.decompress(golden.read_bytes()).decode()
     if text != expected:
-        diff = difflib.unified_diff(expected.splitlines(), text.splitlines(), "golden", "now", lineterm="", n=2)
+        diff = difflib.unified_diff(
+            expected.splitlines(), text.splitlines(), "golden", "now", lineterm="", n=2
+        )
         pytest.fail("report JSON changed:\n" + "\n".join(list(diff)[:60]))
 
 
@@ -70,7 +72,9 @@ def _has_arrow_driver() -> bool:
 TRACE_FRAMES = ("gpu_ops", "api_calls", "nvtx_ranges", "threads", "overhead")
 
 
-@pytest.mark.skipif(not _has_arrow_driver(), reason="the `fast` extra (adbc-driver-sqlite, pyarrow) is absent")
+@pytest.mark.skipif(
+    not _has_arrow_driver(), reason="the `fast` extra (adbc-driver-sqlite, pyarrow) is absent"
+)
 @pytest.mark.parametrize("path", peer_trace_paths(), ids=lambda p: p.name)
 def test_the_arrow_reader_loads_the_same_trace_as_sqlite3(
     path: Path, monkeypatch: pytest.MonkeyPatch
@@ -79,7 +83,9 @@ def test_the_arrow_reader_loads_the_same_trace_as_sqlite3(
 
     calls: list[str] = []
     arrow_frame = load._read_frame_arrow
-    monkeypatch.setattr(load, "_read_frame_arrow", lambda c, sql: calls.append(sql) or arrow_frame(c, sql))
+    monkeypatch.setattr(
+        load, "_read_frame_arrow", lambda c, sql: calls.append(sql) or arrow_frame(c, sql)
+    )
     fast = load_trace(path)
     assert calls, "the Arrow reader was not asked"
     monkeypatch.setenv(load.ARROW_READER_ENV, "1")

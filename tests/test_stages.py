@@ -37,7 +37,9 @@ def test_emit_nvtx_decorations_are_dropped_before_grouping(export_builder):
         b.range("aten::add, sizes = [[2, 3], []], input_op_ids = [(1, 0)]", o + 2_000, o + 4_000)
         b.launch("k", o + 10, o + 20, o + 30, o + 40)
 
-    totals = stage_totals(ledger_of(steps_with(export_builder(), body), skip=0, step_name="decode_step"))
+    totals = stage_totals(
+        ledger_of(steps_with(export_builder(), body), skip=0, step_name="decode_step")
+    )
     assert totals["aten::add"] == 3 * 4_000
 
 
@@ -61,7 +63,9 @@ def test_depth_two_names_children_after_their_parent(export_builder):
     assert totals == {"verify/attn": 6_000, "verify": 12_000, "(no stage)": 12_000}
 
 
-def test_an_op_launched_in_one_stage_and_running_in_the_next_is_charged_to_the_first(export_builder):
+def test_an_op_launched_in_one_stage_and_running_in_the_next_is_charged_to_the_first(
+    export_builder,
+):
     #   [prepare 0..1000][verify 1000..10000]; prepare launches k at 100..200, k runs 500..4000
     def body(b, o):  # type: ignore[no-untyped-def]
         b.range("prepare", o, o + 1_000).range("verify", o + 1_000, o + 10_000)

@@ -14,7 +14,9 @@ def test_the_most_frequent_outer_range_with_children_is_the_step(export_builder)
     b = export_builder()
     for i in range(4):
         o = i * 10_000
-        b.range("decode_step", o, o + 9_000).range("draft", o, o + 3_000).range("verify", o + 3_000, o + 9_000)
+        b.range("decode_step", o, o + 9_000).range("draft", o, o + 3_000).range(
+            "verify", o + 3_000, o + 9_000
+        )
         b.range("layer", o + 3_100, o + 3_200).range("layer", o + 3_300, o + 3_400)
     for i in range(9):
         b.range("tick", 50_000 + i * 10, 50_000 + i * 10 + 5)
@@ -31,7 +33,9 @@ def test_pytorch_op_ranges_never_become_the_step(export_builder):
         b.range(f"aten::linear, seq = {i}, op_id = {i}", i * 100, i * 100 + 50)
         b.range("aten::addmm", i * 100 + 10, i * 100 + 40)
     for i in range(3):
-        b.range("decode", 10_000 + i * 1_000, 10_900 + i * 1_000).range("fwd", 10_000 + i * 1_000, 10_500 + i * 1_000)
+        b.range("decode", 10_000 + i * 1_000, 10_900 + i * 1_000).range(
+            "fwd", 10_000 + i * 1_000, 10_500 + i * 1_000
+        )
     b.launch("k", 10_100, 10_200, 10_300, 10_400)
     assert analyse(b.write()).selection.name == "decode"
 
@@ -76,4 +80,7 @@ def test_skip_drops_exactly_the_first_n_steps_of_each_thread(export_builder):
     b.launch("k", 10, 20, 30, 40)
     b.call("cuModuleLoadData", 1_100, 1_200)
     steps = analyse(b.write(), skip=1).steps
-    assert steps.groupby("global_tid")["is_warmup"].apply(list).tolist() == [[True, False, False, False]] * 2
+    assert (
+        steps.groupby("global_tid")["is_warmup"].apply(list).tolist()
+        == [[True, False, False, False]] * 2
+    )

@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from matplotlib.figure import Figure
 from rich.console import Console
 from rich.status import Status
-from matplotlib.figure import Figure
 
 from trace_gaps.analysis.pipeline import AnalysisOptions, analyse_trace
 from trace_gaps.bundle import BUNDLE_VIEWS, build_provenance, write_bundle
@@ -45,9 +45,13 @@ StepOpt = Annotated[
 ]
 SkipOpt = Annotated[
     int | None,
-    typer.Option("--skip", min=0, help="Drop exactly the first N steps of each thread (default: auto)."),
+    typer.Option(
+        "--skip", min=0, help="Drop exactly the first N steps of each thread (default: auto)."
+    ),
 ]
-DepthOpt = Annotated[int, typer.Option("--depth", min=1, max=4, help="Stage depth inside the step.")]
+DepthOpt = Annotated[
+    int, typer.Option("--depth", min=1, max=4, help="Stage depth inside the step.")
+]
 ProcessOpt = Annotated[int | None, typer.Option("--process", help="Analyse only this pid.")]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress line on stderr.")]
 
@@ -132,7 +136,9 @@ def resolve_export(export: Path | None, demo: bool) -> Path:
     if demo:
         return demo_export()
     if export is None:
-        raise TraceGapsError("no export given. Pass RUN.sqlite (from nsys export --type sqlite) or --demo.")
+        raise TraceGapsError(
+            "no export given. Pass RUN.sqlite (from nsys export --type sqlite) or --demo."
+        )
     nsys = find_nsys()
     if nsys is None or not export.is_file() or not is_report(export):
         return export
@@ -150,21 +156,27 @@ def write_output(text: str, output: Path | None) -> None:
     try:
         output.write_text(text, encoding="utf-8")
     except OSError as error:
-        raise TraceGapsError(f"cannot write {output}: {error.strerror}. Choose another -o path.") from error
+        raise TraceGapsError(
+            f"cannot write {output}: {error.strerror}. Choose another -o path."
+        ) from error
     typer.echo(f"wrote {output}", err=True)
 
 
 @app.command()
 def analyze(
     export: ExportArg = None,
-    demo: Annotated[bool, typer.Option("--demo", help="Analyse the sample trace shipped with trace-gaps.")] = False,
+    demo: Annotated[
+        bool, typer.Option("--demo", help="Analyse the sample trace shipped with trace-gaps.")
+    ] = False,
     step: StepOpt = None,
     skip: SkipOpt = None,
     depth: DepthOpt = 1,
     process: ProcessOpt = None,
     top: Annotated[int, typer.Option("--top", min=1, help="How many candidates to rank.")] = 10,
     fmt: Annotated[Format, typer.Option("--format", "-f", help="Output format.")] = Format.TEXT,
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write here instead of stdout.")] = None,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write here instead of stdout.")
+    ] = None,
     quiet: QuietOpt = False,
 ) -> None:
     """Per-step, per-stage ledger of GPU busy and idle time, and the ranked bottlenecks."""
@@ -187,7 +199,9 @@ def analyze(
 @app.command()
 def info(
     export: ExportArg = None,
-    demo: Annotated[bool, typer.Option("--demo", help="Describe the shipped sample trace.")] = False,
+    demo: Annotated[
+        bool, typer.Option("--demo", help="Describe the shipped sample trace.")
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")] = False,
 ) -> None:
     """What the export holds: versions, capture settings, GPUs, threads, rows, NVTX ranges."""
@@ -225,8 +239,12 @@ def diff(
     process_after: Annotated[int | None, typer.Option(help="The pid in AFTER.")] = None,
     fail_if_slower: Annotated[
         float | None,
-        typer.Option(min=0, metavar="PCT", help="Exit 3 when the step time grew by more "
-                     "than PCT % beyond the noise (the CI's lower bound); for CI gating."),
+        typer.Option(
+            min=0,
+            metavar="PCT",
+            help="Exit 3 when the step time grew by more "
+            "than PCT % beyond the noise (the CI's lower bound); for CI gating.",
+        ),
     ] = None,
     fmt: Annotated[Format, typer.Option("--format", "-f", help="text, md or json.")] = Format.TEXT,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write here.")] = None,
@@ -260,7 +278,9 @@ MedianOpt = Annotated[
 WorstOpt = Annotated[bool, typer.Option("--worst", help="The slowest analysed step.")]
 StepIndexOpt = Annotated[
     int | None,
-    typer.Option("--step-index", min=0, help="The step with this index (from 0, warm-up included)."),
+    typer.Option(
+        "--step-index", min=0, help="The step with this index (from 0, warm-up included)."
+    ),
 ]
 StepsOpt = Annotated[
     str | None, typer.Option("--steps", metavar="A:B", help="Consecutive steps A to B-1.")

@@ -57,7 +57,9 @@ def build_overview(trace: Trace, row_counts: dict[str, int], *, max_ranges: int 
     parent_names = tree[NAME].to_numpy()[tree[PARENT].clip(lower=0).to_numpy()]
     tree = tree.assign(parent_name=pd.Series(parent_names).where(tree[PARENT].to_numpy() >= 0, ""))
     grouped = tree.assign(duration=tree[END_NS] - tree[START_NS]).groupby(NAME)
-    stats = grouped.agg(count=(START_NS, "size"), total_ns=("duration", "sum"), min_depth=(DEPTH, "min"))
+    stats = grouped.agg(
+        count=(START_NS, "size"), total_ns=("duration", "sum"), min_depth=(DEPTH, "min")
+    )
     stats = stats.sort_values(["count", "total_ns"], ascending=False).head(max_ranges)
     ranges = [
         RangeName(
@@ -72,7 +74,11 @@ def build_overview(trace: Trace, row_counts: dict[str, int], *, max_ranges: int 
     calls = trace.api_calls.groupby(GLOBAL_TID).size()
     nvtx = trace.nvtx_ranges.groupby(GLOBAL_TID).size()
     active = sorted(set(calls.index) | set(nvtx.index))
-    names = trace.threads.set_index(GLOBAL_TID)[NAME] if not trace.threads.empty else pd.Series(dtype=object)
+    names = (
+        trace.threads.set_index(GLOBAL_TID)[NAME]
+        if not trace.threads.empty
+        else pd.Series(dtype=object)
+    )
     threads = [
         ThreadInfo(
             pid=(int(t) >> 24) & 0xFFFFFF,
@@ -90,12 +96,13 @@ def build_overview(trace: Trace, row_counts: dict[str, int], *, max_ranges: int 
         nsys_version=info.nsys_version,
         schema_version=info.schema_version,
         graph_trace_mode=info.graph_trace_mode.value,
-        capture_settings=[
-            (k, v) for k, v in info.capture_settings if "ENVIRONMENT" not in k
-        ],
+        capture_settings=[(k, v) for k, v in info.capture_settings if "ENVIRONMENT" not in k],
         gpus=[f"{gpu.device_id}: {gpu.name}" for gpu in info.gpus],
-        processes={str(pid): name for pid, name in sorted(trace.processes.items())
-                   if pid in set(trace.gpu_ops[PID]) | set(trace.api_calls[PID])},
+        processes={
+            str(pid): name
+            for pid, name in sorted(trace.processes.items())
+            if pid in set(trace.gpu_ops[PID]) | set(trace.api_calls[PID])
+        },
         threads=threads,
         row_counts=row_counts,
         ranges=ranges,
@@ -136,5 +143,3 @@ def render_overview_text(overview: Overview) -> str:
 def render_overview_json(overview: Overview) -> str:
     """JSON with the Overview's fields as keys."""
     return json.dumps(dataclasses.asdict(overview), indent=2, ensure_ascii=False) + "\n"
-
-

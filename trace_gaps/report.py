@@ -9,8 +9,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from trace_gaps.analysis.host import find_blocked_host_time
-from trace_gaps.analysis.integrity import integrity_notes
 from trace_gaps.analysis.candidates import (
     CallShare,
     Candidate,
@@ -24,6 +22,8 @@ from trace_gaps.analysis.candidates import (
     round_per_step,
     write_verdict,
 )
+from trace_gaps.analysis.host import find_blocked_host_time
+from trace_gaps.analysis.integrity import integrity_notes
 from trace_gaps.analysis.launches import ExecutionMode, calls_in_analysed_steps, execution_mode
 from trace_gaps.analysis.ledger import BUCKET, CAUSE, DURATION_NS, Bucket
 from trace_gaps.analysis.pipeline import Analysis
@@ -227,7 +227,9 @@ class _ProcessFrames:
     means: pd.DataFrame  # stage, bucket, cause, ns_per_step over analysed steps
     stats: pd.DataFrame  # summarise_stages rows indexed by stage name
     kernels: pd.DataFrame
-    api_calls: pd.DataFrame  # non-launch, non-sync calls in analysed steps: stage, name, total, count
+    api_calls: (
+        pd.DataFrame
+    )  # non-launch, non-sync calls in analysed steps: stage, name, total, count
     gaps: pd.DataFrame
     blocked: pd.DataFrame  # stage, name, total, count: OS calls during idle host time
 
@@ -256,7 +258,9 @@ def _process_report(
             reason=analysis.selection.reason,
             analyzed=n,
             skipped=len(skipped),
-            skip_reasons={str(k): int(v) for k, v in skipped[SKIP_REASON].value_counts().sort_index().items()},
+            skip_reasons={
+                str(k): int(v) for k, v in skipped[SKIP_REASON].value_counts().sort_index().items()
+            },
             threads=int(frames.steps[GLOBAL_TID].nunique()),
             wall_ns=_wall_stats(wall),
         ),
@@ -264,7 +268,10 @@ def _process_report(
             LedgerEntry(str(stage), str(bucket), str(cause) or None, int(ns))
             for stage, bucket, cause, ns in _rows(
                 frames.means.sort_values(["ns_per_step", "stage"], ascending=[False, True]),
-                "stage", BUCKET, CAUSE, "ns_per_step",
+                "stage",
+                BUCKET,
+                CAUSE,
+                "ns_per_step",
             )
         ],
         stages=stages,
@@ -342,7 +349,9 @@ def _candidates(
 ) -> list[Candidate]:
     by_name = {stage.name: stage for stage in stages}
     step_index = frames.steps.set_index(STEP_ID)[STEP_INDEX]
-    wall_mean = int(round((frames.analysed[END_NS] - frames.analysed[START_NS]).sum() / n)) if n else 0
+    wall_mean = (
+        int(round((frames.analysed[END_NS] - frames.analysed[START_NS]).sum() / n)) if n else 0
+    )
     candidates = []
     ranked = rank_candidates(frames.means, wall_mean_ns=wall_mean).head(top)
     for rank, stage, bucket, ns_per_step, share in _rows(
@@ -352,7 +361,11 @@ def _candidates(
         summary = by_name.get(stage)
         split = idle_split(frames.means, stage)
         launches = sum(summary.launches_per_step.values()) if summary else 0.0
-        gaps = frames.gaps[frames.gaps["stage"] == stage].nlargest(3, "duration") if is_idle else frames.gaps.iloc[:0]
+        gaps = (
+            frames.gaps[frames.gaps["stage"] == stage].nlargest(3, "duration")
+            if is_idle
+            else frames.gaps.iloc[:0]
+        )
         evidence = Evidence(
             idle_by_cause_ns_per_step=split if is_idle else {},
             launches_per_step=round(launches, 2),
@@ -367,12 +380,19 @@ def _candidates(
             top_api_calls=[
                 CallShare(str(name), int(round(total / n)), round(count / n, 2))
                 for name, total, count in _rows(
-                    frames.api_calls[frames.api_calls["stage"] == stage].head(3), NAME, "total", "count"
+                    frames.api_calls[frames.api_calls["stage"] == stage].head(3),
+                    NAME,
+                    "total",
+                    "count",
                 )
             ],
             longest_gaps=[
-                GapEvidence(int(step_index[step_id]), int(start - trace_start), int(duration), str(cause))
-                for step_id, start, duration, cause in _rows(gaps, STEP_ID, START_NS, "duration", CAUSE)
+                GapEvidence(
+                    int(step_index[step_id]), int(start - trace_start), int(duration), str(cause)
+                )
+                for step_id, start, duration, cause in _rows(
+                    gaps, STEP_ID, START_NS, "duration", CAUSE
+                )
             ],
             unexpected_calls_per_step=summary.unexpected_calls_per_step if summary else {},
             host_blocked_in=[
@@ -402,7 +422,9 @@ def _candidates(
 def _step_rows(frames: _ProcessFrames, trace_start: int) -> list[StepRow]:
     per_step = frames.ledger.groupby([STEP_ID, BUCKET])[DURATION_NS].sum().unstack(fill_value=0)
     per_step = per_step.reindex(columns=[Bucket.BUSY.value, Bucket.IDLE.value], fill_value=0)
-    steps = frames.steps.join(per_step, on=STEP_ID).fillna({Bucket.BUSY.value: 0, Bucket.IDLE.value: 0})
+    steps = frames.steps.join(per_step, on=STEP_ID).fillna(
+        {Bucket.BUSY.value: 0, Bucket.IDLE.value: 0}
+    )
     columns = (STEP_ID, GLOBAL_TID, STEP_INDEX, START_NS, END_NS, IS_WARMUP, SKIP_REASON)
     return [
         StepRow(
@@ -444,7 +466,11 @@ def _per_step(total: float, n: int) -> float:
 
 
 def _stage_summary(stage: str, stats: pd.DataFrame, busy_idle: pd.Series, n: int) -> StageSummary:
-    values = stats.loc[[stage]].to_numpy()[0].tolist() if stage in stats.index else [0] * len(stats.columns)
+    values = (
+        stats.loc[[stage]].to_numpy()[0].tolist()
+        if stage in stats.index
+        else [0] * len(stats.columns)
+    )
     row = dict(zip(map(str, stats.columns), map(int, values), strict=True))
 
     def count(column: str) -> int:
@@ -473,9 +499,13 @@ def _stage_summary(stage: str, stats: pd.DataFrame, busy_idle: pd.Series, n: int
             "graph_setup": _per_step(count("graph_setups"), n),
         },
         unexpected_ns_per_step=int(
-            round(_per_step(count("module_load_ns") + count("alloc_ns") + count("graph_setup_ns"), n))
+            round(
+                _per_step(count("module_load_ns") + count("alloc_ns") + count("graph_setup_ns"), n)
+            )
         ),
-        ops_per_graph_launch=round(count("graph_ops") / graph_launches, 2) if graph_launches else None,
+        ops_per_graph_launch=round(count("graph_ops") / graph_launches, 2)
+        if graph_launches
+        else None,
     )
 
 

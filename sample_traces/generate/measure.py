@@ -24,13 +24,18 @@ import statistics
 import sys
 from collections import defaultdict
 
-SYNC = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaStreamWaitEvent")
+SYNC = (
+    "cudaStreamSynchronize",
+    "cudaDeviceSynchronize",
+    "cudaEventSynchronize",
+    "cudaStreamWaitEvent",
+)
 LOADS = ("cuLibraryLoad", "cuModuleLoad")
 
 
 def base(name):
     i = name.rfind("_v")
-    return name[:i] if i > 0 and name[i + 2:].isdigit() else name
+    return name[:i] if i > 0 and name[i + 2 :].isdigit() else name
 
 
 def tables(c):
@@ -53,17 +58,28 @@ def measure(path, skip, step_name="decode_step"):
         ranges[tid].append((s, e, text if text is not None else strings.get(tid_, "")))
     out = {"file": os.path.basename(path), "bytes": os.path.getsize(path), "procs": []}
 
-    rt = c.execute("select start, end, globalTid, correlationId, nameId from CUPTI_ACTIVITY_KIND_RUNTIME").fetchall()
+    rt = c.execute(
+        "select start, end, globalTid, correlationId, nameId from CUPTI_ACTIVITY_KIND_RUNTIME"
+    ).fetchall()
     ops = []
-    for t, kind in (("CUPTI_ACTIVITY_KIND_KERNEL", "kernel"), ("CUPTI_ACTIVITY_KIND_MEMCPY", "memcpy"),
-                    ("CUPTI_ACTIVITY_KIND_MEMSET", "memset")):
+    for t, kind in (
+        ("CUPTI_ACTIVITY_KIND_KERNEL", "kernel"),
+        ("CUPTI_ACTIVITY_KIND_MEMCPY", "memcpy"),
+        ("CUPTI_ACTIVITY_KIND_MEMSET", "memset"),
+    ):
         if t in tabs:
             gcol = "graphNodeId" if kind == "kernel" else "NULL"
-            ops += [(s, e, gp, corr, kind, g) for s, e, gp, corr, g in
-                    c.execute(f"select start, end, globalPid, correlationId, {gcol} from {t}")]
+            ops += [
+                (s, e, gp, corr, kind, g)
+                for s, e, gp, corr, g in c.execute(
+                    f"select start, end, globalPid, correlationId, {gcol} from {t}"
+                )
+            ]
     graph_trace = []
     if "CUPTI_ACTIVITY_KIND_GRAPH_TRACE" in tabs:
-        graph_trace = c.execute("select start, end, globalPid, correlationId from CUPTI_ACTIVITY_KIND_GRAPH_TRACE").fetchall()
+        graph_trace = c.execute(
+            "select start, end, globalPid, correlationId from CUPTI_ACTIVITY_KIND_GRAPH_TRACE"
+        ).fetchall()
     out["graph_trace_rows"] = len(graph_trace)
     out["kernels"] = sum(1 for o in ops if o[4] == "kernel")
     out["runtime_rows"] = len(rt)
@@ -152,7 +168,9 @@ def measure(path, skip, step_name="decode_step"):
                     per[(i, st)]["graph_replays"] += 1
                     per[(i, st)]["gpu_ns"] += e - s
         # GPU busy per step: union of op intervals of this process clipped to the step
-        iv = sorted((s, e) for s, e, *_ in proc_ops) + sorted((s, e) for s, e, gp, _ in graph_trace if pid_of(gp) == pid)
+        iv = sorted((s, e) for s, e, *_ in proc_ops) + sorted(
+            (s, e) for s, e, gp, _ in graph_trace if pid_of(gp) == pid
+        )
         iv.sort()
         ivs = [s for s, _ in iv]
         busy = []
@@ -185,22 +203,56 @@ def measure(path, skip, step_name="decode_step"):
             w = []
             for i in meas:
                 w.append(sum(e - s for s, e, nn in stages.get(i, []) if nn == n))
-            keys = ("gpu_ns", "launch_ns", "sync_ns", "kernels", "launch_calls", "cudaLaunchKernel", "cudaGraphLaunch", "graph_kernels", "graph_replays",
-                    "memcpys", "memsets", "sync", "loads", "api")
+            keys = (
+                "gpu_ns",
+                "launch_ns",
+                "sync_ns",
+                "kernels",
+                "launch_calls",
+                "cudaLaunchKernel",
+                "cudaGraphLaunch",
+                "graph_kernels",
+                "graph_replays",
+                "memcpys",
+                "memsets",
+                "sync",
+                "loads",
+                "api",
+            )
             avg = {k: sum(per[(i, n)][k] for i in meas) / len(meas) for k in keys}
             if n == "(outside stages)" and not any(avg.values()):
                 continue
-            stage_rows.append(dict(stage=n, wall_ms=median(w) / 1e6 if n != "(outside stages)" else None, **avg))
-        warm = [dict(step=i, wall_ms=(steps[i][1] - steps[i][0]) / 1e6,
-                     loads=sum(per[(i, n)]["loads"] for n in stage_names + ["(outside stages)"]),
-                     load_ms=sum(per[(i, n)]["load_ns"] for n in stage_names + ["(outside stages)"]) / 1e6)
-                for i in range(min(skip, len(steps)))]
-        loads_meas = sum(per[(i, n)]["loads"] for i in meas for n in stage_names + ["(outside stages)"])
-        out["procs"].append(dict(
-            pid=pid, tid=tid & 0xFFFFFF, steps=len(steps), measured=len(meas),
-            step_ms_median=median(walls) / 1e6, step_ms_min=min(walls) / 1e6, step_ms_max=max(walls) / 1e6,
-            gpu_busy_pct=100.0 * sum(busy[i] for i in meas) / max(1, sum(walls)),
-            warmup=warm, loads_in_measured=loads_meas, stages=stage_rows))
+            stage_rows.append(
+                dict(stage=n, wall_ms=median(w) / 1e6 if n != "(outside stages)" else None, **avg)
+            )
+        warm = [
+            dict(
+                step=i,
+                wall_ms=(steps[i][1] - steps[i][0]) / 1e6,
+                loads=sum(per[(i, n)]["loads"] for n in stage_names + ["(outside stages)"]),
+                load_ms=sum(per[(i, n)]["load_ns"] for n in stage_names + ["(outside stages)"])
+                / 1e6,
+            )
+            for i in range(min(skip, len(steps)))
+        ]
+        loads_meas = sum(
+            per[(i, n)]["loads"] for i in meas for n in stage_names + ["(outside stages)"]
+        )
+        out["procs"].append(
+            dict(
+                pid=pid,
+                tid=tid & 0xFFFFFF,
+                steps=len(steps),
+                measured=len(meas),
+                step_ms_median=median(walls) / 1e6,
+                step_ms_min=min(walls) / 1e6,
+                step_ms_max=max(walls) / 1e6,
+                gpu_busy_pct=100.0 * sum(busy[i] for i in meas) / max(1, sum(walls)),
+                warmup=warm,
+                loads_in_measured=loads_meas,
+                stages=stage_rows,
+            )
+        )
     return out
 
 
@@ -214,30 +266,49 @@ def fmt(x, nd=1):
 
 def print_md(res):
     for r in res:
-        print(f"### {r['file']} ({r['bytes'] / 1e6:.2f} MB; {r['kernels']} kernel rows, "
-              f"{r['runtime_rows']} runtime rows, {r['graph_trace_rows']} graph-trace rows)\n")
+        print(
+            f"### {r['file']} ({r['bytes'] / 1e6:.2f} MB; {r['kernels']} kernel rows, "
+            f"{r['runtime_rows']} runtime rows, {r['graph_trace_rows']} graph-trace rows)\n"
+        )
         for p in r["procs"]:
-            print(f"pid {p['pid']}: {p['steps']} steps ({p['measured']} measured); step wall median "
-                  f"{p['step_ms_median']:.2f} ms (min {p['step_ms_min']:.2f}, max {p['step_ms_max']:.2f}); "
-                  f"GPU busy {p['gpu_busy_pct']:.0f}% of measured step time; library/module loads in "
-                  f"measured steps: {p['loads_in_measured']}")
-            print("warm-up: " + "; ".join(f"step {w['step']}: {w['wall_ms']:.1f} ms, {w['loads']} loads "
-                                         f"({w['load_ms']:.1f} ms)" for w in p["warmup"]) + "\n")
-            print("| stage | wall ms (median) | GPU ms | in launch calls ms | in sync calls ms | kernels | launch calls | "
-                  "cudaLaunchKernel | cudaGraphLaunch | graph kernels | graph replays | memcpy | memset | sync calls | "
-                  "loads | CUDA API calls |")
-            print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+            print(
+                f"pid {p['pid']}: {p['steps']} steps ({p['measured']} measured); step wall median "
+                f"{p['step_ms_median']:.2f} ms (min {p['step_ms_min']:.2f}, max {p['step_ms_max']:.2f}); "
+                f"GPU busy {p['gpu_busy_pct']:.0f}% of measured step time; library/module loads in "
+                f"measured steps: {p['loads_in_measured']}"
+            )
+            print(
+                "warm-up: "
+                + "; ".join(
+                    f"step {w['step']}: {w['wall_ms']:.1f} ms, {w['loads']} loads "
+                    f"({w['load_ms']:.1f} ms)"
+                    for w in p["warmup"]
+                )
+                + "\n"
+            )
+            print(
+                "| stage | wall ms (median) | GPU ms | in launch calls ms | in sync calls ms | kernels | launch calls | "
+                "cudaLaunchKernel | cudaGraphLaunch | graph kernels | graph replays | memcpy | memset | sync calls | "
+                "loads | CUDA API calls |"
+            )
+            print(
+                "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+            )
             for s in p["stages"]:
-                print(f"| {s['stage']} | {fmt(s['wall_ms'], 2)} | {fmt(s['gpu_ns'] / 1e6, 2)} | "
-                      f"{fmt(s['launch_ns'] / 1e6, 2)} | {fmt(s['sync_ns'] / 1e6, 2)} | {fmt(s['kernels'])} | "
-                      f"{fmt(s['launch_calls'])} | {fmt(s['cudaLaunchKernel'])} | "
-                      f"{fmt(s['cudaGraphLaunch'])} | {fmt(s['graph_kernels'])} | {fmt(s['graph_replays'])} | "
-                      f"{fmt(s['memcpys'])} | {fmt(s['memsets'])} | {fmt(s['sync'])} | {fmt(s['loads'])} | {fmt(s['api'])} |")
+                print(
+                    f"| {s['stage']} | {fmt(s['wall_ms'], 2)} | {fmt(s['gpu_ns'] / 1e6, 2)} | "
+                    f"{fmt(s['launch_ns'] / 1e6, 2)} | {fmt(s['sync_ns'] / 1e6, 2)} | {fmt(s['kernels'])} | "
+                    f"{fmt(s['launch_calls'])} | {fmt(s['cudaLaunchKernel'])} | "
+                    f"{fmt(s['cudaGraphLaunch'])} | {fmt(s['graph_kernels'])} | {fmt(s['graph_replays'])} | "
+                    f"{fmt(s['memcpys'])} | {fmt(s['memsets'])} | {fmt(s['sync'])} | {fmt(s['loads'])} | {fmt(s['api'])} |"
+                )
             print()
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("files", nargs="+")
     ap.add_argument("--skip", type=int, default=3)
     ap.add_argument("--md", action="store_true", help="Markdown tables (default: JSON)")
@@ -247,6 +318,7 @@ def main():
         print_md(res)
     else:
         import json
+
         json.dump(res, sys.stdout, indent=1)
         print()
 

@@ -14,7 +14,9 @@ import sys
 
 def scrub(path: str) -> int:
     connection = sqlite3.connect(path)
-    tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    tables = {
+        row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+    }
     removed = 0
     if "META_DATA_CAPTURE" in tables:
         removed += connection.execute(

@@ -54,8 +54,12 @@ def _launch_ranks():
         return
     env = dict(os.environ)
     env.setdefault("GLOO_SOCKET_IFNAME", "lo")
-    procs = [subprocess.Popen([sys.executable, os.path.abspath(__file__)] + argv + ["--rank", str(r)], env=env)
-             for r in range(2)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, os.path.abspath(__file__)] + argv + ["--rank", str(r)], env=env
+        )
+        for r in range(2)
+    ]
     rcs = [p.wait() for p in procs]
     sys.exit(f"rank exit codes {rcs}" if any(rcs) else 0)
 
@@ -106,8 +110,20 @@ class Decoder:
     ``cache[layer, k/v, head, slot, head_dim]``.
     """
 
-    def __init__(self, n_layers, d_model, n_heads, d_ff, vocab, max_slots, device, dtype,
-                 embed=None, gen=None, layer_scale=1.0):
+    def __init__(
+        self,
+        n_layers,
+        d_model,
+        n_heads,
+        d_ff,
+        vocab,
+        max_slots,
+        device,
+        dtype,
+        embed=None,
+        gen=None,
+        layer_scale=1.0,
+    ):
         self.n_layers, self.d, self.h = n_layers, d_model, n_heads
         self.hd = d_model // n_heads
         self.max_slots = max_slots
@@ -125,22 +141,28 @@ class Decoder:
         s_ff = 1.0 / math.sqrt(d_ff)
         self.layers = []
         for _ in range(n_layers):
-            self.layers.append(dict(
-                ln1=torch.ones(d_model, device=device, dtype=dtype),
-                wqkv=w(d_model, 3 * d_model, std=s_in),
-                wo=w(d_model, d_model, std=s_in * layer_scale),
-                ln2=torch.ones(d_model, device=device, dtype=dtype),
-                wgu=w(d_model, 2 * d_ff, std=s_in),
-                wdown=w(d_ff, d_model, std=s_ff * layer_scale),
-            ))
+            self.layers.append(
+                dict(
+                    ln1=torch.ones(d_model, device=device, dtype=dtype),
+                    wqkv=w(d_model, 3 * d_model, std=s_in),
+                    wo=w(d_model, d_model, std=s_in * layer_scale),
+                    ln2=torch.ones(d_model, device=device, dtype=dtype),
+                    wgu=w(d_model, 2 * d_ff, std=s_in),
+                    wdown=w(d_ff, d_model, std=s_ff * layer_scale),
+                )
+            )
         self.lnf = torch.ones(d_model, device=device, dtype=dtype)
         # rotary tables
-        inv = 1.0 / (10000 ** (torch.arange(0, self.hd, 2, dtype=torch.float32, device=device) / self.hd))
+        inv = 1.0 / (
+            10000 ** (torch.arange(0, self.hd, 2, dtype=torch.float32, device=device) / self.hd)
+        )
         ang = torch.arange(max_slots, dtype=torch.float32, device=device)[:, None] * inv[None, :]
         self.cos = torch.cat([ang.cos(), ang.cos()], -1).to(device=device, dtype=dtype)
         self.sin = torch.cat([ang.sin(), ang.sin()], -1).to(device=device, dtype=dtype)
         # KV cache; filled with random values standing in for an already prefilled prompt
-        self.cache = torch.empty(n_layers, 2, n_heads, max_slots, self.hd, device=device, dtype=dtype)
+        self.cache = torch.empty(
+            n_layers, 2, n_heads, max_slots, self.hd, device=device, dtype=dtype
+        )
         chunk = 65536
         for s in range(0, max_slots, chunk):
             e = min(max_slots, s + chunk)
@@ -156,7 +178,9 @@ class Decoder:
         The tree-masked verify attention has one fixed shape and is left to PyTorch.
         """
         if mask is None and self.pin_decode_sdpa:
-            return sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH])
+            return sdpa_kernel(
+                [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
+            )
         return contextlib.nullcontext()
 
     @staticmethod
@@ -195,7 +219,11 @@ class Decoder:
             vc.index_copy_(1, slots, v.transpose(0, 1))
             with self.sdpa_ctx(mask):
                 o = F.scaled_dot_product_attention(
-                    q.transpose(0, 1)[None], kc[None, :, :kv_len], vc[None, :, :kv_len], attn_mask=mask)
+                    q.transpose(0, 1)[None],
+                    kc[None, :, :kv_len],
+                    vc[None, :, :kv_len],
+                    attn_mask=mask,
+                )
             o = o[0].transpose(0, 1).reshape(T, self.d)
             x = x + o @ L["wo"]
             h = self.rmsnorm(x, L["ln2"])
@@ -257,8 +285,11 @@ class VerifyRunner:
                 self.graph.replay()
                 return self.s_out
             if not self.warned and self.device.type == "cuda":
-                print(f"[verify] graph captured for {self.captured_n} tokens, tree has "
-                      f"{tok.shape[0]}: running eagerly", file=sys.stderr)
+                print(
+                    f"[verify] graph captured for {self.captured_n} tokens, tree has "
+                    f"{tok.shape[0]}: running eagerly",
+                    file=sys.stderr,
+                )
                 self.warned = True
         return self.t.forward(tok, pos, slot, S, mask)
 
@@ -317,8 +348,18 @@ def children_of(parents):
 
 # --------------------------------------------------------------------------- loops
 def make_target(args, device, dtype, gen):
-    t = Decoder(args.target_layers, args.d_model, args.n_heads, args.d_ff, args.vocab,
-                args.max_len, device, dtype, gen=gen, layer_scale=args.layer_scale)
+    t = Decoder(
+        args.target_layers,
+        args.d_model,
+        args.n_heads,
+        args.d_ff,
+        args.vocab,
+        args.max_len,
+        device,
+        dtype,
+        gen=gen,
+        layer_scale=args.layer_scale,
+    )
     t.pin_decode_sdpa = args.sdpa == "pinned"
     return t
 
@@ -327,12 +368,26 @@ def run_spec(args, device, dtype, nv):
     gen = torch.Generator(device=device).manual_seed(args.seed)
     target = make_target(args, device, dtype, gen)
     draft_prefix = args.draft_ctx  # extra context the draft attends to (long in spec_longctx_draft)
-    draft = Decoder(args.draft_layers, args.d_model, args.n_heads, args.d_ff, args.vocab,
-                    draft_prefix + args.max_len, device, dtype, embed=target.embed, gen=gen,
-                    layer_scale=args.layer_scale)
+    draft = Decoder(
+        args.draft_layers,
+        args.d_model,
+        args.n_heads,
+        args.d_ff,
+        args.vocab,
+        draft_prefix + args.max_len,
+        device,
+        dtype,
+        embed=target.embed,
+        gen=gen,
+        layer_scale=args.layer_scale,
+    )
     draft.pin_decode_sdpa = args.sdpa == "pinned"
-    mode = {"spec_graph": "graph", "spec_graph_bypassed": "graph_bypassed",
-            "spec_sync": "graph", "spec_longctx_draft": "graph"}.get(args.scenario, "eager")
+    mode = {
+        "spec_graph": "graph",
+        "spec_graph_bypassed": "graph_bypassed",
+        "spec_sync": "graph",
+        "spec_longctx_draft": "graph",
+    }.get(args.scenario, "eager")
     T = args.tree_nodes
     runner = VerifyRunner(target, T, mode, device)
     S = args.max_len
@@ -350,14 +405,22 @@ def run_spec(args, device, dtype, nv):
     if args.rank is not None:
         import datetime
         import torch.distributed as tdist
+
         try:
-            tdist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{args.port}",
-                                     rank=args.rank, world_size=2,
-                                     timeout=datetime.timedelta(seconds=60))
+            tdist.init_process_group(
+                "gloo",
+                init_method=f"tcp://127.0.0.1:{args.port}",
+                rank=args.rank,
+                world_size=2,
+                timeout=datetime.timedelta(seconds=60),
+            )
             dist = tdist
         except Exception as e:  # keep the trace even without the host barrier
-            print(f"[rank{args.rank}] gloo init failed ({e}); running without the per-step all-reduce",
-                  file=sys.stderr, flush=True)
+            print(
+                f"[rank{args.rank}] gloo init failed ({e}); running without the per-step all-reduce",
+                file=sys.stderr,
+                flush=True,
+            )
 
     cur = args.prompt_len  # committed tokens whose K/V are in slots [0, cur)
     n_total = args.warmup + args.steps
@@ -408,14 +471,16 @@ def run_spec(args, device, dtype, nv):
         dev_meta.copy_(host_meta, non_blocking=True)
         tok_d = dev_meta[:n].clone()
         tok_d[:1] = root
-        pos_d = dev_meta[n:2 * n]
-        slot_d = dev_meta[2 * n:3 * n]
-        anc_d = dev_meta[3 * n:3 * n + n * n].view(n, n).bool()
+        pos_d = dev_meta[n : 2 * n]
+        slot_d = dev_meta[2 * n : 3 * n]
+        anc_d = dev_meta[3 * n : 3 * n + n * n].view(n, n).bool()
         mask.fill_(NEG_INF)
         mask[0, 0, :, :cur] = 0
-        mask[0, 0, :, cur:cur + n] = torch.where(
-            anc_d, torch.zeros((), dtype=dtype, device=device),
-            torch.full((), NEG_INF, dtype=dtype, device=device))
+        mask[0, 0, :, cur : cur + n] = torch.where(
+            anc_d,
+            torch.zeros((), dtype=dtype, device=device),
+            torch.full((), NEG_INF, dtype=dtype, device=device),
+        )
         if sync_heavy:
             # "defensive" validation that a user added: each one is a host sync
             if int(pos_d.max().item()) >= S:
@@ -469,8 +534,12 @@ def run_spec(args, device, dtype, nv):
             path = path[: int(t_acc[0]) + 1]
         # commit: move accepted drafted nodes' K/V from their tree slots to consecutive slots
         if len(path) > 1:
-            src = torch.tensor([cur + j for j in path[1:]], dtype=torch.long).to(device, non_blocking=True)
-            dst = torch.tensor([cur + 1 + i for i in range(len(path) - 1)], dtype=torch.long).to(device, non_blocking=True)
+            src = torch.tensor([cur + j for j in path[1:]], dtype=torch.long).to(
+                device, non_blocking=True
+            )
+            dst = torch.tensor([cur + 1 + i for i in range(len(path) - 1)], dtype=torch.long).to(
+                device, non_blocking=True
+            )
             target.cache.index_copy_(3, dst, target.cache.index_select(3, src))
         root = nxt_tok
         acc = len(path) - 1
@@ -525,17 +594,25 @@ def report(args, wall, accepted, committed):
     meas = sorted(wall[w:]) or [float("nan")]
     med = meas[len(meas) // 2]
     tag = f"rank{args.rank}" if args.rank is not None else args.scenario
-    print(f"[{tag}] steps={len(wall)} warmup={w} host_wall_ms first={[round(x * 1e3, 1) for x in wall[:w + 1]]} "
-          f"measured_median={med * 1e3:.2f} min={meas[0] * 1e3:.2f} max={meas[-1] * 1e3:.2f} "
-          f"committed_tokens={committed}", flush=True)
+    print(
+        f"[{tag}] steps={len(wall)} warmup={w} host_wall_ms first={[round(x * 1e3, 1) for x in wall[: w + 1]]} "
+        f"measured_median={med * 1e3:.2f} min={meas[0] * 1e3:.2f} max={meas[-1] * 1e3:.2f} "
+        f"committed_tokens={committed}",
+        flush=True,
+    )
     if accepted is not None:
         a = accepted[w:] or [0]
-        print(f"[{tag}] accepted_draft_tokens_per_step mean={sum(a) / len(a):.2f} "
-              f"hist={ {k: a.count(k) for k in sorted(set(a))} }", flush=True)
+        print(
+            f"[{tag}] accepted_draft_tokens_per_step mean={sum(a) / len(a):.2f} "
+            f"hist={ {k: a.count(k) for k in sorted(set(a))} }",
+            flush=True,
+        )
 
 
 def parse(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--scenario", choices=SCENARIOS, default="spec_eager")
     ap.add_argument("--steps", type=int, default=30, help="measured steps (after warm-up)")
     ap.add_argument("--warmup", type=int, default=3, help="warm-up steps (traced too)")
@@ -552,13 +629,25 @@ def parse(argv=None):
     ap.add_argument("--draft-depth", type=int, default=4, help="sequential draft passes")
     ap.add_argument("--topk", type=int, default=8)
     ap.add_argument("--tree-nodes", type=int, default=32, help="tree size including its root")
-    ap.add_argument("--draft-ctx", type=int, default=None,
-                    help="extra draft context (default 0; 1048576 in spec_longctx_draft)")
-    ap.add_argument("--sdpa", choices=("pinned", "auto"), default=None,
-                    help="decode attention backend: pinned to flash/efficient (default), or PyTorch's "
-                         "own choice (auto; default in spec_sdpa_recompile)")
-    ap.add_argument("--layer-scale", type=float, default=6.0,
-                    help="scale of the layers' residual writes (sets how often draft and target agree)")
+    ap.add_argument(
+        "--draft-ctx",
+        type=int,
+        default=None,
+        help="extra draft context (default 0; 1048576 in spec_longctx_draft)",
+    )
+    ap.add_argument(
+        "--sdpa",
+        choices=("pinned", "auto"),
+        default=None,
+        help="decode attention backend: pinned to flash/efficient (default), or PyTorch's "
+        "own choice (auto; default in spec_sdpa_recompile)",
+    )
+    ap.add_argument(
+        "--layer-scale",
+        type=float,
+        default=6.0,
+        help="scale of the layers' residual writes (sets how often draft and target agree)",
+    )
     ap.add_argument("--temperature", type=float, default=1.0)
     ap.add_argument("--rank", type=int, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--port", type=int, default=29511, help=argparse.SUPPRESS)
@@ -574,10 +663,11 @@ def main(argv=None):
     args = parse(argv)
     if args.scenario == "spec_two_ranks" and args.rank is None:
         # parent: start two ranks (each its own process and CUDA context on the same GPU)
-        base = [sys.executable, os.path.abspath(__file__)] + (argv if argv is not None else sys.argv[1:])
+        base = [sys.executable, os.path.abspath(__file__)] + (
+            argv if argv is not None else sys.argv[1:]
+        )
         env = dict(os.environ, GLOO_SOCKET_IFNAME=os.environ.get("GLOO_SOCKET_IFNAME", "lo"))
-        procs = [subprocess.Popen(base + ["--rank", str(r)], env=env)
-                 for r in range(2)]
+        procs = [subprocess.Popen(base + ["--rank", str(r)], env=env) for r in range(2)]
         rcs = [p.wait() for p in procs]
         if any(rcs):
             sys.exit(f"rank exit codes {rcs}")
@@ -588,9 +678,12 @@ def main(argv=None):
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
     nv = Nvtx(device.type == "cuda")
     torch.manual_seed(args.seed)
-    print(f"[{args.scenario}{'' if args.rank is None else f' rank{args.rank}'}] torch {torch.__version__} "
-          f"device {torch.cuda.get_device_name(0) if device.type == 'cuda' else 'cpu'} "
-          f"pid {os.getpid()}", flush=True)
+    print(
+        f"[{args.scenario}{'' if args.rank is None else f' rank{args.rank}'}] torch {torch.__version__} "
+        f"device {torch.cuda.get_device_name(0) if device.type == 'cuda' else 'cpu'} "
+        f"pid {os.getpid()}",
+        flush=True,
+    )
     with torch.inference_mode():
         if args.scenario == "plain_decode":
             run_plain(args, device, dtype, nv)

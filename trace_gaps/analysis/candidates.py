@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from trace_gaps.analysis.ledger import BUCKET, CAUSE, CAUSE_ORDER, Bucket, IdleCause
 from trace_gaps.analysis.launches import ExecutionMode
+from trace_gaps.analysis.ledger import BUCKET, CAUSE, CAUSE_ORDER, Bucket, IdleCause
 from trace_gaps.units import format_duration
 
 # A stage issuing at least this many eager launches per step is called launch-heavy.
@@ -107,7 +107,9 @@ def round_per_step(totals: pd.Series, steps: int) -> pd.Series:
 
 def idle_split(ledger_means: pd.DataFrame, stage: str) -> dict[str, int]:
     """Per cause, the idle ns per step charged to a stage (every cause present, zero or not)."""
-    rows = ledger_means[(ledger_means["stage"] == stage) & (ledger_means[BUCKET] == Bucket.IDLE.value)]
+    rows = ledger_means[
+        (ledger_means["stage"] == stage) & (ledger_means[BUCKET] == Bucket.IDLE.value)
+    ]
     by_cause = rows.groupby(CAUSE)["ns_per_step"].sum()
     return {cause.value: int(by_cause.get(cause.value, 0)) for cause in CAUSE_ORDER}
 
@@ -116,12 +118,16 @@ def rank_candidates(ledger_means: pd.DataFrame, *, wall_mean_ns: int) -> pd.Data
     """One row per (stage, bucket) with ns_per_step and share, largest first."""
     grouped = ledger_means.groupby(["stage", BUCKET], sort=False)["ns_per_step"].sum().reset_index()
     grouped = grouped[grouped["ns_per_step"] > 0]
-    grouped = grouped.sort_values(["ns_per_step", "stage", BUCKET], ascending=[False, True, True], kind="stable")
+    grouped = grouped.sort_values(
+        ["ns_per_step", "stage", BUCKET], ascending=[False, True, True], kind="stable"
+    )
     share = grouped["ns_per_step"] / wall_mean_ns if wall_mean_ns else 0.0
     return grouped.assign(share=share, rank=np.arange(1, len(grouped) + 1)).reset_index(drop=True)
 
 
-def write_verdict(stage: str, bucket: str, ns_per_step: int, evidence: Evidence, facts: StageFacts) -> str:
+def write_verdict(
+    stage: str, bucket: str, ns_per_step: int, evidence: Evidence, facts: StageFacts
+) -> str:
     """One line in words: what the candidate is, and the figures that say so."""
     amount = format_duration(ns_per_step)
     if bucket == Bucket.BUSY.value:
@@ -194,12 +200,18 @@ def write_verdict(stage: str, bucket: str, ns_per_step: int, evidence: Evidence,
         )
     elif dominant == IdleCause.API.value:
         calls = evidence.top_api_calls
-        named = f" (mostly {calls[0].name}, {format_duration(calls[0].ns_per_step)}/step)" if calls else ""
+        named = (
+            f" (mostly {calls[0].name}, {format_duration(calls[0].ns_per_step)}/step)"
+            if calls
+            else ""
+        )
         parts.append(
             f", {format_duration(split[IdleCause.API.value])} of it inside non-launch CUDA API calls{named}"
         )
     else:
-        parts.append(f", {format_duration(split[IdleCause.LAUNCH.value])} of it inside launch calls")
+        parts.append(
+            f", {format_duration(split[IdleCause.LAUNCH.value])} of it inside launch calls"
+        )
     if unexpected:
         parts.append(f"; {unexpected}")
     return "".join(parts)
@@ -224,5 +236,3 @@ def host_ns_per_launch(split: dict[str, int], launches_per_step: float) -> int |
     if launches_per_step <= 0:
         return None
     return int(round(split[IdleCause.HOST.value] / launches_per_step))
-
-

@@ -80,7 +80,9 @@ def mark_blocking_copies(staged_calls: pd.DataFrame, projected_ops: pd.DataFrame
     blocking = calls["_op_end"].notna() & (calls["_op_end"] <= calls[END_NS])
     if not blocking.any():
         return staged_calls
-    category = staged_calls[CALL_CATEGORY].astype(str).where(~blocking.to_numpy(), CallCategory.SYNC.value)
+    category = (
+        staged_calls[CALL_CATEGORY].astype(str).where(~blocking.to_numpy(), CallCategory.SYNC.value)
+    )
     return staged_calls.assign(**{CALL_CATEGORY: category.astype("category")})
 
 
@@ -144,7 +146,9 @@ def execution_mode(graph_ops: int, eager_ops: int) -> ExecutionMode:
 def _ops_in_analysed_steps(projected_ops: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
     """Ops whose launching call started inside an analysed step."""
     analysed = steps[~steps[IS_WARMUP]]
-    ids = step_at(analysed, projected_ops[LAUNCH_TID].to_numpy(), projected_ops[CALL_START_NS].to_numpy())
+    ids = step_at(
+        analysed, projected_ops[LAUNCH_TID].to_numpy(), projected_ops[CALL_START_NS].to_numpy()
+    )
     return projected_ops.assign(**{STEP_ID: ids})[ids >= 0]
 
 
@@ -152,7 +156,9 @@ def top_kernels(projected_ops: pd.DataFrame, steps: pd.DataFrame, *, top: int = 
     """Per (pid, stage): the ops with the most GPU time over analysed steps (total ns, count)."""
     ops = _ops_in_analysed_steps(projected_ops, steps)
     ops = ops.assign(duration=ops[END_NS] - ops[START_NS], name=ops[NAME].astype(str))
-    grouped = ops.groupby([PID, STAGE, NAME]).agg(total_ns=("duration", "sum"), count=("duration", "size"))
+    grouped = ops.groupby([PID, STAGE, NAME]).agg(
+        total_ns=("duration", "sum"), count=("duration", "size")
+    )
     grouped = grouped.reset_index().sort_values(
         [PID, STAGE, "total_ns", NAME], ascending=[True, True, False, True], kind="stable"
     )
@@ -166,4 +172,3 @@ def ops_per_graph_launch(projected_ops: pd.DataFrame) -> float | None:
     if nodes.empty:
         return None
     return float(len(nodes) / nodes.groupby([PID, CORRELATION_ID]).ngroups)
-

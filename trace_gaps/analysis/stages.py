@@ -74,12 +74,16 @@ def map_stages(range_tree: pd.DataFrame, steps: pd.DataFrame, *, depth: int = 1)
             step_ends=thread_steps[END_NS].to_numpy(),
             level_starts=tuple(frame[START_NS].to_numpy() for frame in per_level),
             level_ends=tuple(frame[END_NS].to_numpy() for frame in per_level),
-            level_codes=tuple(frame["label"].map(codes).to_numpy(dtype=np.int64) for frame in per_level),
+            level_codes=tuple(
+                frame["label"].map(codes).to_numpy(dtype=np.int64) for frame in per_level
+            ),
         )
     return StageMap(names=tuple(names), threads=threads)
 
 
-def _stage_levels(range_tree: pd.DataFrame, steps: pd.DataFrame, *, depth: int) -> list[pd.DataFrame]:
+def _stage_levels(
+    range_tree: pd.DataFrame, steps: pd.DataFrame, *, depth: int
+) -> list[pd.DataFrame]:
     nested_steps = steps[steps[RANGE_ROW] >= 0]
     # Level 1: children of step rows; for whole-process steps, top-level ranges inside the window.
     first = range_tree[range_tree[PARENT].isin(nested_steps[RANGE_ROW])]
@@ -93,7 +97,9 @@ def _stage_levels(range_tree: pd.DataFrame, steps: pd.DataFrame, *, depth: int) 
         above = levels[-1]
         below = range_tree[range_tree[PARENT].isin(above.index)]
         labels = above["label"].reindex(below[PARENT].to_numpy()).to_numpy()
-        levels.append(below.assign(label=[f"{a}/{b}" for a, b in zip(labels, below[NAME], strict=True)]))
+        levels.append(
+            below.assign(label=[f"{a}/{b}" for a, b in zip(labels, below[NAME], strict=True)])
+        )
     return [level[[GLOBAL_TID, START_NS, END_NS, "label"]] for level in levels]
 
 
@@ -119,14 +125,20 @@ def thread_stage_at(stage_map: StageMap, thread: ThreadStages, times: np.ndarray
         thread.level_starts, thread.level_ends, thread.level_codes, strict=True
     ):
         at = np.searchsorted(starts, times, side="right") - 1
-        hit = (at >= 0) & (times < ends[np.maximum(at, 0)]) if len(starts) else np.zeros(len(times), bool)
+        hit = (
+            (at >= 0) & (times < ends[np.maximum(at, 0)])
+            if len(starts)
+            else np.zeros(len(times), bool)
+        )
         codes = np.where(hit, level_codes[np.maximum(at, 0)] if len(starts) else codes, codes)
     return codes
 
 
 def _inside(starts: np.ndarray, ends: np.ndarray, times: np.ndarray) -> np.ndarray:
     at = np.searchsorted(starts, times, side="right") - 1
-    return (at >= 0) & (times < ends[np.maximum(at, 0)]) if len(starts) else np.zeros(len(times), bool)
+    return (
+        (at >= 0) & (times < ends[np.maximum(at, 0)]) if len(starts) else np.zeros(len(times), bool)
+    )
 
 
 STAGE = "stage"  # stage code (see StageMap.names)
@@ -142,7 +154,9 @@ def stage_calls(api_calls: pd.DataFrame, stage_map: StageMap) -> pd.DataFrame:
     return api_calls.assign(**{STAGE: codes})
 
 
-def project_ops(gpu_ops: pd.DataFrame, staged_calls: pd.DataFrame, stage_map: StageMap) -> pd.DataFrame:
+def project_ops(
+    gpu_ops: pd.DataFrame, staged_calls: pd.DataFrame, stage_map: StageMap
+) -> pd.DataFrame:
     """Join each GPU op to its launching call on (pid, correlation id) and take its stage.
 
     Ops whose call is missing (sliced or interrupted captures) get NO_LAUNCH_CALL and

@@ -29,7 +29,15 @@ MIN_REPEATS = 3
 WARMUP_LENGTH_FACTOR = 3
 
 STEP_COLUMNS = [
-    STEP_ID, PID, GLOBAL_TID, STEP_INDEX, START_NS, END_NS, IS_WARMUP, SKIP_REASON, RANGE_ROW
+    STEP_ID,
+    PID,
+    GLOBAL_TID,
+    STEP_INDEX,
+    START_NS,
+    END_NS,
+    IS_WARMUP,
+    SKIP_REASON,
+    RANGE_ROW,
 ]
 
 
@@ -172,7 +180,9 @@ def mark_warmup(steps: pd.DataFrame, api_calls: pd.DataFrame, *, skip: int | Non
     is_warmup = looks_warm & ~leading
     reasons = np.where(
         is_warmup,
-        np.where(loads > 0, "loads CUDA modules", f"longer than {WARMUP_LENGTH_FACTOR}x the median"),
+        np.where(
+            loads > 0, "loads CUDA modules", f"longer than {WARMUP_LENGTH_FACTOR}x the median"
+        ),
         "",
     )
     return steps.assign(**{IS_WARMUP: is_warmup, SKIP_REASON: reasons})

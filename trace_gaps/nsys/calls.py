@@ -11,7 +11,9 @@ _CATEGORY_PATTERNS: tuple[tuple[CallCategory, re.Pattern[str]], ...] = (
     (CallCategory.LAUNCH_GRAPH, re.compile(r"^(cudaGraphLaunch|cuGraphLaunch)")),
     (
         CallCategory.LAUNCH_KERNEL,
-        re.compile(r"^(cudaLaunchKernel|cudaLaunchCooperativeKernel|cuLaunchKernel|cuLaunchCooperativeKernel)"),
+        re.compile(
+            r"^(cudaLaunchKernel|cudaLaunchCooperativeKernel|cuLaunchKernel|cuLaunchCooperativeKernel)"
+        ),
     ),
     (CallCategory.LAUNCH_MEMCPY, re.compile(r"^(cudaMemcpy\w*Async|cuMemcpy\w*Async)")),
     (CallCategory.LAUNCH_MEMSET, re.compile(r"^(cudaMemset\w*Async|cuMemset\w*Async)")),
@@ -25,19 +27,25 @@ _CATEGORY_PATTERNS: tuple[tuple[CallCategory, re.Pattern[str]], ...] = (
     ),
     (
         CallCategory.MODULE_LOAD,
-        re.compile(r"^(cuModuleLoad|cuLibraryLoad|cuModuleGetFunction|cuLibraryGetKernel"
-                   r"|cudaGetFuncBySymbol|cuKernelGetFunction|cuLinkComplete|nvrtc)"),
+        re.compile(
+            r"^(cuModuleLoad|cuLibraryLoad|cuModuleGetFunction|cuLibraryGetKernel"
+            r"|cudaGetFuncBySymbol|cuKernelGetFunction|cuLinkComplete|nvrtc)"
+        ),
     ),
     (
         CallCategory.ALLOC,
-        re.compile(r"^(cudaMalloc|cuMemAlloc|cudaHostAlloc|cuMemHostAlloc|cuMemCreate"
-                   r"|cudaMallocAsync|cuMemAllocAsync)"),
+        re.compile(
+            r"^(cudaMalloc|cuMemAlloc|cudaHostAlloc|cuMemHostAlloc|cuMemCreate"
+            r"|cudaMallocAsync|cuMemAllocAsync)"
+        ),
     ),
     (
         CallCategory.GRAPH_SETUP,
-        re.compile(r"^(cudaStreamBeginCapture|cudaStreamEndCapture|cudaGraphInstantiate"
-                   r"|cuGraphInstantiate|cuStreamBeginCapture|cuStreamEndCapture"
-                   r"|cudaGraphUpload|cuGraphUpload|cudaGraphExecUpdate|cuGraphExecUpdate)"),
+        re.compile(
+            r"^(cudaStreamBeginCapture|cudaStreamEndCapture|cudaGraphInstantiate"
+            r"|cuGraphInstantiate|cuStreamBeginCapture|cuStreamEndCapture"
+            r"|cudaGraphUpload|cuGraphUpload|cudaGraphExecUpdate|cuGraphExecUpdate)"
+        ),
     ),
 )
 

@@ -107,7 +107,8 @@ def check_is_sqlite(path: Path) -> None:
     """Raise NotAnExportError unless the path is a readable file with SQLite's header."""
     if not path.exists():
         raise NotAnExportError(
-            "does not exist; pass the .sqlite file that `nsys export --type sqlite` wrote", path=path
+            "does not exist; pass the .sqlite file that `nsys export --type sqlite` wrote",
+            path=path,
         )
     if path.is_dir():
         inside = sorted(p.name for p in path.glob("*.sqlite"))[:3]
@@ -233,7 +234,9 @@ def _read_trace(connection: sqlite3.Connection, path: Path, tables: tuple[str, .
         gpus=_read_gpus(connection, tables),
         untimed_events=untimed_ops + untimed_calls,
         unclosed_ranges=unclosed,
-        graph_capture_events=_count(connection, tables, queries.GRAPH_EVENTS_TABLE, queries.GRAPH_EVENT_COUNT),
+        graph_capture_events=_count(
+            connection, tables, queries.GRAPH_EVENTS_TABLE, queries.GRAPH_EVENT_COUNT
+        ),
         sync_rows=_count(connection, tables, queries.SYNC_TABLE, queries.SYNC_COUNT),
         export_settings=export_meta,
         missing_columns=_missing_columns(connection, tables),
@@ -320,7 +323,9 @@ def _drop_untimed(frame: pd.DataFrame) -> tuple[pd.DataFrame, int]:
     return frame.loc[~untimed].reset_index(drop=True), int(untimed.sum())
 
 
-def _read_gpu_ops(connection: sqlite3.Connection, tables: tuple[str, ...]) -> tuple[pd.DataFrame, int]:
+def _read_gpu_ops(
+    connection: sqlite3.Connection, tables: tuple[str, ...]
+) -> tuple[pd.DataFrame, int]:
     parts: list[pd.DataFrame] = []
     if queries.KERNEL_TABLE in tables:
         sql = (
@@ -349,7 +354,9 @@ def _read_gpu_ops(connection: sqlite3.Connection, tables: tuple[str, ...]) -> tu
     return ops[list(GPU_OP_COLUMNS)], untimed
 
 
-def _read_api_calls(connection: sqlite3.Connection, tables: tuple[str, ...]) -> tuple[pd.DataFrame, int]:
+def _read_api_calls(
+    connection: sqlite3.Connection, tables: tuple[str, ...]
+) -> tuple[pd.DataFrame, int]:
     if queries.RUNTIME_TABLE not in tables:
         return empty_frame(API_CALL_COLUMNS), 0
     int_dtypes = {n: d for n, d in API_CALL_COLUMNS.items() if d not in ("category", "object")}
@@ -366,7 +373,9 @@ def _read_api_calls(connection: sqlite3.Connection, tables: tuple[str, ...]) -> 
     return calls[list(API_CALL_COLUMNS)], untimed
 
 
-def _read_nvtx_ranges(connection: sqlite3.Connection, tables: tuple[str, ...]) -> tuple[pd.DataFrame, int]:
+def _read_nvtx_ranges(
+    connection: sqlite3.Connection, tables: tuple[str, ...]
+) -> tuple[pd.DataFrame, int]:
     if queries.NVTX_TABLE not in tables:
         return empty_frame(NVTX_RANGE_COLUMNS), 0
     sql = (

@@ -14,7 +14,13 @@ def render_csv(report: Report) -> str:
     for process in report.processes:
         for entry in process.ledger:
             writer.writerow(
-                [process.pid, entry.stage, entry.bucket, entry.cause or "", entry.ns_per_step,
-                 process.steps.analyzed]
+                [
+                    process.pid,
+                    entry.stage,
+                    entry.bucket,
+                    entry.cause or "",
+                    entry.ns_per_step,
+                    process.steps.analyzed,
+                ]
             )
     return buffer.getvalue()

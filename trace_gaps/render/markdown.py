@@ -58,7 +58,9 @@ def render_markdown(report: Report) -> str:
         out += [escape_markdown(line) + "  " for line in describe_steps(process)] + [""]
         if process.candidates:
             out += ["### Verdict", ""]
-            out += [f"{c.rank}. {escape_markdown(c.verdict)}" for c in process.candidates[:3]] + [""]
+            out += [f"{c.rank}. {escape_markdown(c.verdict)}" for c in process.candidates[:3]] + [
+                ""
+            ]
         out += render_table(candidate_table(process))
         out += render_table(ledger_table(process))
         out += render_table(stage_table(process))
@@ -70,5 +72,9 @@ def render_markdown(report: Report) -> str:
                 out += [f"- {escape_markdown(line)}" for line in lines] + [""]
     out += render_table(slowest_rank_table(report))
     if report.notes:
-        out += ["## Integrity notes", ""] + [f"- {escape_markdown(note)}" for note in report.notes] + [""]
+        out += (
+            ["## Integrity notes", ""]
+            + [f"- {escape_markdown(note)}" for note in report.notes]
+            + [""]
+        )
     return "\n".join(out).rstrip() + "\n"

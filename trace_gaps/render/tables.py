@@ -51,7 +51,7 @@ def describe_steps(process: ProcessReport) -> list[str]:
 
 
 def process_title(process: ProcessReport) -> str:
-    """"Process 834 (python3)"."""
+    """ "Process 834 (python3)"."""
     return f"Process {process.pid}" + (f" ({process.name})" if process.name else "")
 
 
@@ -96,7 +96,9 @@ def ledger_table(process: ProcessReport) -> Table:
         cells = by_stage[stage]
         for key in keys:
             totals[key] += cells.get(key, 0)
-        rows.append([stage, *[format_ms(cells.get(k, 0)) for k in keys], format_ms(sum(cells.values()))])
+        rows.append(
+            [stage, *[format_ms(cells.get(k, 0)) for k in keys], format_ms(sum(cells.values()))]
+        )
     rows.append(["total", *[format_ms(totals[k]) for k in keys], format_ms(sum(totals.values()))])
     return Table(
         title="Step ledger (ms per step; idle split by what the step's thread was doing)",
@@ -133,8 +135,18 @@ def stage_table(process: ProcessReport) -> Table:
     return Table(
         title="Launches per step by stage",
         columns=[
-            "stage", "mode", "kernels", "graphs", "memcpy", "memset", "launch API ms",
-            "queue ms", "syncs", "sync ms", "ops/graph", "unexpected work",
+            "stage",
+            "mode",
+            "kernels",
+            "graphs",
+            "memcpy",
+            "memset",
+            "launch API ms",
+            "queue ms",
+            "syncs",
+            "sync ms",
+            "ops/graph",
+            "unexpected work",
         ],
         align=[LEFT, LEFT, *[RIGHT] * 9, LEFT],
         rows=rows,
@@ -162,7 +174,9 @@ def evidence_lines(process: ProcessReport, *, top: int = 3) -> list[tuple[str, l
                 f"{format_duration(call.ns_per_step)}/step"
             )
         if evidence.host_ns_per_launch is not None and candidate.bucket == Bucket.IDLE.value:
-            lines.append(f"host time between launches: {format_duration(evidence.host_ns_per_launch)} per launch")
+            lines.append(
+                f"host time between launches: {format_duration(evidence.host_ns_per_launch)} per launch"
+            )
         for gap in evidence.longest_gaps:
             lines.append(
                 f"gap of {format_duration(gap.duration_ns)} at +{gap.start_offset_ns / 1e6:.3f} ms "
