@@ -310,8 +310,8 @@ def test_markdown_of_a_hand_built_diff():
 
 ## Process 7 → 9
 
-before: a.sqlite, process 7 (python3), step \\`decode\\_step\\`, 40 analysed (2 warm-up skipped)  
-after: b.sqlite, process 9 (python3), step \\`decode\\_step\\`, 40 analysed (2 warm-up skipped)  
+before: a.sqlite, process 7 (python3), step decode\\_step, 40 analysed (2 warm-up skipped)  
+after: b.sqlite, process 9 (python3), step decode\\_step, 40 analysed (2 warm-up skipped)  
 
 **Step wall time (ms)**
 

@@ -170,7 +170,7 @@ def diff_reports(before: Report, after: Report) -> Diff:
     ]
     names = {d.before.step_name for d in diffs} | {d.after.step_name for d in diffs}
     if len(names) > 1:
-        shown = ", ".join(f"`{n}`" if n else "whole process" for n in sorted(names, key=str))
+        shown = ", ".join(n or "whole process" for n in sorted(names, key=str))
         notes.append(
             f"The two sides use different step ranges ({shown}): compare with --step NAME."
         )

@@ -53,9 +53,9 @@ def table_unit(process: ProcessDiff) -> Unit:
 
 
 def describe_side(label: str, side: Side) -> str:
-    """ "before: run1.sqlite, process 834 (python3), step `decode_step`, 40 analysed (…)"."""
+    """ "before: run1.sqlite, process 834 (python3), step decode_step, 40 analysed (…)"."""
     name = f" ({side.process_name})" if side.process_name else ""
-    step = f"`{side.step_name}`" if side.step_name else "whole process"
+    step = side.step_name or "whole process"
     return (
         f"{label}: {side.file}, process {side.pid}{name}, step {step}, "
         f"{side.steps_analysed} analysed ({side.steps_skipped} warm-up skipped)"
