@@ -27,7 +27,7 @@ from trace_gaps.plot import plot_steps, plot_timeline
 from trace_gaps.render import RENDERERS, Format
 from trace_gaps.render.diff import render_diff
 from trace_gaps.report import Report, build_report
-from trace_gaps.timeline import choose_request
+from trace_gaps.timeline import TimelineRequest, choose_request
 
 app = typer.Typer(
     help="Where does each decode step's time go? Read an Nsight Systems SQLite export and "
@@ -304,6 +304,21 @@ def save_figure(figure: Figure, output: Path) -> None:
     typer.echo(f"wrote {output}", err=True)
 
 
+def load_and_report(
+    path: Path,
+    options: AnalysisOptions,
+    *,
+    top: int = 10,
+    timelines: tuple[TimelineRequest, ...] = (),
+) -> tuple[Trace, Report]:
+    """Load an export and build its Report; errors raised on the way name the file."""
+    with about_file(path):
+        trace = load_trace(path)
+        return trace, build_report(
+            trace, analyse_trace(trace, options), top=top, timelines=timelines
+        )
+
+
 @plot_app.command("timeline")
 def plot_timeline_command(
     output: ImageOpt,
@@ -323,10 +338,8 @@ def plot_timeline_command(
         check_image_path(output)
         request = choose_request(step_index=step_index, steps=steps, worst=worst, median=median)
         path = resolve_export(export, demo)
-        with about_file(path):
-            trace = load_trace(path)
-            options = AnalysisOptions(step_name=step, skip=skip, depth=depth, process=process)
-            report = build_report(trace, analyse_trace(trace, options), timelines=(request,))
+        options = AnalysisOptions(step_name=step, skip=skip, depth=depth, process=process)
+        _, report = load_and_report(path, options, timelines=(request,))
         save_figure(plot_timeline(report), output)
 
 
@@ -344,10 +357,8 @@ def plot_steps_command(
     with user_errors():
         check_image_path(output)
         path = resolve_export(export, demo)
-        with about_file(path):
-            trace = load_trace(path)
-            options = AnalysisOptions(step_name=step, skip=skip, depth=depth, process=process)
-            report = build_report(trace, analyse_trace(trace, options))
+        options = AnalysisOptions(step_name=step, skip=skip, depth=depth, process=process)
+        _, report = load_and_report(path, options)
         save_figure(plot_steps(report), output)
 
 
@@ -365,11 +376,8 @@ def report_command(
     """Write a folder for a bug report: report.md (provenance, pictures), report.json, PNGs."""
     with user_errors():
         path = resolve_export(export, demo)
-        with about_file(path):
-            trace = load_trace(path)
-            options = AnalysisOptions(step_name=step, skip=skip, depth=depth, process=process)
-            analysis = analyse_trace(trace, options)
-            report = build_report(trace, analysis, top=top, timelines=BUNDLE_VIEWS)
-            provenance = build_provenance(trace.info)
+        options = AnalysisOptions(step_name=step, skip=skip, depth=depth, process=process)
+        trace, report = load_and_report(path, options, top=top, timelines=BUNDLE_VIEWS)
+        provenance = build_provenance(trace.info)
         for written in write_bundle(report, provenance, output):
             typer.echo(f"wrote {written}", err=True)
