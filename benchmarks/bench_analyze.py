@@ -132,7 +132,12 @@ def child_analyze(path: Path, fmt: str) -> dict[str, Any]:
         "analyse.steps": ("choose_step_range", "cut_steps", "mark_warmup", "whole_process_steps"),
         "analyse.stages": ("map_stages", "stage_calls", "project_ops"),
         "analyse.ledger": ("build_ledger",),
-        "analyse.launches": ("summarise_stages", "top_kernels"),
+        "analyse.launches": (
+            "mark_blocking_copies",
+            "ops_in_analysed_steps",
+            "summarise_stages",
+            "top_kernels",
+        ),
     }.items():
         for name in names:
             setattr(pipeline, name, timed(phase, getattr(pipeline, name)))

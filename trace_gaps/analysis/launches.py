@@ -14,7 +14,6 @@ from trace_gaps.model import (
     CORRELATION_ID,
     END_NS,
     GLOBAL_TID,
-    GRAPH_NODE_ID,
     NAME,
     PID,
     START_NS,
@@ -94,12 +93,16 @@ def calls_in_analysed_steps(staged_calls: pd.DataFrame, steps: pd.DataFrame) -> 
 
 
 def summarise_stages(
-    staged_calls: pd.DataFrame, projected_ops: pd.DataFrame, steps: pd.DataFrame
+    staged_calls: pd.DataFrame,
+    projected_ops: pd.DataFrame,
+    analysed_ops: pd.DataFrame,
+    steps: pd.DataFrame,
 ) -> pd.DataFrame:
     """Per (pid, stage): launch, queue, sync and unexpected-work totals over analysed steps.
 
     Queue time of a launch = its first op's start - the call's end, when positive (nsys's
-    convention); ops are those of the launch's (pid, correlation id).
+    convention); ops are those of the launch's (pid, correlation id). analysed_ops comes
+    from ops_in_analysed_steps.
     """
     calls = calls_in_analysed_steps(staged_calls, steps)
     calls = calls.assign(duration=calls[END_NS] - calls[START_NS])
@@ -122,10 +125,9 @@ def summarise_stages(
     launches = launches.assign(queue=queue, queued=queue > 0)
     columns["queue_ns"] = launches.groupby(keys)["queue"].sum()
     columns["queued_launches"] = launches.groupby(keys)["queued"].sum()
-    ops = _ops_in_analysed_steps(projected_ops, steps)
-    from_graph = ops[LAUNCH_CATEGORY] == CallCategory.LAUNCH_GRAPH.value
-    columns["graph_ops"] = ops[from_graph].groupby(keys).size()
-    columns["eager_ops"] = ops[~from_graph].groupby(keys).size()
+    from_graph = analysed_ops[LAUNCH_CATEGORY] == CallCategory.LAUNCH_GRAPH.value
+    columns["graph_ops"] = analysed_ops[from_graph].groupby(keys).size()
+    columns["eager_ops"] = analysed_ops[~from_graph].groupby(keys).size()
     stats = pd.DataFrame(columns)
     stats = stats.reindex(columns=STAGE_STAT_COLUMNS).fillna(0).astype("int64")
     stats.index = stats.index.set_names(keys)
@@ -143,7 +145,7 @@ def execution_mode(graph_ops: int, eager_ops: int) -> ExecutionMode:
     return ExecutionMode.NONE
 
 
-def _ops_in_analysed_steps(projected_ops: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
+def ops_in_analysed_steps(projected_ops: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
     """Ops whose launching call started inside an analysed step."""
     analysed = steps[~steps[IS_WARMUP]]
     ids = step_at(
@@ -152,23 +154,16 @@ def _ops_in_analysed_steps(projected_ops: pd.DataFrame, steps: pd.DataFrame) -> 
     return projected_ops.assign(**{STEP_ID: ids})[ids >= 0]
 
 
-def top_kernels(projected_ops: pd.DataFrame, steps: pd.DataFrame, *, top: int = 5) -> pd.DataFrame:
+def top_kernels(analysed_ops: pd.DataFrame, *, top: int = 5) -> pd.DataFrame:
     """Per (pid, stage): the ops with the most GPU time over analysed steps (total ns, count)."""
-    ops = _ops_in_analysed_steps(projected_ops, steps)
-    ops = ops.assign(duration=ops[END_NS] - ops[START_NS], name=ops[NAME].astype(str))
-    grouped = ops.groupby([PID, STAGE, NAME]).agg(
+    ops = analysed_ops.assign(duration=analysed_ops[END_NS] - analysed_ops[START_NS])
+    # Group on the categorical names; only the few result rows become strings.
+    grouped = ops.groupby([PID, STAGE, NAME], observed=True).agg(
         total_ns=("duration", "sum"), count=("duration", "size")
     )
-    grouped = grouped.reset_index().sort_values(
+    grouped = grouped.reset_index()
+    grouped[NAME] = grouped[NAME].astype(str)
+    grouped = grouped.sort_values(
         [PID, STAGE, "total_ns", NAME], ascending=[True, True, False, True], kind="stable"
     )
     return grouped.groupby([PID, STAGE]).head(top).reset_index(drop=True)
-
-
-def ops_per_graph_launch(projected_ops: pd.DataFrame) -> float | None:
-    """Mean number of node-level ops per graph launch, where node-level data exists."""
-    from_graph = projected_ops[projected_ops[LAUNCH_CATEGORY] == CallCategory.LAUNCH_GRAPH.value]
-    nodes = from_graph[from_graph[GRAPH_NODE_ID] >= 0]
-    if nodes.empty:
-        return None
-    return float(len(nodes) / nodes.groupby([PID, CORRELATION_ID]).ngroups)

@@ -268,7 +268,9 @@ class _IntervalIndex:
         """Positions (in the original order, ascending) of the intervals touching [lo, hi)."""
         first = int(np.searchsorted(self.upper_max, lo, side="right"))
         last = int(np.searchsorted(self.lower, hi, side="left"))
-        at = first + np.flatnonzero(_touches(self.starts[first:last], self.ends[first:last], lo, hi))
+        at = first + np.flatnonzero(
+            _touches(self.starts[first:last], self.ends[first:last], lo, hi)
+        )
         return np.sort(self.order[at])
 
     def crossing(self, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:

@@ -6,7 +6,12 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from trace_gaps.analysis.launches import mark_blocking_copies, summarise_stages, top_kernels
+from trace_gaps.analysis.launches import (
+    mark_blocking_copies,
+    ops_in_analysed_steps,
+    summarise_stages,
+    top_kernels,
+)
 from trace_gaps.analysis.ledger import build_ledger
 from trace_gaps.analysis.ranges import build_range_tree
 from trace_gaps.analysis.stages import StageMap, map_stages, project_ops, stage_calls
@@ -75,6 +80,7 @@ def analyse_trace(trace: Trace, options: AnalysisOptions) -> Analysis:
     projected = project_ops(gpu_ops, staged, stage_map)
     staged = mark_blocking_copies(staged, projected)
     ledger, gaps, idle_runs = build_ledger(projected, staged, steps, stage_map)
+    analysed_ops = ops_in_analysed_steps(projected, steps)
     return Analysis(
         options=options,
         selection=selection,
@@ -86,6 +92,6 @@ def analyse_trace(trace: Trace, options: AnalysisOptions) -> Analysis:
         ledger=ledger,
         gaps=gaps,
         idle_runs=idle_runs,
-        stage_stats=summarise_stages(staged, projected, steps),
-        top_kernels=top_kernels(projected, steps),
+        stage_stats=summarise_stages(staged, projected, analysed_ops, steps),
+        top_kernels=top_kernels(analysed_ops),
     )

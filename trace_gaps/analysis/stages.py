@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from trace_gaps.analysis.ranges import DEPTH, PARENT
-from trace_gaps.analysis.steps import RANGE_ROW
+from trace_gaps.analysis.steps import RANGE_ROW, thread_positions
 from trace_gaps.model import (
     CALL_CATEGORY,
     CORRELATION_ID,
@@ -106,9 +106,9 @@ def _stage_levels(
 def stage_at(stage_map: StageMap, global_tids: np.ndarray, times: np.ndarray) -> np.ndarray:
     """The code of the stage open on each (thread, time); special codes where none is."""
     codes = np.full(len(times), stage_map.code(OTHER_THREAD), dtype=np.int64)
-    for tid, thread in stage_map.threads.items():
-        at = np.flatnonzero(global_tids == tid)
-        if len(at):
+    for tid, at in thread_positions(global_tids).items():
+        thread = stage_map.threads.get(tid)
+        if thread is not None:
             codes[at] = thread_stage_at(stage_map, thread, times[at])
     return codes
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import pandas as pd
@@ -203,11 +204,28 @@ def count_calls_in_steps(
     return counts
 
 
+def thread_positions(global_tids: np.ndarray) -> dict[int, np.ndarray]:
+    """For each thread, the positions of its rows (ascending), from one stable sort."""
+    if len(global_tids) == 0:
+        return {}
+    order = np.argsort(global_tids, kind="stable")
+    ordered = global_tids[order]
+    cuts = np.flatnonzero(ordered[1:] != ordered[:-1]) + 1
+    firsts = np.r_[0, cuts]
+    return {
+        int(ordered[first]): positions
+        for first, positions in zip(firsts, np.split(order, cuts), strict=True)
+    }
+
+
 def step_at(steps: pd.DataFrame, global_tids: np.ndarray, times: np.ndarray) -> np.ndarray:
     """The step id open on each (thread, time), or -1 outside every step."""
     found = np.full(len(times), -1, dtype=np.int64)
+    positions = thread_positions(global_tids)
     for tid, thread_steps in steps.groupby(GLOBAL_TID):
-        at = np.flatnonzero(global_tids == tid)
+        at = positions.get(cast(int, tid))
+        if at is None:
+            continue
         starts = thread_steps[START_NS].to_numpy()
         ends = thread_steps[END_NS].to_numpy()
         pos = np.searchsorted(starts, times[at], side="right") - 1
