@@ -86,20 +86,24 @@ def write_export(directory: Path, steps, all_ops: list[Op]) -> tuple[Path, list[
         builder.range("decode_step", start, end)
         for name, a, b in stages:
             builder.range(name, a, b)
+    # The API call that launches each kind of op ("no_call" ops have none).
+    launching_call = {
+        "untimed": "cudaLaunchKernel",
+        "memcpy": "cudaMemcpyAsync",
+        "graph_replay": "cudaGraphLaunch",
+        "graph_nodes": "cudaGraphLaunch",
+        "kernel": "cudaLaunchKernel",
+    }
     correlation = 1
     for op in all_ops:
         call_end = op.call_start_ns + op.call_ns
         op_start = max(0, call_end + op.queue_ns)
         op_end = op_start + op.run_ns
         correlation += 1
+        if op.kind != "no_call":
+            api = launching_call.get(op.kind, "cudaLaunchKernel")
+            builder.call(api, op.call_start_ns, call_end, tid=op.tid, correlation_id=correlation)
         if op.kind == "untimed":
-            builder.call(
-                "cudaLaunchKernel",
-                op.call_start_ns,
-                call_end,
-                tid=op.tid,
-                correlation_id=correlation,
-            )
             builder.kernel("k", 0, 0, stream_id=op.stream_id, correlation_id=correlation)
             continue
         if op.kind == "no_call":
@@ -111,31 +115,10 @@ def write_export(directory: Path, steps, all_ops: list[Op]) -> tuple[Path, list[
                 correlation_id=10_000 + correlation,
             )
         elif op.kind == "memcpy":
-            builder.call(
-                "cudaMemcpyAsync",
-                op.call_start_ns,
-                call_end,
-                tid=op.tid,
-                correlation_id=correlation,
-            )
             builder.memcpy(op_start, op_end, correlation_id=correlation)
         elif op.kind == "graph_replay":
-            builder.call(
-                "cudaGraphLaunch",
-                op.call_start_ns,
-                call_end,
-                tid=op.tid,
-                correlation_id=correlation,
-            )
             builder.graph_replay(op_start, op_end, correlation_id=correlation)
         elif op.kind == "graph_nodes":
-            builder.call(
-                "cudaGraphLaunch",
-                op.call_start_ns,
-                call_end,
-                tid=op.tid,
-                correlation_id=correlation,
-            )
             for node in range(op.nodes):
                 # Nodes run one after another, each as long as the op.
                 node_start = op_start + node * op.run_ns
@@ -150,13 +133,6 @@ def write_export(directory: Path, steps, all_ops: list[Op]) -> tuple[Path, list[
                 intervals.append((node_start, node_start + op.run_ns))
             continue
         else:
-            builder.call(
-                "cudaLaunchKernel",
-                op.call_start_ns,
-                call_end,
-                tid=op.tid,
-                correlation_id=correlation,
-            )
             builder.kernel(
                 "gemm", op_start, op_end, stream_id=op.stream_id, correlation_id=correlation
             )
