@@ -92,7 +92,7 @@ def write_export(directory: Path, steps, all_ops: list[Op]) -> tuple[Path, list[
         "memcpy": "cudaMemcpyAsync",
         "graph_replay": "cudaGraphLaunch",
         "graph_nodes": "cudaGraphLaunch",
-        "kernel": "cudaLaunchKernel",
+        "eager": "cudaLaunchKernel",
     }
     correlation = 1
     for op in all_ops:
@@ -101,7 +101,7 @@ def write_export(directory: Path, steps, all_ops: list[Op]) -> tuple[Path, list[
         op_end = op_start + op.run_ns
         correlation += 1
         if op.kind != "no_call":
-            api = launching_call.get(op.kind, "cudaLaunchKernel")
+            api = launching_call[op.kind]
             builder.call(api, op.call_start_ns, call_end, tid=op.tid, correlation_id=correlation)
         if op.kind == "untimed":
             builder.kernel("k", 0, 0, stream_id=op.stream_id, correlation_id=correlation)
