@@ -10,6 +10,13 @@ import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pandas as pd
+
+from trace_gaps.analysis.launches import mark_blocking_copies
+from trace_gaps.analysis.pipeline import Analysis
+from trace_gaps.analysis.stages import project_ops, stage_calls
+from trace_gaps.model import Trace
+
 SCHEMA = {
     "StringIds": "id INTEGER PRIMARY KEY, value TEXT NOT NULL",
     "ThreadNames": "nameId INTEGER, priority INTEGER, globalTid INTEGER",
@@ -310,3 +317,13 @@ class ExportBuilder:
         connection.commit()
         connection.close()
         return path
+
+
+def projected_frames(trace: Trace, analysis: Analysis) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The whole trace's staged calls and projected ops, as one window of the analysis sees them.
+
+    The Analysis keeps only merged totals; tests that check op by op rebuild these.
+    """
+    staged = stage_calls(trace.api_calls, analysis.stage_map)
+    projected = project_ops(trace.gpu_ops, staged, analysis.stage_map)
+    return mark_blocking_copies(staged, projected), projected

@@ -9,12 +9,13 @@ from types import ModuleType
 
 import pytest
 
+from tests.builders import projected_frames
 from tests.conftest import ROOT, peer_trace_paths
 from trace_gaps.analysis.ledger import DURATION_NS
 from trace_gaps.analysis.pipeline import Analysis, AnalysisOptions, analyse_trace
 from trace_gaps.analysis.stages import NO_LAUNCH_CALL, STAGE
 from trace_gaps.analysis.steps import STEP_ID
-from trace_gaps.model import END_NS, START_NS
+from trace_gaps.model import END_NS, START_NS, Trace
 from trace_gaps.nsys.load import load_trace
 
 
@@ -105,9 +106,9 @@ def test_inflating_three_times_triples_rows_and_steps_and_keeps_the_ledger_whole
     _assert_ledger_adds_up(large)
     # Fresh correlation ids: every timed op still joins its own launch, none lost or doubled.
     no_call = large.stage_map.code(NO_LAUNCH_CALL)
-    assert (large.projected_ops[STAGE] != no_call).all()
-    assert len(large.projected_ops) == 3 * len(small.projected_ops)
-    ops = large.projected_ops
+    ops = projected_frames(load_trace(big), large)[1]
+    assert (ops[STAGE] != no_call).all()
+    assert len(ops) == 3 * len(projected_frames(load_trace(source), small)[1])
     lead = ops[START_NS] - ops["call_start_ns"]
     assert ((lead > 0) & (lead < 30_000)).all()  # each op's call is in its own copy
     # The untimed kernel stays untimed in every copy.
@@ -138,11 +139,11 @@ def test_inflating_a_real_export_triples_its_events_and_ops(tmp_path):
     assert len(large.gpu_ops) == 3 * len(small.gpu_ops)
     assert len(large.api_calls) == 3 * len(small.api_calls)
     analysis = analyse_trace(large, AnalysisOptions(skip=0))
-    missing = int((analysis.projected_ops[STAGE] == analysis.stage_map.code(NO_LAUNCH_CALL)).sum())
-    small_missing = int(
-        (lambda a: (a.projected_ops[STAGE] == a.stage_map.code(NO_LAUNCH_CALL)).sum())(
-            analyse_trace(small, AnalysisOptions(skip=0))
-        )
-    )
-    assert missing == 3 * small_missing
+    small_analysis = analyse_trace(small, AnalysisOptions(skip=0))
+
+    def missing(trace: Trace, analysis: Analysis) -> int:
+        ops = projected_frames(trace, analysis)[1]
+        return int((ops[STAGE] == analysis.stage_map.code(NO_LAUNCH_CALL)).sum())
+
+    assert missing(large, analysis) == 3 * missing(small, small_analysis)
     _assert_ledger_adds_up(analysis)

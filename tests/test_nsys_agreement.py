@@ -15,10 +15,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.builders import projected_frames
 from tests.conftest import SAMPLE_TRACES
 from tests.test_ledger import analyse
 from trace_gaps.analysis.stages import CALL_START_NS, LAUNCH_TID, STAGE
 from trace_gaps.analysis.steps import step_at
+from trace_gaps.nsys.load import load_trace
 
 STATS = SAMPLE_TRACES / "nsys_stats"
 STAGES = (
@@ -46,7 +48,7 @@ def test_ops_and_projected_time_per_stage_match_nsys(name: str) -> None:
         pytest.skip("sample trace or nsys stats not present")
     expected = nsys_projection(name)
     analysis = analyse(path, skip=0)
-    ops = analysis.projected_ops
+    ops = projected_frames(load_trace(path), analysis)[1]
     ops = ops.assign(
         step=step_at(analysis.steps, ops[LAUNCH_TID].to_numpy(), ops[CALL_START_NS].to_numpy())
     )

@@ -65,8 +65,12 @@ def decode_loop(builder: ExportBuilder, steps: int = 6) -> ExportBuilder:
 
 def decode_report(path: Path, *requests: TimelineRequest, **options: object) -> Report:
     trace = load_trace(path)
-    analysis = analyse_trace(trace, AnalysisOptions(**options))  # type: ignore[arg-type]
-    return build_report(trace, analysis, timelines=requests or (TimelineRequest(),))
+    analysis = analyse_trace(
+        trace,
+        AnalysisOptions(**options),  # type: ignore[arg-type]
+        timelines=requests or (TimelineRequest(),),
+    )
+    return build_report(trace, analysis)
 
 
 @pytest.fixture

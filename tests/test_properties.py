@@ -17,7 +17,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.builders import ExportBuilder
+from tests.builders import ExportBuilder, projected_frames
 from trace_gaps.analysis.ledger import BUCKET, DURATION_NS, Bucket
 from trace_gaps.analysis.pipeline import Analysis, AnalysisOptions, analyse_trace
 from trace_gaps.analysis.stages import STAGE
@@ -168,6 +168,7 @@ def test_the_ledger_adds_up_and_counts_every_op_once(loop, named):
     with tempfile.TemporaryDirectory() as directory:
         path, intervals = write_export(Path(directory), steps, all_ops)
         analysis = analyse(path, "decode_step" if named else None)
+        projected = projected_frames(load_trace(path), analysis)[1]
 
     ledger, cut = analysis.ledger, analysis.steps
     assert (ledger[DURATION_NS] > 0).all()
@@ -179,7 +180,6 @@ def test_the_ledger_adds_up_and_counts_every_op_once(loop, named):
     busy = ledger[ledger[BUCKET] == Bucket.BUSY.value]
     assert int(busy[DURATION_NS].sum()) == union_inside(intervals, windows)
 
-    projected = analysis.projected_ops
     for stage, charged_ns in busy.groupby(STAGE)[DURATION_NS].sum().items():
         own = projected[projected[STAGE] == stage]
         own_intervals = list(zip(own["start_ns"], own["end_ns"], strict=True))

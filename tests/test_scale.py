@@ -16,6 +16,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from tests.builders import projected_frames
 from tests.conftest import ROOT, peer_trace_paths
 from trace_gaps.analysis.pipeline import AnalysisOptions, analyse_trace
 from trace_gaps.nsys.load import load_trace
@@ -120,7 +121,8 @@ def _chunked_ledgers(path: Path, monkeypatch: pytest.MonkeyPatch) -> list[pd.Dat
     frames = []
     for chunk in (10**12, 7, 1):
         monkeypatch.setattr(ledger, "CHUNK_INTERVALS", chunk)
-        args = (analysis.projected_ops, analysis.staged_calls, analysis.steps, analysis.stage_map)
+        staged, projected = projected_frames(trace, analysis)
+        args = (projected, staged, analysis.steps, analysis.stage_map)
         frames.extend([*ledger.build_ledger(*args), ledger.find_idle_runs_by_cause(*args)])
     return frames
 

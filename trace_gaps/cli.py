@@ -314,9 +314,8 @@ def load_and_report(
     """Load an export and build its Report; errors raised on the way name the file."""
     with about_file(path):
         trace = load_trace(path)
-        return trace, build_report(
-            trace, analyse_trace(trace, options), top=top, timelines=timelines
-        )
+        analysis = analyse_trace(trace, options, timelines=timelines)
+        return trace, build_report(trace, analysis, top=top)
 
 
 @plot_app.command("timeline")

@@ -22,25 +22,22 @@ from trace_gaps.analysis.candidates import (
     round_per_step,
     write_verdict,
 )
-from trace_gaps.analysis.host import find_blocked_host_time
 from trace_gaps.analysis.integrity import integrity_notes
-from trace_gaps.analysis.launches import ExecutionMode, calls_in_analysed_steps, execution_mode
+from trace_gaps.analysis.launches import ExecutionMode, execution_mode
 from trace_gaps.analysis.ledger import BUCKET, CAUSE, DURATION_NS, Bucket
 from trace_gaps.analysis.pipeline import Analysis
 from trace_gaps.analysis.stages import STAGE
 from trace_gaps.analysis.steps import IS_WARMUP, SKIP_REASON, STEP_ID, STEP_INDEX
 from trace_gaps.model import (
-    CALL_CATEGORY,
     DEVICE_ID,
     END_NS,
     GLOBAL_TID,
     NAME,
     PID,
     START_NS,
-    CallCategory,
     Trace,
 )
-from trace_gaps.timeline import StepTimeline, TimelineRequest, build_timelines
+from trace_gaps.timeline import StepTimeline, build_timelines
 
 SCHEMA_VERSION = 1
 
@@ -173,21 +170,14 @@ class Report:
     timelines: list[StepTimeline] = field(default_factory=list)  # only when asked for
 
 
-def build_report(
-    trace: Trace,
-    analysis: Analysis,
-    *,
-    top: int = 10,
-    timelines: tuple[TimelineRequest, ...] = (),
-) -> Report:
+def build_report(trace: Trace, analysis: Analysis, *, top: int = 10) -> Report:
     """Turn an Analysis into per-process ledgers, stage tables, ranked candidates and notes.
 
-    timelines: the steps to cut event-level StepTimelines for (the plots' data).
+    The Report's timelines are those of the steps the analysis picked (the plots' data).
     """
-    trace_start = _trace_start(trace)
-    blocked = find_blocked_host_time(analysis, trace.os_calls)
+    trace_start = analysis.trace_start_ns
     processes = [
-        _process_report(trace, analysis, blocked, int(pid), trace_start, top=top)
+        _process_report(trace, analysis, int(pid), trace_start, top=top)
         for pid in sorted(analysis.steps[PID].unique())
     ]
     export = ExportSummary(
@@ -204,17 +194,8 @@ def build_report(
         processes=processes,
         slowest_rank_by_stage=_slowest_ranks(processes),
         notes=integrity_notes(trace, analysis),
-        timelines=build_timelines(analysis, timelines, trace_start_ns=trace_start),
+        timelines=build_timelines(analysis, trace_start_ns=trace_start),
     )
-
-
-def _trace_start(trace: Trace) -> int:
-    starts = [
-        int(frame[START_NS].min())
-        for frame in (trace.gpu_ops, trace.api_calls, trace.nvtx_ranges)
-        if not frame.empty
-    ]
-    return min(starts) if starts else 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,15 +216,12 @@ class _ProcessFrames:
 
 
 def _process_report(
-    trace: Trace, analysis: Analysis, blocked: pd.DataFrame, pid: int, trace_start: int, *, top: int
+    trace: Trace, analysis: Analysis, pid: int, trace_start: int, *, top: int
 ) -> ProcessReport:
-    frames = _process_frames(analysis, blocked, pid)
+    frames = _process_frames(analysis, pid)
     n = len(frames.analysed)
     wall = (frames.analysed[END_NS] - frames.analysed[START_NS]).to_numpy()
-    calls = analysis.staged_calls[analysis.staged_calls[PID] == pid]
-    captured_graph = bool(trace.info.graph_capture_events) or bool(
-        (calls[CALL_CATEGORY] == CallCategory.GRAPH_SETUP.value).any()
-    )
+    captured_graph = bool(trace.info.graph_capture_events) or pid in analysis.graph_setup_pids
     busy_idle = frames.means.groupby(["stage", BUCKET])["ns_per_step"].sum()
     stages = [
         _stage_summary(stage, frames.stats, busy_idle, n)
@@ -276,7 +254,7 @@ def _process_report(
         ],
         stages=stages,
         candidates=_candidates(
-            frames, stages, captured_graph, _sharing_gpus(trace, pid), n, trace_start, top=top
+            frames, stages, captured_graph, _sharing_gpus(analysis, pid), n, trace_start, top=top
         ),
         step_rows=_step_rows(frames, trace_start),
         step_ledger=[
@@ -288,7 +266,7 @@ def _process_report(
     )
 
 
-def _process_frames(analysis: Analysis, blocked: pd.DataFrame, pid: int) -> _ProcessFrames:
+def _process_frames(analysis: Analysis, pid: int) -> _ProcessFrames:
     names = np.array(analysis.stage_map.names, dtype=object)
 
     def named(frame: pd.DataFrame) -> pd.DataFrame:
@@ -306,17 +284,12 @@ def _process_frames(analysis: Analysis, blocked: pd.DataFrame, pid: int) -> _Pro
     stats = analysis.stage_stats[analysis.stage_stats[PID] == pid].set_index(STAGE)
     stats.index = names[stats.index.to_numpy()]
     # Calls behind "api" idle time: neither launches nor syncs.
-    calls = calls_in_analysed_steps(analysis.staged_calls[analysis.staged_calls[PID] == pid], steps)
-    category = calls[CALL_CATEGORY].astype(str)
-    calls = named(calls[~category.str.startswith("launch") & (category != CallCategory.SYNC.value)])
-    api_calls = (
-        calls.assign(duration=calls[END_NS] - calls[START_NS])
-        .groupby(["stage", NAME], observed=True)
-        .agg(total=("duration", "sum"), count=("duration", "size"))
-        .reset_index()
-        .sort_values(["stage", "total", NAME], ascending=[True, False, True])
+    call_totals = analysis.api_call_totals
+    api_calls = named(call_totals[call_totals[PID] == pid]).sort_values(
+        ["stage", "total", NAME], ascending=[True, False, True]
     )
-    gaps = named(analysis.gaps[analysis.gaps[STEP_ID].isin(analysed[STEP_ID])])
+    gaps = named(analysis.longest_gaps[analysis.longest_gaps[PID] == pid])
+    blocked = analysis.blocked_host
     blocked = named(blocked[blocked[STEP_ID].isin(analysed[STEP_ID])])
     blocked_totals = (
         blocked.groupby(["stage", NAME], observed=True)
@@ -332,7 +305,7 @@ def _process_frames(analysis: Analysis, blocked: pd.DataFrame, pid: int) -> _Pro
         stats=stats,
         kernels=named(analysis.top_kernels[analysis.top_kernels[PID] == pid]),
         api_calls=api_calls,
-        gaps=gaps.assign(duration=gaps[END_NS] - gaps[START_NS]),
+        gaps=gaps,
         blocked=blocked_totals,
     )
 
@@ -509,9 +482,9 @@ def _stage_summary(stage: str, stats: pd.DataFrame, busy_idle: pd.Series, n: int
     )
 
 
-def _sharing_gpus(trace: Trace, pid: int) -> tuple[int, ...]:
+def _sharing_gpus(analysis: Analysis, pid: int) -> tuple[int, ...]:
     """Other processes that ran ops on the GPUs this process used."""
-    ops = trace.gpu_ops
+    ops = analysis.device_ops
     devices = ops.loc[ops[PID] == pid, DEVICE_ID].unique()
     others = ops.loc[ops[DEVICE_ID].isin(devices) & (ops[PID] != pid), PID].unique()
     return tuple(sorted(int(other) for other in others))

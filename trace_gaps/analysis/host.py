@@ -15,24 +15,25 @@ import numpy as np
 import pandas as pd
 
 from trace_gaps.analysis.ledger import CAUSE, IdleCause
-from trace_gaps.analysis.pipeline import Analysis
-from trace_gaps.analysis.stages import STAGE, stage_at
+from trace_gaps.analysis.stages import STAGE, StageMap, stage_at
 from trace_gaps.analysis.steps import IS_WARMUP, STEP_ID
 from trace_gaps.model import END_NS, GLOBAL_TID, NAME, START_NS
 
 BLOCKED_COLUMNS = [STEP_ID, STAGE, NAME, "duration_ns"]
 
 
-def find_blocked_host_time(analysis: Analysis, os_calls: pd.DataFrame) -> pd.DataFrame:
+def find_blocked_host_time(
+    steps: pd.DataFrame, idle_runs: pd.DataFrame, stage_map: StageMap, os_calls: pd.DataFrame
+) -> pd.DataFrame:
     """Per (analysed step, stage, OS call name): idle host ns spent inside that OS call.
 
     The stage is the one open on the step thread where each overlap starts. Nested OS
     calls count once, for the outermost.
     """
-    steps = analysis.steps[~analysis.steps[IS_WARMUP]]
+    steps = steps[~steps[IS_WARMUP]]
     if os_calls.empty or steps.empty:
         return pd.DataFrame({c: pd.Series(dtype="int64") for c in BLOCKED_COLUMNS})
-    runs = analysis.idle_runs
+    runs = idle_runs
     runs = runs[(runs[CAUSE] == IdleCause.HOST.value) & runs[STEP_ID].isin(steps[STEP_ID])]
     runs = runs.join(steps.set_index(STEP_ID)[GLOBAL_TID], on=STEP_ID)
     pieces = []
@@ -45,7 +46,7 @@ def find_blocked_host_time(analysis: Analysis, os_calls: pd.DataFrame) -> pd.Dat
         return pd.DataFrame({c: pd.Series(dtype="int64") for c in BLOCKED_COLUMNS})
     overlaps = pd.concat(pieces, ignore_index=True)
     overlaps[STAGE] = stage_at(
-        analysis.stage_map, overlaps[GLOBAL_TID].to_numpy(), overlaps[START_NS].to_numpy()
+        stage_map, overlaps[GLOBAL_TID].to_numpy(), overlaps[START_NS].to_numpy()
     )
     grouped = overlaps.groupby([STEP_ID, STAGE, NAME], observed=True)["duration_ns"].sum()
     return grouped.reset_index()[BLOCKED_COLUMNS]

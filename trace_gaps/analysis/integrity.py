@@ -39,7 +39,8 @@ def integrity_notes(trace: Trace, analysis: Analysis) -> list[str]:
             "No CUDA API table: ops cannot be joined to their launching calls, so every op is "
             f"charged to {NO_LAUNCH_CALL} and all idle time to host."
         )
-    graph_ops = int((trace.gpu_ops[OP_KIND] == OpKind.GRAPH.value).sum())
+    device_ops = analysis.device_ops
+    graph_ops = int(device_ops.loc[device_ops[OP_KIND] == OpKind.GRAPH.value, "ops"].sum())
     if graph_ops:
         notes.append(
             f"Graph-level CUDA graph trace: {graph_ops} graph replays appear as one op each "
@@ -70,14 +71,14 @@ def integrity_notes(trace: Trace, analysis: Analysis) -> list[str]:
             f"{other_domains} NVTX ranges of other domains (e.g. CCCL, NCCL) never become stages; "
             "their time stays in the enclosing stage."
         )
-    unstepped = sorted(set(trace.gpu_ops[PID]) - set(analysis.steps[PID]))
+    unstepped = sorted(set(device_ops[PID]) - set(analysis.steps[PID]))
     if unstepped and analysis.options.process is None:
         notes.append(
             f"Processes {', '.join(map(str, unstepped))} ran GPU ops but have no "
             f"{analysis.selection.name} steps; they are not in the report."
         )
     notes.extend(_op_notes(analysis))
-    notes.extend(_device_notes(trace, analysis))
+    notes.extend(_device_notes(analysis))
     notes.extend(_overhead_notes(trace, analysis))
     notes.extend(_window_notes(trace))
     notes.extend(_schema_notes(trace))
@@ -123,15 +124,15 @@ def _schema_notes(trace: Trace) -> list[str]:
 
 def _op_notes(analysis: Analysis) -> list[str]:
     notes = []
-    ops = analysis.projected_ops
+    census = analysis.op_census
     names = analysis.stage_map.names
-    missing = int((ops[STAGE] == names.index(NO_LAUNCH_CALL)).sum())
+    missing = int(census.loc[census[STAGE] == names.index(NO_LAUNCH_CALL), "ops"].sum())
     if missing:
         notes.append(
-            f"{missing} of {len(ops)} GPU ops have no launching call in the export (sliced "
+            f"{missing} of {int(census['ops'].sum())} GPU ops have no launching call in the export (sliced "
             f"capture, or calls not traced); their busy time is charged to {NO_LAUNCH_CALL}."
         )
-    other = int((ops[STAGE] == names.index(OTHER_THREAD)).sum())
+    other = int(census.loc[census[STAGE] == names.index(OTHER_THREAD), "ops"].sum())
     if other:
         notes.append(
             f"{other} GPU ops were launched by threads that have no steps; their busy time is "
@@ -150,8 +151,8 @@ def _op_notes(analysis: Analysis) -> list[str]:
     return notes
 
 
-def _device_notes(trace: Trace, analysis: Analysis) -> list[str]:
-    devices = trace.gpu_ops.groupby(PID)[DEVICE_ID].unique()
+def _device_notes(analysis: Analysis) -> list[str]:
+    devices = analysis.device_ops.groupby(PID)[DEVICE_ID].unique()
     notes = []
     if len(devices) > 1:
         placed = "; ".join(

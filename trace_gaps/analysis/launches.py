@@ -154,8 +154,8 @@ def ops_in_analysed_steps(projected_ops: pd.DataFrame, steps: pd.DataFrame) -> p
     return projected_ops.assign(**{STEP_ID: ids})[ids >= 0]
 
 
-def top_kernels(analysed_ops: pd.DataFrame, *, top: int = 5) -> pd.DataFrame:
-    """Per (pid, stage): the ops with the most GPU time over analysed steps (total ns, count)."""
+def kernel_totals(analysed_ops: pd.DataFrame) -> pd.DataFrame:
+    """Per (pid, stage, op name): total GPU ns and count over the given ops."""
     ops = analysed_ops.assign(duration=analysed_ops[END_NS] - analysed_ops[START_NS])
     # Group on the categorical names; only the few result rows become strings.
     grouped = ops.groupby([PID, STAGE, NAME], observed=True).agg(
@@ -163,7 +163,28 @@ def top_kernels(analysed_ops: pd.DataFrame, *, top: int = 5) -> pd.DataFrame:
     )
     grouped = grouped.reset_index()
     grouped[NAME] = grouped[NAME].astype(str)
-    grouped = grouped.sort_values(
+    return grouped
+
+
+def top_kernels(totals: pd.DataFrame, *, top: int = 5) -> pd.DataFrame:
+    """Per (pid, stage): the `top` ops of kernel_totals with the most GPU time."""
+    ordered = totals.sort_values(
         [PID, STAGE, "total_ns", NAME], ascending=[True, True, False, True], kind="stable"
     )
-    return grouped.groupby([PID, STAGE]).head(top).reset_index(drop=True)
+    return ordered.groupby([PID, STAGE]).head(top).reset_index(drop=True)
+
+
+def api_call_totals(staged_calls: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
+    """Per (pid, stage, call name): total ns and count of the calls in analysed steps that
+    are neither launches nor syncs (what "api" idle time is spent in)."""
+    calls = calls_in_analysed_steps(staged_calls, steps)
+    category = calls[CALL_CATEGORY].astype(str)
+    calls = calls[~category.str.startswith("launch") & (category != CallCategory.SYNC.value)]
+    grouped = (
+        calls.assign(duration=calls[END_NS] - calls[START_NS])
+        .groupby([PID, STAGE, NAME], observed=True)
+        .agg(total=("duration", "sum"), count=("duration", "size"))
+        .reset_index()
+    )
+    grouped[NAME] = grouped[NAME].astype(str)
+    return grouped

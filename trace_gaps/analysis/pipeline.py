@@ -1,29 +1,54 @@
-"""Run the analyses in order on one Trace: steps → stages → ledger → launches."""
+"""Run the analyses in order: steps → stages → (per window) ledger and launches → merged totals.
+
+The step structure (range tree, steps, warm-up, stage map) is global and comes from the
+NVTX ranges alone; everything that reads ops and calls runs window by window (see
+windows.py) and is merged here into one Analysis.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 
-from trace_gaps.analysis.launches import (
-    mark_blocking_copies,
-    ops_in_analysed_steps,
-    summarise_stages,
-    top_kernels,
-)
-from trace_gaps.analysis.ledger import build_ledger
+from trace_gaps.analysis.host import BLOCKED_COLUMNS
+from trace_gaps.analysis.launches import STAGE_STAT_COLUMNS, top_kernels
+from trace_gaps.analysis.ledger import LEDGER_COLUMNS
+from trace_gaps.analysis.picks import TimelineRequest, choose_steps
 from trace_gaps.analysis.ranges import build_range_tree
-from trace_gaps.analysis.stages import StageMap, map_stages, project_ops, stage_calls
+from trace_gaps.analysis.stages import STAGE, StageMap, map_stages
 from trace_gaps.analysis.steps import (
+    STEP_ID,
     StepSelection,
     choose_step_range,
     cut_steps,
     mark_warmup,
     whole_process_steps,
 )
+from trace_gaps.analysis.windows import (
+    OP_CENSUS_COLUMNS,
+    RowStream,
+    StepDetail,
+    WindowInputs,
+    WindowResults,
+    analyse_in_windows,
+    merge_longest_gaps,
+    plan_windows,
+)
 from trace_gaps.errors import ProcessNotFoundError
-from trace_gaps.model import PID, Trace
+from trace_gaps.model import (
+    API_CALL_COLUMNS,
+    DEVICE_ID,
+    GPU_OP_COLUMNS,
+    NAME,
+    OP_KIND,
+    PID,
+    START_NS,
+    Trace,
+    empty_frame,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,60 +63,248 @@ class AnalysisOptions:
 
 @dataclass(frozen=True, slots=True)
 class Analysis:
-    """Every intermediate frame, for the report and the plots to read."""
+    """The step structure and every merged result, for the report and the plots to read."""
 
     options: AnalysisOptions
     selection: StepSelection
     range_tree: pd.DataFrame
     steps: pd.DataFrame
     stage_map: StageMap
-    staged_calls: pd.DataFrame
-    projected_ops: pd.DataFrame
-    ledger: pd.DataFrame
-    gaps: pd.DataFrame
-    idle_runs: pd.DataFrame  # idle time as maximal runs of one cause (step_id, start, end, cause)
-    stage_stats: pd.DataFrame
-    top_kernels: pd.DataFrame
+    ledger: pd.DataFrame  # per step: step_id, stage, bucket, cause, duration_ns
+    longest_gaps: pd.DataFrame  # top idle gaps of analysed steps per (pid, stage)
+    blocked_host: pd.DataFrame  # per (analysed step, stage, OS call): idle host ns inside it
+    stage_stats: pd.DataFrame  # per (pid, stage): launch, queue, sync totals (analysed steps)
+    top_kernels: pd.DataFrame  # per (pid, stage): the ops with most GPU time (analysed steps)
+    api_call_totals: pd.DataFrame  # per (pid, stage, name): non-launch, non-sync calls
+    op_census: pd.DataFrame  # per (pid, kind, stage): ops of the analysed processes
+    device_ops: pd.DataFrame  # per (pid, device, kind): ops of every process in the export
+    graph_setup_pids: frozenset[int]  # processes that captured or instantiated a CUDA graph
+    trace_start_ns: int  # the earliest op, call or range in the export
+    picked_steps: tuple[tuple[TimelineRequest, pd.DataFrame], ...]  # per timeline request
+    step_details: dict[int, StepDetail]  # kept for the picked steps
+    windows: int  # how many windows the analysis ran in
 
 
-def analyse_trace(trace: Trace, options: AnalysisOptions) -> Analysis:
-    """Cut steps and stages, build the ledger and the launch statistics."""
-    gpu_ops, api_calls, nvtx_ranges = trace.gpu_ops, trace.api_calls, trace.nvtx_ranges
-    if options.process is not None:
-        known = sorted(set(gpu_ops[PID]) | set(api_calls[PID]))
-        if options.process not in known:
+# Chunks of an op or call table in start order, and how to get them.
+ChunkSource = Callable[[], Iterator[pd.DataFrame]]
+
+
+@dataclass(frozen=True, slots=True)
+class RowSources:
+    """The op tables and the call table of one export, each as chunks in start order."""
+
+    ops: tuple[tuple[str, ChunkSource], ...]
+    calls: ChunkSource
+    rows: int  # ops + calls, an estimate is enough
+    device_ops: Callable[[], pd.DataFrame]  # per (pid, device, kind), after the chunks ran
+    trace_start_ns: Callable[[], int]  # after the chunks ran
+    known_pids: Callable[[], list[int]]  # processes with CUDA activity
+
+
+def analyse_trace(
+    trace: Trace,
+    options: AnalysisOptions,
+    *,
+    timelines: tuple[TimelineRequest, ...] = (),
+    window_rows: int | None = None,
+    chunk_rows: int | None = None,
+) -> Analysis:
+    """Analyse a Trace held in memory; window_rows None analyses it as one window.
+
+    window_rows and chunk_rows cut the analysis as a streamed export is cut (for tests).
+    """
+    return analyse_rows(
+        trace,
+        _memory_sources(trace, chunk_rows),
+        options,
+        timelines=timelines,
+        window_rows=window_rows,
+        module_loads=trace.api_calls,
+    )
+
+
+def analyse_rows(
+    trace: Trace,
+    sources: RowSources,
+    options: AnalysisOptions,
+    *,
+    timelines: tuple[TimelineRequest, ...] = (),
+    window_rows: int | None = None,
+    module_loads: pd.DataFrame,
+) -> Analysis:
+    """Analyse rows streamed from sources; trace holds the ranges, threads and OS calls.
+
+    module_loads: at least the module-load calls (for warm-up), with model call columns.
+    Raises windows.NeedsWholeTrace when the rows break windowed analysis.
+    """
+    nvtx_ranges = trace.nvtx_ranges
+    pids = options.process
+    if pids is not None:
+        known = sources.known_pids()
+        if pids not in known:
             raise ProcessNotFoundError(
-                f"has no process {options.process} with CUDA activity; pass one of these to "
+                f"has no process {pids} with CUDA activity; pass one of these to "
                 f"--process: {', '.join(map(str, known)) or 'none'}",
                 path=trace.info.path,
             )
-        gpu_ops = gpu_ops[gpu_ops[PID] == options.process]
-        api_calls = api_calls[api_calls[PID] == options.process]
         nvtx_ranges = nvtx_ranges[nvtx_ranges[PID] == options.process]
+        module_loads = module_loads[module_loads[PID] == options.process]
     range_tree = build_range_tree(nvtx_ranges)
     selection = choose_step_range(range_tree, step_name=options.step_name)
     steps = cut_steps(range_tree, selection)
     if steps.empty:
-        steps = whole_process_steps(gpu_ops, api_calls)
-    else:
-        steps = mark_warmup(steps, api_calls, skip=options.skip)
+        return _whole_process_analysis(trace, sources, options, range_tree, selection, timelines)
+    steps = mark_warmup(steps, module_loads, skip=options.skip)
     stage_map = map_stages(range_tree, steps, depth=options.depth)
-    staged = stage_calls(api_calls, stage_map)
-    projected = project_ops(gpu_ops, staged, stage_map)
-    staged = mark_blocking_copies(staged, projected)
-    ledger, gaps, idle_runs = build_ledger(projected, staged, steps, stage_map)
-    analysed_ops = ops_in_analysed_steps(projected, steps)
+    picked = tuple((request, choose_steps(steps, request)) for request in timelines)
+    inputs = WindowInputs(
+        steps=steps,
+        stage_map=stage_map,
+        os_calls=trace.os_calls,
+        detail_step_ids=frozenset(int(i) for _, chosen in picked for i in chosen[STEP_ID]),
+    )
+    results = analyse_in_windows(
+        [RowStream(name, _only(pids, chunks()), _empty_ops()) for name, chunks in sources.ops],
+        RowStream("CUDA API", _only(pids, sources.calls()), empty_frame(API_CALL_COLUMNS)),
+        inputs,
+        plan_windows(steps, sources.rows, window_rows),
+    )
+    return _merge(trace, options, selection, range_tree, steps, stage_map, picked, results, sources)
+
+
+def _only(pid: int | None, chunks: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+    for chunk in chunks:
+        yield chunk if pid is None else chunk[chunk[PID].to_numpy() == pid]
+
+
+def _empty_ops() -> pd.DataFrame:
+    return empty_frame(GPU_OP_COLUMNS)
+
+
+def _whole_process_analysis(
+    trace: Trace,
+    sources: RowSources,
+    options: AnalysisOptions,
+    range_tree: pd.DataFrame,
+    selection: StepSelection,
+    timelines: tuple[TimelineRequest, ...],
+) -> Analysis:
+    """No step range: one step per process over all its rows, so every row is needed at once."""
+    ops = _read_all(sources.ops, options.process, GPU_OP_COLUMNS)
+    calls = _read_all((("calls", sources.calls),), options.process, API_CALL_COLUMNS)
+    steps = whole_process_steps(ops, calls)
+    stage_map = map_stages(range_tree, steps, depth=options.depth)
+    picked = tuple((request, choose_steps(steps, request)) for request in timelines)
+    inputs = WindowInputs(
+        steps=steps,
+        stage_map=stage_map,
+        os_calls=trace.os_calls,
+        detail_step_ids=frozenset(int(i) for _, chosen in picked for i in chosen[STEP_ID]),
+    )
+    results = analyse_in_windows(
+        [RowStream("GPU ops", iter([ops.sort_values(START_NS, kind="stable")]), _empty_ops())],
+        RowStream(
+            "CUDA API",
+            iter([calls.sort_values(START_NS, kind="stable")]),
+            empty_frame(API_CALL_COLUMNS),
+        ),
+        inputs,
+        plan_windows(steps, len(ops) + len(calls), None),
+    )
+    return _merge(trace, options, selection, range_tree, steps, stage_map, picked, results, sources)
+
+
+def _read_all(
+    sources: tuple[tuple[str, ChunkSource], ...], pid: int | None, columns: dict[str, str]
+) -> pd.DataFrame:
+    frames = [chunk for _, chunks in sources for chunk in _only(pid, chunks())]
+    frames = [frame for frame in frames if len(frame)]
+    return pd.concat(frames, ignore_index=True) if frames else empty_frame(columns)
+
+
+def _merge(
+    trace: Trace,
+    options: AnalysisOptions,
+    selection: StepSelection,
+    range_tree: pd.DataFrame,
+    steps: pd.DataFrame,
+    stage_map: StageMap,
+    picked: tuple[tuple[TimelineRequest, pd.DataFrame], ...],
+    results: WindowResults,
+    sources: RowSources,
+) -> Analysis:
     return Analysis(
         options=options,
         selection=selection,
         range_tree=range_tree,
         steps=steps,
         stage_map=stage_map,
-        staged_calls=staged,
-        projected_ops=projected,
-        ledger=ledger,
-        gaps=gaps,
-        idle_runs=idle_runs,
-        stage_stats=summarise_stages(staged, projected, analysed_ops, steps),
-        top_kernels=top_kernels(analysed_ops),
+        ledger=_concat(results.ledgers, LEDGER_COLUMNS),
+        longest_gaps=merge_longest_gaps(results.gaps),
+        blocked_host=_concat(results.blocked, BLOCKED_COLUMNS),
+        stage_stats=_summed(results.stage_stats, [PID, STAGE], STAGE_STAT_COLUMNS),
+        top_kernels=top_kernels(
+            _summed(results.kernels, [PID, STAGE, NAME], ["total_ns", "count"])
+        ),
+        api_call_totals=_summed(results.api_calls, [PID, STAGE, NAME], ["total", "count"]),
+        op_census=_summed(results.op_census, OP_CENSUS_COLUMNS[:-1], OP_CENSUS_COLUMNS[-1:]),
+        device_ops=sources.device_ops(),
+        graph_setup_pids=frozenset(results.graph_setup_pids),
+        trace_start_ns=min(sources.trace_start_ns(), _earliest(trace.nvtx_ranges)),
+        picked_steps=picked,
+        step_details=results.step_details,
+        windows=results.windows,
+    )
+
+
+def _earliest(ranges: pd.DataFrame) -> int:
+    return int(ranges[START_NS].min()) if len(ranges) else np.iinfo(np.int64).max
+
+
+def _concat(frames: list[pd.DataFrame], columns: list[str]) -> pd.DataFrame:
+    frames = [frame for frame in frames if len(frame)]
+    if not frames:
+        return pd.DataFrame({c: pd.Series(dtype="int64") for c in columns})
+    return pd.concat(frames, ignore_index=True)
+
+
+def _summed(frames: list[pd.DataFrame], keys: list[str], values: list[str]) -> pd.DataFrame:
+    """Add per-window totals up per key."""
+    frames = [frame for frame in frames if len(frame)]
+    if not frames:
+        return pd.DataFrame({c: pd.Series(dtype="int64") for c in [*keys, *values]})
+    frame = pd.concat(frames, ignore_index=True)
+    for key in keys:
+        if isinstance(frame[key].dtype, pd.CategoricalDtype):
+            frame[key] = frame[key].astype(str)
+    return frame.groupby(keys, sort=True)[values].sum().reset_index()
+
+
+def _memory_sources(trace: Trace, chunk_rows: int | None) -> RowSources:
+    """A Trace's ops and calls as sorted chunks, as a streamed export would give them."""
+    ops = trace.gpu_ops.sort_values(START_NS, kind="stable", ignore_index=True)
+    calls = trace.api_calls.sort_values(START_NS, kind="stable", ignore_index=True)
+
+    def chunks(frame: pd.DataFrame) -> ChunkSource:
+        size = chunk_rows or max(len(frame), 1)
+        return lambda: (frame.iloc[i : i + size] for i in range(0, len(frame), size))
+
+    def trace_start() -> int:
+        starts = [int(f[START_NS].iloc[0]) for f in (ops, calls) if len(f)]
+        return min(starts) if starts else np.iinfo(np.int64).max
+
+    def device_ops() -> pd.DataFrame:
+        counts = trace.gpu_ops.groupby([PID, DEVICE_ID, OP_KIND], observed=True).size()
+        return counts.rename("ops").reset_index()
+
+    def known_pids() -> list[int]:
+        return sorted(int(p) for p in set(trace.gpu_ops[PID]) | set(trace.api_calls[PID]))
+
+    return RowSources(
+        ops=(("GPU ops", chunks(ops)),),
+        calls=chunks(calls),
+        rows=len(ops) + len(calls),
+        device_ops=device_ops,
+        trace_start_ns=trace_start,
+        known_pids=known_pids,
     )

@@ -1,0 +1,111 @@
+"""Which steps a timeline picture shows: the request, and the steps it picks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+import numpy as np
+import pandas as pd
+
+from trace_gaps.analysis.steps import IS_WARMUP, STEP_INDEX
+from trace_gaps.errors import TraceGapsError
+from trace_gaps.model import END_NS, GLOBAL_TID, PID, START_NS
+
+
+class StepPick(StrEnum):
+    """How the steps to draw are chosen."""
+
+    MEDIAN = "median"  # the analysed step whose wall time is nearest the median
+    WORST = "worst"  # the longest analysed step
+    INDEX = "index"  # the step with a given index on its thread
+    RANGE = "range"  # consecutive steps first <= index < stop
+
+
+@dataclass(frozen=True, slots=True)
+class TimelineRequest:
+    """Which steps one timeline picture shows."""
+
+    pick: StepPick = StepPick.MEDIAN
+    first: int = 0  # INDEX and RANGE
+    stop: int = 0  # RANGE: one past the last index
+
+    @property
+    def view(self) -> str:
+        """A short name for the picture: median, worst, step-3, steps-3-6."""
+        if self.pick is StepPick.INDEX:
+            return f"step-{self.first}"
+        if self.pick is StepPick.RANGE:
+            return f"steps-{self.first}-{self.stop}"
+        return self.pick.value
+
+
+def choose_steps(steps: pd.DataFrame, request: TimelineRequest) -> pd.DataFrame:
+    """The steps a request picks, from the main thread of the first process with steps."""
+    if steps.empty:
+        raise TraceGapsError("the export has no steps to draw: no process has GPU work.")
+    pid = int(steps[PID].min())
+    process_steps = steps[steps[PID] == pid]
+    counts = process_steps.groupby(GLOBAL_TID).size().reset_index(name="n")
+    tid = int(counts.sort_values(["n", GLOBAL_TID], ascending=[False, True])[GLOBAL_TID].iloc[0])
+    thread_steps = process_steps[process_steps[GLOBAL_TID] == tid].sort_values(
+        START_NS, kind="stable"
+    )
+    indices = thread_steps[STEP_INDEX]
+    if request.pick is StepPick.INDEX:
+        chosen = thread_steps[indices == request.first]
+    elif request.pick is StepPick.RANGE:
+        chosen = thread_steps[(indices >= request.first) & (indices < request.stop)]
+    else:
+        analysed = thread_steps[~thread_steps[IS_WARMUP]]
+        pool = analysed if not analysed.empty else thread_steps
+        wall = (pool[END_NS] - pool[START_NS]).to_numpy()
+        if request.pick is StepPick.WORST:
+            at = int(np.argmax(wall))  # first of equals: the earliest
+        else:
+            median = np.median(wall)
+            at = int(np.argmin(np.abs(wall - median)))
+        chosen = pool.iloc[[at]]
+    if chosen.empty:
+        wanted = (
+            f"step {request.first}"
+            if request.pick is StepPick.INDEX
+            else f"steps {request.first}:{request.stop}"
+        )
+        raise TraceGapsError(
+            f"no {wanted} in process {pid}: its step thread has steps 0 to {int(indices.max())}. "
+            "Choose --step-index K or --steps A:B within that range."
+        )
+    return chosen
+
+
+def choose_request(
+    *,
+    step_index: int | None = None,
+    steps: str | None = None,
+    worst: bool = False,
+    median: bool = False,
+) -> TimelineRequest:
+    """The one TimelineRequest the plot options ask for (default: the median step).
+
+    steps is "A:B", Python-style: steps A to B-1 of the step thread.
+    """
+    given = [step_index is not None, steps is not None, worst, median]
+    if sum(given) > 1:
+        raise TraceGapsError("choose one of --step-index, --steps, --worst and --median.")
+    if step_index is not None:
+        return TimelineRequest(StepPick.INDEX, first=step_index)
+    if steps is not None:
+        first, sep, stop = steps.partition(":")
+        if (
+            not sep
+            or not first.strip().isdigit()
+            or not stop.strip().isdigit()
+            or int(stop) <= int(first)
+        ):
+            raise TraceGapsError(
+                f"--steps {steps!r} is not a range A:B with A < B (B excluded): "
+                "--steps 3:6 draws steps 3, 4 and 5."
+            )
+        return TimelineRequest(StepPick.RANGE, first=int(first), stop=int(stop))
+    return TimelineRequest(StepPick.WORST if worst else StepPick.MEDIAN)

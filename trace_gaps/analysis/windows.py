@@ -1,0 +1,365 @@
+"""Analyse the steps a window at a time, so that memory stays bounded on exports of any size.
+
+The steps (of every process) are cut, in start order, into windows of consecutive steps.
+Window w owns the time [lo_w, lo_w+1): its steps, and the ops and calls that start there.
+Rows arrive as chunks sorted by start time, each table on its own; before window w is
+analysed they are read up to
+
+    read_limit_w = max(end of w's last step, lo_w+2)
+
+so that the window sees every op and call overlapping its steps and the ops its steps
+launch up to a window later. After it, rows that end before lo_w+1 are dropped, except
+launch calls of the window, which are kept one more window for the ops they launch.
+
+Every result is then the whole-trace result, exactly, unless the rows break those
+assumptions; the driver checks that they do not, and raises NeedsWholeTrace when
+- a table's rows are not in start order;
+- an op's launching call was read but already dropped (the op ran over a window after it);
+- an op launched in an earlier window was read only after that window was analysed.
+The caller then analyses the whole trace as one window.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from trace_gaps.analysis.host import find_blocked_host_time
+from trace_gaps.analysis.launches import (
+    api_call_totals,
+    kernel_totals,
+    mark_blocking_copies,
+    ops_in_analysed_steps,
+    summarise_stages,
+)
+from trace_gaps.analysis.ledger import CAUSE, build_ledger
+from trace_gaps.analysis.stages import (
+    CALL_START_NS,
+    LAUNCH_TID,
+    STAGE,
+    StageMap,
+    project_ops,
+    stage_calls,
+)
+from trace_gaps.analysis.steps import IS_WARMUP, STEP_ID
+from trace_gaps.model import (
+    CALL_CATEGORY,
+    CORRELATION_ID,
+    END_NS,
+    GLOBAL_TID,
+    LAUNCH_CATEGORIES,
+    OP_KIND,
+    PID,
+    START_NS,
+    CallCategory,
+)
+
+# About this many ops and calls per window; a window holds at least one step.
+WINDOW_ROWS = 400_000
+# Calls are read this far past the ops, so that an op never waits for a call that starts
+# a little after it on the CPU clock.
+CALL_LEAD_NS = 1_000_000
+
+READ_AT = "read_at"  # the window whose reading brought the row in
+LONGEST_GAPS = 3  # kept per (pid, stage)
+
+_NEVER = np.iinfo(np.int64).max
+_LAUNCH_VALUES = [c.value for c in LAUNCH_CATEGORIES]
+
+
+class NeedsWholeTrace(Exception):
+    """The rows break an assumption of windowed analysis; analyse the trace as one window."""
+
+
+@dataclass(frozen=True, slots=True)
+class StepDetail:
+    """What a timeline picture of one step needs: its calls, ops and idle runs."""
+
+    calls: pd.DataFrame  # the step thread's staged calls overlapping the step
+    ops: pd.DataFrame  # the process's projected ops overlapping the step
+    idle_runs: pd.DataFrame  # step_id, start_ns, end_ns, cause
+
+
+@dataclass(slots=True)
+class WindowResults:
+    """Per-window results, appended window by window and merged at the end."""
+
+    ledgers: list[pd.DataFrame] = field(default_factory=list)
+    gaps: list[pd.DataFrame] = field(default_factory=list)
+    blocked: list[pd.DataFrame] = field(default_factory=list)
+    stage_stats: list[pd.DataFrame] = field(default_factory=list)
+    kernels: list[pd.DataFrame] = field(default_factory=list)
+    api_calls: list[pd.DataFrame] = field(default_factory=list)
+    op_census: list[pd.DataFrame] = field(default_factory=list)
+    graph_setup_pids: set[int] = field(default_factory=set)
+    step_details: dict[int, StepDetail] = field(default_factory=dict)
+    windows: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class WindowPlan:
+    """Where each window starts (lo), ends (its last step's end) and reads to."""
+
+    lo: np.ndarray  # lo[0] is the earliest time; lo[w] <= every start in window w
+    step_window: np.ndarray  # per row of steps
+    last_end: np.ndarray  # the latest step end in each window
+
+    @property
+    def count(self) -> int:
+        return len(self.lo)
+
+    def hi(self, w: int) -> int:
+        """The end (exclusive) of the time window w owns."""
+        return int(self.lo[w + 1]) if w + 1 < self.count else _NEVER
+
+    def read_limit(self, w: int) -> int:
+        return max(int(self.last_end[w]), self.hi(w + 1) if w + 1 < self.count else _NEVER)
+
+    def window_at(self, times: np.ndarray) -> np.ndarray:
+        """The window that owns each time."""
+        return np.maximum(np.searchsorted(self.lo, times, side="right") - 1, 0)
+
+
+def plan_windows(steps: pd.DataFrame, rows: int, window_rows: int | None) -> WindowPlan:
+    """Cut the steps, in start order, into windows of about window_rows ops and calls each.
+
+    window_rows None: one window. rows: the ops and calls of the trace (an estimate will do).
+    """
+    starts = steps[START_NS].to_numpy()
+    per_window = len(steps)
+    if window_rows is not None and rows > 0:
+        per_window = max(1, int(len(steps) * window_rows // rows))
+    ordered = np.sort(starts)
+    # Cut at every per_window-th step start; equal starts stay in one window.
+    cuts = np.unique(ordered[per_window::per_window]) if len(ordered) else ordered
+    lo = np.r_[np.iinfo(np.int64).min, cuts].astype(np.int64)
+    step_window = np.searchsorted(lo, starts, side="right") - 1
+    last_end = np.full(len(lo), np.iinfo(np.int64).min, dtype=np.int64)
+    np.maximum.at(last_end, step_window, steps[END_NS].to_numpy())
+    return WindowPlan(lo=lo, step_window=step_window, last_end=last_end)
+
+
+class RowStream:
+    """Rows of one table, chunk by chunk in start order; holds those still needed."""
+
+    def __init__(self, name: str, chunks: Iterator[pd.DataFrame], empty: pd.DataFrame) -> None:
+        self.name = name
+        self.empty = empty.assign(**{READ_AT: np.zeros(0, dtype=np.int32)})
+        self.chunks = chunks
+        self.held: list[pd.DataFrame] = []
+        self.last_start = np.iinfo(np.int64).min
+        self.done = False
+
+    def fill(self, limit: int, window: int) -> None:
+        """Read chunks until every row starting before limit is held."""
+        while not self.done and self.last_start < limit:
+            chunk = next(self.chunks, None)
+            if chunk is None:
+                self.done = True
+                return
+            if chunk.empty:
+                continue
+            starts = chunk[START_NS].to_numpy()
+            if starts[0] < self.last_start or (np.diff(starts) < 0).any():
+                raise NeedsWholeTrace(f"{self.name} rows are not in start order")
+            self.last_start = int(starts[-1])
+            self.held.append(chunk.assign(**{READ_AT: np.int32(window)}))
+
+    def frame(self) -> pd.DataFrame:
+        if len(self.held) > 1:
+            self.held = [pd.concat(self.held, ignore_index=True)]
+        return self.held[0] if self.held else self.empty
+
+    def keep(self, keep: np.ndarray) -> None:
+        frame = self.frame()
+        if len(frame):
+            self.held = [frame[keep].reset_index(drop=True)]
+
+
+@dataclass(frozen=True, slots=True)
+class WindowInputs:
+    """What every window reads besides its rows."""
+
+    steps: pd.DataFrame
+    stage_map: StageMap
+    os_calls: pd.DataFrame
+    detail_step_ids: frozenset[int]
+
+
+def analyse_in_windows(
+    op_streams: list[RowStream],
+    call_stream: RowStream,
+    inputs: WindowInputs,
+    plan: WindowPlan,
+) -> WindowResults:
+    """Run every window of the plan over the streams, in time order; see the module docstring."""
+    results = WindowResults()
+    dropped_corr: dict[int, int] = {}  # per pid, the largest correlation id of a dropped launch
+    for w in range(plan.count):
+        limit = plan.read_limit(w)
+        for stream in op_streams:
+            stream.fill(limit, w)
+        call_stream.fill(limit if limit == _NEVER else limit + CALL_LEAD_NS, w)
+        ops = _concat_streams(op_streams)
+        calls = call_stream.frame()
+        steps = inputs.steps[plan.step_window == w]
+        _analyse_window(ops, calls, steps, inputs, plan, w, limit, dropped_corr, results)
+        results.windows += 1
+        if w + 1 < plan.count:
+            _drop_finished(op_streams, call_stream, plan, w, dropped_corr)
+    return results
+
+
+def _concat_streams(streams: list[RowStream]) -> pd.DataFrame:
+    frames = [frame for frame in (s.frame() for s in streams) if len(frame)]
+    if not frames:
+        return streams[0].frame() if streams else pd.DataFrame()
+    if len(frames) == 1:
+        return frames[0]
+    ops = pd.concat(frames, ignore_index=True)
+    # Streams share the name categories, so concat keeps them categorical.
+    return ops
+
+
+def _analyse_window(
+    ops: pd.DataFrame,
+    calls: pd.DataFrame,
+    steps: pd.DataFrame,
+    inputs: WindowInputs,
+    plan: WindowPlan,
+    w: int,
+    limit: int,
+    dropped_corr: dict[int, int],
+    results: WindowResults,
+) -> None:
+    stage_map = inputs.stage_map
+    staged = stage_calls(calls, stage_map)
+    projected = project_ops(ops, staged, stage_map)
+    _check_launches(projected, plan, w, limit, dropped_corr)
+    staged = mark_blocking_copies(staged, projected)
+    ledger, gaps, idle_runs = build_ledger(projected, staged, steps, stage_map)
+    analysed_ops = ops_in_analysed_steps(projected, steps)
+    lo, hi = int(plan.lo[w]) if w else np.iinfo(np.int64).min, plan.hi(w)
+    owned_ops = projected[(projected[START_NS] >= lo) & (projected[START_NS] < hi)]
+    owned_calls = staged[(staged[START_NS] >= lo) & (staged[START_NS] < hi)]
+
+    results.ledgers.append(ledger)
+    results.gaps.append(longest_gaps(gaps, steps))
+    results.blocked.append(find_blocked_host_time(steps, idle_runs, stage_map, inputs.os_calls))
+    results.stage_stats.append(summarise_stages(staged, projected, analysed_ops, steps))
+    results.kernels.append(kernel_totals(analysed_ops))
+    results.api_calls.append(api_call_totals(staged, steps))
+    results.op_census.append(op_census(owned_ops))
+    setup = owned_calls[CALL_CATEGORY] == CallCategory.GRAPH_SETUP.value
+    results.graph_setup_pids.update(int(pid) for pid in owned_calls.loc[setup, PID].unique())
+    for step in steps[steps[STEP_ID].isin(inputs.detail_step_ids)].itertuples():
+        detail = _step_detail(step, staged, projected, idle_runs)
+        results.step_details[int(getattr(step, STEP_ID))] = detail
+
+
+def _check_launches(
+    projected: pd.DataFrame, plan: WindowPlan, w: int, limit: int, dropped_corr: dict[int, int]
+) -> None:
+    """Raise NeedsWholeTrace when an op's launch fell out of the windows (module docstring)."""
+    if projected.empty:
+        return
+    matched = projected[LAUNCH_TID].to_numpy() >= 0
+    if dropped_corr:
+        unmatched = projected[
+            ~matched & (projected[CORRELATION_ID] >= 0) & (projected[START_NS] < limit)
+        ]
+        ceiling = unmatched[PID].map(dropped_corr).fillna(-1).to_numpy()
+        if (unmatched[CORRELATION_ID].to_numpy() <= ceiling).any():
+            raise NeedsWholeTrace("a GPU op ran more than a window after its launching call")
+    if w == 0:
+        return
+    launched = projected[matched]
+    launch_window = plan.window_at(launched[CALL_START_NS].to_numpy())
+    late = (launch_window < w) & (launched[READ_AT].to_numpy() > launch_window)
+    if late.any():
+        raise NeedsWholeTrace("a GPU op started more than a window after its launching call")
+
+
+def _drop_finished(
+    op_streams: list[RowStream],
+    call_stream: RowStream,
+    plan: WindowPlan,
+    w: int,
+    dropped_corr: dict[int, int],
+) -> None:
+    """Drop the rows no later window can need (module docstring)."""
+    next_lo = int(plan.lo[w + 1])
+    for stream in op_streams:
+        ops = stream.frame()
+        if len(ops):
+            stream.keep(((ops[END_NS] > next_lo) | (ops[START_NS] >= next_lo)).to_numpy())
+    calls = call_stream.frame()
+    if not len(calls):
+        return
+    needed = ((calls[END_NS] > next_lo) | (calls[START_NS] >= next_lo)).to_numpy()
+    is_launch = calls[CALL_CATEGORY].isin(_LAUNCH_VALUES).to_numpy()
+    this_window = calls[START_NS].to_numpy() >= (int(plan.lo[w]) if w else np.iinfo(np.int64).min)
+    keep = needed | (is_launch & this_window)
+    gone = calls[~keep & is_launch & (calls[CORRELATION_ID] >= 0).to_numpy()]
+    latest = gone.groupby(PID)[CORRELATION_ID].max()
+    for pid, corr in zip(latest.index.tolist(), latest.tolist(), strict=True):
+        dropped_corr[pid] = max(dropped_corr.get(pid, -1), corr)
+    call_stream.keep(keep)
+
+
+def longest_gaps(gaps: pd.DataFrame, steps: pd.DataFrame, top: int = LONGEST_GAPS) -> pd.DataFrame:
+    """The longest idle gaps of the analysed steps, top per (pid, stage), with a duration column.
+
+    Ties go to the earlier gap, so that windows merge to the same rows as one pass.
+    """
+    analysed = steps.loc[~steps[IS_WARMUP], [STEP_ID, PID]]
+    gaps = gaps.merge(analysed, on=STEP_ID, how="inner")
+    gaps = gaps.assign(duration=gaps[END_NS] - gaps[START_NS])
+    return merge_longest_gaps([gaps], top)
+
+
+def merge_longest_gaps(parts: list[pd.DataFrame], top: int = LONGEST_GAPS) -> pd.DataFrame:
+    """The top gaps per (pid, stage) over several longest_gaps results."""
+    gaps = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+    if gaps.empty:
+        columns = [STEP_ID, STAGE, START_NS, END_NS, CAUSE, PID, "duration"]
+        return pd.DataFrame(
+            {c: pd.Series(dtype="object" if c == CAUSE else "int64") for c in columns}
+        )
+    gaps = gaps.sort_values(
+        [PID, STAGE, "duration", START_NS, STEP_ID],
+        ascending=[True, True, False, True, True],
+        kind="stable",
+    )
+    return gaps.groupby([PID, STAGE]).head(top).reset_index(drop=True)
+
+
+OP_CENSUS_COLUMNS = [PID, OP_KIND, STAGE, "ops"]
+
+
+def op_census(projected: pd.DataFrame) -> pd.DataFrame:
+    """How many ops per (pid, kind, stage)."""
+    counts = projected.groupby([PID, OP_KIND, STAGE], observed=True).size().rename("ops")
+    return counts.reset_index()[OP_CENSUS_COLUMNS]
+
+
+def _step_detail(
+    step: object, staged: pd.DataFrame, projected: pd.DataFrame, idle_runs: pd.DataFrame
+) -> StepDetail:
+    tid, pid = int(getattr(step, GLOBAL_TID)), int(getattr(step, PID))
+    start, end = int(getattr(step, START_NS)), int(getattr(step, END_NS))
+    calls = staged[
+        (staged[GLOBAL_TID] == tid) & (staged[END_NS] > start) & (staged[START_NS] < end)
+    ]
+    ops = projected[
+        (projected[PID] == pid) & (projected[END_NS] > start) & (projected[START_NS] < end)
+    ]
+    step_id = int(getattr(step, STEP_ID))
+    return StepDetail(
+        calls=calls.copy(),
+        ops=ops.copy(),
+        idle_runs=idle_runs[idle_runs[STEP_ID] == step_id].copy(),
+    )
