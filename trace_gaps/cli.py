@@ -15,7 +15,7 @@ from matplotlib.figure import Figure
 from rich.console import Console
 from rich.status import Status
 
-from trace_gaps.analysis.pipeline import AnalysisOptions, analyse_trace
+from trace_gaps.analysis.pipeline import AnalysisOptions
 from trace_gaps.bundle import BUNDLE_VIEWS, build_provenance, write_bundle
 from trace_gaps.diff import diff_reports, is_slower_than
 from trace_gaps.errors import TraceGapsError, about_file
@@ -27,6 +27,7 @@ from trace_gaps.plot import plot_steps, plot_timeline
 from trace_gaps.render import RENDERERS, Format
 from trace_gaps.render.diff import render_diff
 from trace_gaps.report import Report, build_report
+from trace_gaps.run import analyse_export
 from trace_gaps.timeline import TimelineRequest, choose_request
 
 app = typer.Typer(
@@ -185,10 +186,14 @@ def analyze(
         # The progress line is cleared before anything is written.
         with progress(quiet) as phase, about_file(path):
             phase(f"reading {path.name}")
-            trace = load_trace(path)
             options = AnalysisOptions(step_name=step, skip=skip, depth=depth, process=process)
-            phase("analysing steps, stages and the ledger")
-            analysis = analyse_trace(trace, options)
+            trace, analysis = analyse_export(
+                path,
+                options,
+                on_window=lambda done, total: phase(
+                    f"analysing {path.name}: window {done} of {total}"
+                ),
+            )
             phase("ranking candidates")
             report = build_report(trace, analysis, top=top)
             phase("rendering")
@@ -218,13 +223,11 @@ DiffExportArg = Annotated[
 ]
 
 
-def diff_side_report(path: Path, options: AnalysisOptions, traces: dict[Path, Trace]) -> Report:
-    """The Report of one side of a diff; a file given for both sides (two ranks) loads once."""
+def diff_side_report(path: Path, options: AnalysisOptions) -> Report:
+    """The Report of one side of a diff."""
     with about_file(path):
-        export = resolve_export(path, False).resolve()
-        if export not in traces:
-            traces[export] = load_trace(export)
-        return build_report(traces[export], analyse_trace(traces[export], options))
+        trace, analysis = analyse_export(resolve_export(path, False).resolve(), options)
+        return build_report(trace, analysis)
 
 
 @app.command()
@@ -251,9 +254,8 @@ def diff(
 ) -> None:
     """Did the fix work? Step time with its noise, stage and launch changes, BEFORE → AFTER."""
     with user_errors():
-        traces: dict[Path, Trace] = {}
         reports = [
-            diff_side_report(path, AnalysisOptions(step, skip, depth, pid), traces)
+            diff_side_report(path, AnalysisOptions(step, skip, depth, pid))
             for path, pid in ((before, process_before), (after, process_after))
             for pid in [pid if pid is not None else process]
         ]
@@ -313,8 +315,7 @@ def load_and_report(
 ) -> tuple[Trace, Report]:
     """Load an export and build its Report; errors raised on the way name the file."""
     with about_file(path):
-        trace = load_trace(path)
-        analysis = analyse_trace(trace, options, timelines=timelines)
+        trace, analysis = analyse_export(path, options, timelines=timelines)
         return trace, build_report(trace, analysis, top=top)
 
 

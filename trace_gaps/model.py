@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -176,6 +177,28 @@ class Trace:
     processes: dict[int, str] = field(default_factory=dict)
     overhead: pd.DataFrame = field(default_factory=pd.DataFrame)
     os_calls: pd.DataFrame = field(default_factory=lambda: empty_frame(OS_CALL_COLUMNS))
+
+
+# Chunks of an op or call table in start order, and how to get them.
+ChunkSource = Callable[[], Iterator[pd.DataFrame]]
+
+
+@dataclass(frozen=True, slots=True)
+class RowSources:
+    """The op tables and the call table of one export, each as chunks in start order."""
+
+    ops: tuple[tuple[str, ChunkSource], ...]
+    calls: ChunkSource
+    rows: int  # ops + calls, an estimate is enough
+    module_loads: Callable[[], pd.DataFrame]  # at least the module-load calls, call columns
+    device_ops: Callable[[], pd.DataFrame]  # per (pid, device, kind), after the chunks ran
+    trace_start_ns: Callable[[], int]  # after the chunks ran
+    known_pids: Callable[[], list[int]]  # processes with CUDA activity
+
+
+class NeedsWholeTrace(Exception):
+    """The rows cannot be analysed window by window (out of order, unreadable as a stream, or
+    an op far from its launch); the caller analyses the whole trace at once instead."""
 
 
 def require_columns(frame: pd.DataFrame, columns: dict[str, str]) -> None:

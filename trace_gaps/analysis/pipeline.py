@@ -46,6 +46,8 @@ from trace_gaps.model import (
     OP_KIND,
     PID,
     START_NS,
+    ChunkSource,
+    RowSources,
     Trace,
     empty_frame,
 )
@@ -85,22 +87,6 @@ class Analysis:
     windows: int  # how many windows the analysis ran in
 
 
-# Chunks of an op or call table in start order, and how to get them.
-ChunkSource = Callable[[], Iterator[pd.DataFrame]]
-
-
-@dataclass(frozen=True, slots=True)
-class RowSources:
-    """The op tables and the call table of one export, each as chunks in start order."""
-
-    ops: tuple[tuple[str, ChunkSource], ...]
-    calls: ChunkSource
-    rows: int  # ops + calls, an estimate is enough
-    device_ops: Callable[[], pd.DataFrame]  # per (pid, device, kind), after the chunks ran
-    trace_start_ns: Callable[[], int]  # after the chunks ran
-    known_pids: Callable[[], list[int]]  # processes with CUDA activity
-
-
 def analyse_trace(
     trace: Trace,
     options: AnalysisOptions,
@@ -119,7 +105,6 @@ def analyse_trace(
         options,
         timelines=timelines,
         window_rows=window_rows,
-        module_loads=trace.api_calls,
     )
 
 
@@ -130,14 +115,15 @@ def analyse_rows(
     *,
     timelines: tuple[TimelineRequest, ...] = (),
     window_rows: int | None = None,
-    module_loads: pd.DataFrame,
+    on_window: Callable[[int, int], None] | None = None,
 ) -> Analysis:
     """Analyse rows streamed from sources; trace holds the ranges, threads and OS calls.
 
-    module_loads: at least the module-load calls (for warm-up), with model call columns.
-    Raises windows.NeedsWholeTrace when the rows break windowed analysis.
+    Raises NeedsWholeTrace when the rows cannot be analysed window by window.
     """
     nvtx_ranges = trace.nvtx_ranges
+    # Only the default warm-up rule reads module loads (skip=N does not).
+    module_loads = sources.module_loads() if options.skip is None else empty_frame(API_CALL_COLUMNS)
     pids = options.process
     if pids is not None:
         known = sources.known_pids()
@@ -168,6 +154,7 @@ def analyse_rows(
         RowStream("CUDA API", _only(pids, sources.calls()), empty_frame(API_CALL_COLUMNS)),
         inputs,
         plan_windows(steps, sources.rows, window_rows),
+        on_window,
     )
     return _merge(trace, options, selection, range_tree, steps, stage_map, picked, results, sources)
 
@@ -304,6 +291,7 @@ def _memory_sources(trace: Trace, chunk_rows: int | None) -> RowSources:
         ops=(("GPU ops", chunks(ops)),),
         calls=chunks(calls),
         rows=len(ops) + len(calls),
+        module_loads=lambda: trace.api_calls,
         device_ops=device_ops,
         trace_start_ns=trace_start,
         known_pids=known_pids,

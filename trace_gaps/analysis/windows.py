@@ -9,7 +9,7 @@ analysed they are read up to
 
 so that the window sees every op and call overlapping its steps and the ops its steps
 launch up to a window later. After it, rows that end before lo_w+1 are dropped, except
-launch calls of the window, which are kept one more window for the ops they launch.
+the window's calls, which are kept one more window for the ops they launched.
 
 Every result is then the whole-trace result, exactly, unless the rows break those
 assumptions; the driver checks that they do not, and raises NeedsWholeTrace when
@@ -21,7 +21,7 @@ The caller then analyses the whole trace as one window.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -50,11 +50,11 @@ from trace_gaps.model import (
     CORRELATION_ID,
     END_NS,
     GLOBAL_TID,
-    LAUNCH_CATEGORIES,
     OP_KIND,
     PID,
     START_NS,
     CallCategory,
+    NeedsWholeTrace,
 )
 
 # About this many ops and calls per window; a window holds at least one step.
@@ -67,11 +67,6 @@ READ_AT = "read_at"  # the window whose reading brought the row in
 LONGEST_GAPS = 3  # kept per (pid, stage)
 
 _NEVER = np.iinfo(np.int64).max
-_LAUNCH_VALUES = [c.value for c in LAUNCH_CATEGORIES]
-
-
-class NeedsWholeTrace(Exception):
-    """The rows break an assumption of windowed analysis; analyse the trace as one window."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,6 +189,7 @@ def analyse_in_windows(
     call_stream: RowStream,
     inputs: WindowInputs,
     plan: WindowPlan,
+    on_window: Callable[[int, int], None] | None = None,
 ) -> WindowResults:
     """Run every window of the plan over the streams, in time order; see the module docstring."""
     results = WindowResults()
@@ -208,6 +204,8 @@ def analyse_in_windows(
         steps = inputs.steps[plan.step_window == w]
         _analyse_window(ops, calls, steps, inputs, plan, w, limit, dropped_corr, results)
         results.windows += 1
+        if on_window is not None:
+            on_window(w + 1, plan.count)
         if w + 1 < plan.count:
             _drop_finished(op_streams, call_stream, plan, w, dropped_corr)
     return results
@@ -300,10 +298,11 @@ def _drop_finished(
     if not len(calls):
         return
     needed = ((calls[END_NS] > next_lo) | (calls[START_NS] >= next_lo)).to_numpy()
-    is_launch = calls[CALL_CATEGORY].isin(_LAUNCH_VALUES).to_numpy()
+    # Any call may have launched an op (cudaMemcpy, older runtimes' cudaLaunch, ...): keep
+    # this window's calls one window more, for the ops that run after it.
     this_window = calls[START_NS].to_numpy() >= (int(plan.lo[w]) if w else np.iinfo(np.int64).min)
-    keep = needed | (is_launch & this_window)
-    gone = calls[~keep & is_launch & (calls[CORRELATION_ID] >= 0).to_numpy()]
+    keep = needed | this_window
+    gone = calls[~keep & (calls[CORRELATION_ID] >= 0).to_numpy()]
     latest = gone.groupby(PID)[CORRELATION_ID].max()
     for pid, corr in zip(latest.index.tolist(), latest.tolist(), strict=True):
         dropped_corr[pid] = max(dropped_corr.get(pid, -1), corr)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -216,6 +217,23 @@ def _has_any(tables: tuple[str, ...], wanted: tuple[str, ...]) -> bool:
 def _read_trace(connection: sqlite3.Connection, path: Path, tables: tuple[str, ...]) -> Trace:
     gpu_ops, untimed_ops = _read_gpu_ops(connection, tables)
     api_calls, untimed_calls = _read_api_calls(connection, tables)
+    head = read_head(connection, path, tables, gpu_ops=gpu_ops)
+    info = replace(head.info, untimed_events=untimed_ops + untimed_calls)
+    return replace(head, info=info, gpu_ops=gpu_ops, api_calls=api_calls)
+
+
+def read_head(
+    connection: sqlite3.Connection,
+    path: Path,
+    tables: tuple[str, ...],
+    *,
+    gpu_ops: pd.DataFrame | None = None,
+) -> Trace:
+    """Everything but the op and call rows: ranges, threads, OS calls, settings, counts.
+
+    gpu_ops, when already read, tells the graph trace mode of exports that do not record it;
+    without them the loader asks SQLite.
+    """
     nvtx_ranges, unclosed = _read_nvtx_ranges(connection, tables)
     export_meta = _read_pairs(connection, _first_present(tables, queries.EXPORT_META_TABLES))
     capture_meta = (
@@ -229,10 +247,9 @@ def _read_trace(connection: sqlite3.Connection, path: Path, tables: tuple[str, .
         nsys_version=dict(export_meta).get("EXPORT_PRODUCT_VERSION"),
         schema_version=dict(export_meta).get("EXPORT_SCHEMA_VERSION"),
         tables=tables,
-        graph_trace_mode=_graph_trace_mode(capture_meta, gpu_ops),
+        graph_trace_mode=_graph_trace_mode(capture_meta, connection, tables, gpu_ops),
         capture_settings=capture_meta,
         gpus=_read_gpus(connection, tables),
-        untimed_events=untimed_ops + untimed_calls,
         unclosed_ranges=unclosed,
         graph_capture_events=_count(
             connection, tables, queries.GRAPH_EVENTS_TABLE, queries.GRAPH_EVENT_COUNT
@@ -243,8 +260,8 @@ def _read_trace(connection: sqlite3.Connection, path: Path, tables: tuple[str, .
     )
     return Trace(
         info=info,
-        gpu_ops=gpu_ops,
-        api_calls=api_calls,
+        gpu_ops=empty_frame(GPU_OP_COLUMNS),
+        api_calls=empty_frame(API_CALL_COLUMNS),
         nvtx_ranges=nvtx_ranges,
         threads=_read_threads(connection, tables),
         processes=_read_processes(connection, tables),
@@ -446,16 +463,36 @@ def _count(connection: sqlite3.Connection, tables: tuple[str, ...], table: str, 
 
 
 def _graph_trace_mode(
-    capture_meta: tuple[tuple[str, str], ...], gpu_ops: pd.DataFrame
+    capture_meta: tuple[tuple[str, str], ...],
+    connection: sqlite3.Connection,
+    tables: tuple[str, ...],
+    gpu_ops: pd.DataFrame | None,
 ) -> GraphTraceMode:
     for key, value in capture_meta:
         if key.endswith("CUDA_GRAPH_TRACE_OPTIONS:MODE"):
             return GraphTraceMode.NODE if value.lower() == "node" else GraphTraceMode.GRAPH
-    if (gpu_ops[OP_KIND] == OpKind.GRAPH.value).any():
+    if gpu_ops is not None:
+        has_graph_ops = bool((gpu_ops[OP_KIND] == OpKind.GRAPH.value).any())
+        has_nodes = bool((gpu_ops["graph_node_id"] >= 0).any())
+    else:
+        has_graph_ops = _any(connection, tables, queries.GRAPH_TRACE_TABLE, queries.any_timed)
+        has_nodes = queries.KERNEL_TABLE not in _missing_columns(connection, tables) and _any(
+            connection, tables, queries.KERNEL_TABLE, queries.any_graph_node
+        )
+    if has_graph_ops:
         return GraphTraceMode.GRAPH
-    if (gpu_ops["graph_node_id"] >= 0).any():
+    if has_nodes:
         return GraphTraceMode.NODE
     return GraphTraceMode.UNKNOWN
+
+
+def _any(
+    connection: sqlite3.Connection,
+    tables: tuple[str, ...],
+    table: str,
+    query: Callable[[str], str],
+) -> bool:
+    return table in tables and connection.execute(query(table)).fetchone() is not None
 
 
 def count_rows(path: Path) -> dict[str, int]:

@@ -164,3 +164,42 @@ ROW_COUNTS = {
     "OSRT_API": "SELECT COUNT(*) FROM OSRT_API",
     "ThreadNames": "SELECT COUNT(*) FROM ThreadNames",
 }
+
+# Streaming (nsys/stream.py). Table names come from the constants above, never from input.
+ALL_STRINGS = "SELECT id AS name_id, value AS name FROM StringIds"
+
+GRAPH_NAMES = """
+SELECT DISTINCT 'graph ' || COALESCE(graphId, '?') FROM CUPTI_ACTIVITY_KIND_GRAPH_TRACE
+"""
+
+
+def largest_string_id() -> str:
+    return "SELECT MAX(id) FROM StringIds"
+
+
+def largest_rowid(table: str) -> str:
+    """One b-tree descent, no scan: rows in a table nsys filled in order."""
+    return f"SELECT MAX(rowid) FROM {table}"
+
+
+def any_timed(table: str) -> str:
+    return f'SELECT 1 FROM {table} WHERE NOT (start = 0 AND "end" = 0) LIMIT 1'
+
+
+def count_untimed(table: str) -> str:
+    return f'SELECT COUNT(*) FROM {table} WHERE start = 0 AND "end" = 0'
+
+
+def any_graph_node(table: str) -> str:
+    return f"SELECT 1 FROM {table} WHERE graphNodeId >= 0 LIMIT 1"
+
+
+def pids_in(table: str) -> str:
+    column = "globalTid" if table == RUNTIME_TABLE else "globalPid"
+    return f"SELECT DISTINCT ({column} >> 24) & 16777215 FROM {table} WHERE {column} IS NOT NULL"
+
+
+def runtime_calls_named(name_ids: list[int]) -> str:
+    """RUNTIME_CALLS limited to calls with these name ids (integers only)."""
+    listed = ", ".join(str(int(i)) for i in name_ids)
+    return f"{RUNTIME_CALLS} WHERE nameId IN ({listed})"

@@ -1,0 +1,378 @@
+"""Read an export's op and call tables as chunks in start order, for windowed analysis.
+
+The ranges, threads, OS calls and settings are read whole (they are small); the kernel,
+copy, memset, graph and CUDA API tables stream in chunks of CHUNK_ROWS rows, in the
+order SQLite stores them, which is start order in every nsys export we have seen (the
+analysis checks, and falls back to load_trace when a table is not).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from trace_gaps.errors import NoKernelsError
+from trace_gaps.model import (
+    API_CALL_COLUMNS,
+    CALL_CATEGORY,
+    DEVICE_ID,
+    END_NS,
+    GPU_OP_COLUMNS,
+    NAME,
+    OP_KIND,
+    PID,
+    START_NS,
+    CallCategory,
+    ChunkSource,
+    NeedsWholeTrace,
+    OpKind,
+    RowSources,
+    Trace,
+    empty_frame,
+)
+from trace_gaps.nsys import queries
+from trace_gaps.nsys.calls import classify_call, strip_version_suffix
+from trace_gaps.nsys.load import (
+    ARROW_READER_ENV,
+    check_is_cuda_export,
+    list_tables,
+    open_export,
+    read_head,
+    reading_export,
+)
+
+CHUNK_ROWS = 250_000
+# Resolve names from the whole string table when it is at most this long (one quick read);
+# longer tables are searched for the ids in use, as load_trace does.
+WHOLE_STRING_TABLE = 500_000
+
+_UNKNOWN = "?"
+_OP_INTS = {n: d for n, d in GPU_OP_COLUMNS.items() if d not in ("category", "object")}
+_CALL_INTS = {n: d for n, d in API_CALL_COLUMNS.items() if d not in ("category", "object")}
+_MEMCPY_NAMES = ("memcpy HtoD", "memcpy DtoH", "memcpy DtoD", "memcpy PtoP", "memcpy")
+
+
+@dataclass(slots=True)
+class _Tally:
+    """What the chunks showed on their way past: op counts per device, the earliest start,
+    and rows left out as untimed."""
+
+    device_ops: list[pd.DataFrame] = field(default_factory=list)
+    earliest: int = np.iinfo(np.int64).max
+    untimed: int = 0
+
+    def ops(self) -> pd.DataFrame:
+        if not self.device_ops:
+            return pd.DataFrame({PID: [], DEVICE_ID: [], OP_KIND: [], "ops": []}, dtype="int64")
+        counts = pd.concat(self.device_ops, ignore_index=True)
+        counts[OP_KIND] = counts[OP_KIND].astype(str)
+        return counts.groupby([PID, DEVICE_ID, OP_KIND], sort=True)["ops"].sum().reset_index()
+
+
+@dataclass(frozen=True, slots=True)
+class ExportStream:
+    """An open export: its small tables read, its op and call tables ready to stream."""
+
+    head: Trace  # gpu_ops and api_calls empty
+    sources: RowSources
+    tally: _Tally
+
+    def trace(self) -> Trace:
+        """The head with the untimed rows the stream left out counted in its info."""
+        info = replace(self.head.info, untimed_events=self.tally.untimed)
+        return replace(self.head, info=info)
+
+
+@contextmanager
+def stream_export(path: Path) -> Iterator[ExportStream]:
+    """Open an export read-only for windowed analysis; the streams live while this is open."""
+    with open_export(path) as connection:
+        tables = list_tables(connection, path)
+        check_is_cuda_export(tables, path)
+        _check_has_timed_ops(connection, path, tables)
+        head = read_head(connection, path, tables)
+        tally = _Tally()
+        reader = _ChunkReader(connection, path)
+        names = _Names(connection, tables)
+        sources = RowSources(
+            ops=tuple(
+                (table, _op_chunks(reader, table, sql, names, tally))
+                for table, sql in _op_queries(connection, tables)
+            ),
+            calls=_call_chunks(reader, tables, names, tally),
+            rows=_rows(connection, tables),
+            module_loads=lambda: _module_loads(connection, path, tables, names),
+            device_ops=tally.ops,
+            trace_start_ns=lambda: tally.earliest,
+            known_pids=lambda: _known_pids(connection, path, tables),
+        )
+        yield ExportStream(head=head, sources=sources, tally=tally)
+
+
+_OP_TABLES = (
+    (queries.KERNEL_TABLE, OpKind.KERNEL),
+    (queries.MEMCPY_TABLE, OpKind.MEMCPY),
+    (queries.MEMSET_TABLE, OpKind.MEMSET),
+    (queries.GRAPH_TRACE_TABLE, OpKind.GRAPH),
+)
+
+
+def _op_queries(
+    connection: sqlite3.Connection, tables: tuple[str, ...]
+) -> list[tuple[str, tuple[str, OpKind]]]:
+    found = []
+    for table, kind in _OP_TABLES:
+        if table not in tables:
+            continue
+        sql = {
+            queries.MEMCPY_TABLE: queries.MEMCPYS,
+            queries.MEMSET_TABLE: queries.MEMSETS,
+            queries.GRAPH_TRACE_TABLE: queries.GRAPH_TRACES,
+        }.get(table)
+        if sql is None:
+            columns = {row[0] for row in connection.execute(queries.TABLE_COLUMNS, (table,))}
+            sql = (
+                queries.KERNELS if "graphNodeId" in columns else queries.KERNELS_WITHOUT_GRAPH_NODES
+            )
+        found.append((table, (sql, kind)))
+    return found
+
+
+def _check_has_timed_ops(
+    connection: sqlite3.Connection, path: Path, tables: tuple[str, ...]
+) -> None:
+    with reading_export(path):
+        for table, _ in _OP_TABLES:
+            if table in tables and connection.execute(queries.any_timed(table)).fetchone():
+                return
+        untimed = sum(
+            int(connection.execute(queries.count_untimed(table)).fetchone()[0])
+            for table, _ in _OP_TABLES
+            if table in tables
+        )
+    raise NoKernelsError(
+        f"has no timed GPU ops ({untimed} untimed rows left out): no kernel, copy or graph ran "
+        "while nsys was recording; capture a window in which the program runs on the GPU",
+        path=path,
+    )
+
+
+def _rows(connection: sqlite3.Connection, tables: tuple[str, ...]) -> int:
+    """Ops and calls in the export, from the largest rowid of each table (no scan)."""
+    streamed = [table for table, _ in _OP_TABLES] + [queries.RUNTIME_TABLE]
+    return sum(
+        int(connection.execute(queries.largest_rowid(table)).fetchone()[0] or 0)
+        for table in streamed
+        if table in tables
+    )
+
+
+class _Names:
+    """Name ids to the categorical names of ops and calls, shared by every chunk."""
+
+    def __init__(self, connection: sqlite3.Connection, tables: tuple[str, ...]) -> None:
+        self.connection = connection
+        self.tables = tables
+        self._strings: pd.Series | None = None
+
+    def strings(self, ids_in_use: str) -> pd.Series:
+        """Text by string id: the whole table when short, else the ids the query lists."""
+        if self._strings is None:
+            largest = self.connection.execute(queries.largest_string_id()).fetchone()[0] or 0
+            if int(largest) <= WHOLE_STRING_TABLE:
+                self._strings = _string_series(self.connection, queries.ALL_STRINGS)
+        if self._strings is not None:
+            return self._strings
+        return _string_series(self.connection, ids_in_use)
+
+    def op_categories(self) -> pd.Index:
+        kernel_names = (
+            self.strings(queries.KERNEL_NAMES).to_numpy()
+            if queries.KERNEL_TABLE in self.tables
+            else []
+        )
+        graphs = (
+            [row[0] for row in self.connection.execute(queries.GRAPH_NAMES)]
+            if queries.GRAPH_TRACE_TABLE in self.tables
+            else []
+        )
+        extra = [*_MEMCPY_NAMES, "memset", *graphs, _UNKNOWN]
+        return pd.Index(pd.unique(np.array([*kernel_names, *extra], dtype=object)))
+
+    def call_names(self) -> pd.Series:
+        return self.strings(queries.RUNTIME_NAMES).map(strip_version_suffix)
+
+
+def _string_series(connection: sqlite3.Connection, sql: str) -> pd.Series:
+    frame = pd.read_sql_query(sql, connection, dtype={"name_id": "int64"})
+    return frame.set_index("name_id")[NAME].astype(object)
+
+
+def _codes_by_id(strings: pd.Series, categories: pd.Index) -> Callable[[np.ndarray], np.ndarray]:
+    """A function from string ids to category codes (ids not in strings get '?')."""
+    unknown = categories.get_loc(_UNKNOWN)
+    ids = strings.index.to_numpy()
+    codes = categories.get_indexer(strings.to_numpy())
+    if len(ids) and ids.min() >= 0 and ids.max() < 4 * len(ids) + 1_000_000:
+        table = np.full(int(ids.max()) + 1, unknown, dtype=np.int64)
+        table[ids] = codes
+        return lambda wanted: np.where(
+            (wanted >= 0) & (wanted < len(table)),
+            table[np.clip(wanted, 0, len(table) - 1)],
+            unknown,
+        )
+    order = pd.Index(ids)
+    return lambda wanted: np.where(
+        order.get_indexer(wanted) >= 0, codes[order.get_indexer(wanted)], unknown
+    )
+
+
+class _ChunkReader:
+    """Run a query and hand back its rows CHUNK_ROWS at a time, through Arrow when the
+    `fast` extra is installed, else through sqlite3 (as load_trace reads)."""
+
+    def __init__(self, connection: sqlite3.Connection, path: Path) -> None:
+        self.connection = connection
+        self.path = path
+
+    def chunks(self, sql: str, dtypes: dict[str, str]) -> Iterator[pd.DataFrame]:
+        arrow = self._arrow_chunks(sql)
+        if arrow is not None:
+            yield from (chunk.astype(dtypes) for chunk in arrow)
+            return
+        with reading_export(self.path):
+            yield from pd.read_sql_query(sql, self.connection, dtype=dtypes, chunksize=CHUNK_ROWS)
+
+    def _arrow_chunks(self, sql: str) -> Iterator[pd.DataFrame] | None:
+        if os.environ.get(ARROW_READER_ENV):
+            return None
+        try:
+            import adbc_driver_sqlite
+            import adbc_driver_sqlite.dbapi as adbc_sqlite
+            import pyarrow as pa  # type: ignore[import-untyped]
+        except ImportError:
+            return None
+        return _arrow_batches(adbc_sqlite, adbc_driver_sqlite, pa, self.path, sql)
+
+
+def _arrow_batches(
+    adbc_sqlite: object, driver: object, pa: object, path: Path, sql: str
+) -> Iterator[pd.DataFrame]:
+    uri = path.resolve().as_uri() + "?mode=ro"
+    connection = adbc_sqlite.connect(uri)  # type: ignore[attr-defined]
+    try:
+        cursor = connection.cursor()
+        batch_rows = driver.StatementOptions.BATCH_ROWS.value  # type: ignore[attr-defined]
+        cursor.adbc_statement.set_options(**{batch_rows: str(CHUNK_ROWS)})
+        cursor.execute(sql)
+        for batch in cursor.fetch_record_batch():
+            if any(column.null_count for column in batch.columns):
+                # NULL where a value belongs: load_trace reads it and reports it.
+                raise NeedsWholeTrace("a column holds NULLs")
+            yield batch.to_pandas()
+        cursor.close()
+    finally:
+        connection.close()
+
+
+def _drop_untimed(chunk: pd.DataFrame, tally: _Tally) -> pd.DataFrame:
+    untimed = ((chunk[START_NS] == 0) & (chunk[END_NS] == 0)).to_numpy()
+    if untimed.any():
+        tally.untimed += int(untimed.sum())
+        chunk = chunk[~untimed]
+    if len(chunk):
+        tally.earliest = min(tally.earliest, int(chunk[START_NS].min()))
+    return chunk.reset_index(drop=True)
+
+
+def _op_chunks(
+    reader: _ChunkReader,
+    table: str,
+    query: tuple[str, OpKind],
+    names: _Names,
+    tally: _Tally,
+) -> ChunkSource:
+    sql, kind = query
+
+    def chunks() -> Iterator[pd.DataFrame]:
+        categories = names.op_categories()
+        kinds = pd.CategoricalDtype([k.value for k in OpKind])
+        by_id = (
+            _codes_by_id(names.strings(queries.KERNEL_NAMES), categories)
+            if kind is OpKind.KERNEL
+            else None
+        )
+        dtypes = {**_OP_INTS, "name_id": "int64"} if by_id else _OP_INTS
+        for chunk in reader.chunks(sql, dtypes):
+            chunk = _drop_untimed(chunk, tally)
+            if by_id is not None:
+                codes = by_id(chunk.pop("name_id").to_numpy())
+            else:
+                codes = categories.get_indexer(chunk.pop(NAME).astype(object).to_numpy())
+            chunk[NAME] = pd.Categorical.from_codes(codes, categories=categories)
+            chunk[OP_KIND] = pd.Categorical([kind.value] * len(chunk), dtype=kinds)
+            counts = chunk.groupby([PID, DEVICE_ID]).size().rename("ops").reset_index()
+            tally.device_ops.append(counts.assign(**{OP_KIND: kind.value}))
+            yield chunk[list(GPU_OP_COLUMNS)]
+
+    return chunks
+
+
+def _call_chunks(
+    reader: _ChunkReader, tables: tuple[str, ...], names: _Names, tally: _Tally
+) -> ChunkSource:
+    def chunks() -> Iterator[pd.DataFrame]:
+        if queries.RUNTIME_TABLE not in tables:
+            return
+        call_names = names.call_names()
+        categories = pd.Index(pd.unique(np.array([*call_names.to_numpy(), _UNKNOWN], dtype=object)))
+        by_id = _codes_by_id(call_names, categories)
+        kinds = [c.value for c in CallCategory]
+        category_of = np.array([kinds.index(classify_call(n).value) for n in categories])
+        for chunk in reader.chunks(queries.RUNTIME_CALLS, {**_CALL_INTS, "name_id": "int64"}):
+            chunk = _drop_untimed(chunk, tally)
+            codes = by_id(chunk.pop("name_id").to_numpy())
+            chunk[NAME] = pd.Categorical.from_codes(codes, categories=categories)
+            chunk[CALL_CATEGORY] = pd.Categorical.from_codes(category_of[codes], categories=kinds)
+            yield chunk[list(API_CALL_COLUMNS)]
+
+    return chunks
+
+
+def _module_loads(
+    connection: sqlite3.Connection, path: Path, tables: tuple[str, ...], names: _Names
+) -> pd.DataFrame:
+    """The module-load calls (for the warm-up rule), read with one filtered scan."""
+    if queries.RUNTIME_TABLE not in tables:
+        return empty_frame(API_CALL_COLUMNS)
+    call_names = names.call_names()
+    loading = call_names[
+        call_names.map(lambda n: classify_call(n) is CallCategory.MODULE_LOAD).astype(bool)
+    ]
+    if loading.empty:
+        return empty_frame(API_CALL_COLUMNS)
+    with reading_export(path):
+        calls = pd.read_sql_query(
+            queries.runtime_calls_named(loading.index.tolist()),
+            connection,
+            dtype={**_CALL_INTS, "name_id": "int64"},
+        )
+    calls[NAME] = pd.Categorical(calls.pop("name_id").map(loading))
+    calls[CALL_CATEGORY] = pd.Categorical([CallCategory.MODULE_LOAD.value] * len(calls))
+    return calls[list(API_CALL_COLUMNS)]
+
+
+def _known_pids(connection: sqlite3.Connection, path: Path, tables: tuple[str, ...]) -> list[int]:
+    with reading_export(path):
+        found: set[int] = set()
+        for table in [*(t for t, _ in _OP_TABLES), queries.RUNTIME_TABLE]:
+            if table in tables:
+                found.update(int(row[0]) for row in connection.execute(queries.pids_in(table)))
+    return sorted(found)

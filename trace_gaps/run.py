@@ -1,0 +1,46 @@
+"""Analyse one export: streamed a window of steps at a time, or whole when it must be.
+
+Streaming keeps memory bounded whatever the export's size (see analysis/windows.py); an
+export whose rows break its assumptions (tables out of start order, an op far from its
+launch) is loaded whole and analysed as one window instead, with the same results.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from trace_gaps.analysis.picks import TimelineRequest
+from trace_gaps.analysis.pipeline import Analysis, AnalysisOptions, analyse_rows, analyse_trace
+from trace_gaps.analysis.windows import WINDOW_ROWS
+from trace_gaps.model import NeedsWholeTrace, Trace
+from trace_gaps.nsys.load import load_trace
+from trace_gaps.nsys.stream import stream_export
+
+
+def analyse_export(
+    path: Path,
+    options: AnalysisOptions,
+    *,
+    timelines: tuple[TimelineRequest, ...] = (),
+    window_rows: int | None = WINDOW_ROWS,
+    on_window: Callable[[int, int], None] | None = None,
+) -> tuple[Trace, Analysis]:
+    """The export's Trace (its ops and calls left out when streamed) and its Analysis.
+
+    on_window(done, total) is called as windows finish, for progress display.
+    """
+    try:
+        with stream_export(path) as stream:
+            analysis = analyse_rows(
+                stream.head,
+                stream.sources,
+                options,
+                timelines=timelines,
+                window_rows=window_rows,
+                on_window=on_window,
+            )
+            return stream.trace(), analysis
+    except NeedsWholeTrace:
+        trace = load_trace(path)
+        return trace, analyse_trace(trace, options, timelines=timelines)
