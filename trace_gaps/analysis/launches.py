@@ -7,11 +7,17 @@ from enum import StrEnum
 import numpy as np
 import pandas as pd
 
-from trace_gaps.analysis.stages import CALL_START_NS, LAUNCH_CATEGORY, LAUNCH_TID, STAGE
+from trace_gaps.analysis.stages import (
+    CALL_ROW,
+    CALL_START_NS,
+    LAUNCH_CATEGORY,
+    LAUNCH_TID,
+    STAGE,
+    find_launch_calls,
+)
 from trace_gaps.analysis.steps import IS_WARMUP, STEP_ID, step_at
 from trace_gaps.model import (
     CALL_CATEGORY,
-    CORRELATION_ID,
     END_NS,
     GLOBAL_TID,
     NAME,
@@ -68,21 +74,34 @@ def mark_blocking_copies(staged_calls: pd.DataFrame, projected_ops: pd.DataFrame
 
     A cudaMemcpyAsync to pageable host memory blocks the host until the copy is done (the
     `.cpu()` of a tensor): the host waits on the GPU exactly as in a synchronize call.
+    projected_ops comes from project_ops over these staged_calls.
     """
-    copies = projected_ops[
-        projected_ops[LAUNCH_CATEGORY].isin(
-            [CallCategory.LAUNCH_MEMCPY.value, CallCategory.LAUNCH_MEMSET.value]
-        )
-    ]
-    op_end = copies.groupby([PID, CORRELATION_ID])[END_NS].max().rename("_op_end")
-    calls = staged_calls.join(op_end, on=[PID, CORRELATION_ID])
-    blocking = calls["_op_end"].notna() & (calls["_op_end"] <= calls[END_NS])
+    is_copy = (
+        projected_ops[LAUNCH_CATEGORY]
+        .isin([CallCategory.LAUNCH_MEMCPY.value, CallCategory.LAUNCH_MEMSET.value])
+        .to_numpy()
+    )
+    rows = projected_ops[CALL_ROW].to_numpy()[is_copy]
+    if not len(rows):
+        return staged_calls
+    op_end = np.full(len(staged_calls), np.iinfo(np.int64).max, dtype=np.int64)
+    latest = np.full(len(staged_calls), np.iinfo(np.int64).min, dtype=np.int64)
+    np.maximum.at(latest, rows, projected_ops[END_NS].to_numpy()[is_copy])
+    op_end = np.where(latest > np.iinfo(np.int64).min, latest, op_end)
+    # Every call of the launch (a runtime call and the driver call inside it share its id).
+    first = find_launch_calls(staged_calls, staged_calls)
+    op_end = np.where(first >= 0, op_end[np.maximum(first, 0)], np.iinfo(np.int64).max)
+    blocking = op_end <= staged_calls[END_NS].to_numpy()
     if not blocking.any():
         return staged_calls
-    category = (
-        staged_calls[CALL_CATEGORY].astype(str).where(~blocking.to_numpy(), CallCategory.SYNC.value)
+    category = staged_calls[CALL_CATEGORY].astype("category")
+    if CallCategory.SYNC.value not in category.cat.categories:
+        category = category.cat.add_categories([CallCategory.SYNC.value])
+    sync = category.cat.categories.get_loc(CallCategory.SYNC.value)
+    codes = np.where(blocking, sync, category.cat.codes.to_numpy())
+    return staged_calls.assign(
+        **{CALL_CATEGORY: pd.Categorical.from_codes(codes, dtype=category.dtype)}
     )
-    return staged_calls.assign(**{CALL_CATEGORY: category.astype("category")})
 
 
 def calls_in_analysed_steps(staged_calls: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
@@ -119,9 +138,22 @@ def summarise_stages(
     is_launch = np.array([str(c).startswith("launch") for c in category.cat.categories] + [False])
     launches = calls[is_launch[category.cat.codes.to_numpy()]]
     columns["launch_api_ns"] = launches.groupby(keys)["duration"].sum()
-    first_op = projected_ops.groupby([PID, CORRELATION_ID])[START_NS].min().rename("first_op_ns")
-    launches = launches.join(first_op, on=[PID, CORRELATION_ID])
-    queue = (launches["first_op_ns"] - launches[END_NS]).clip(lower=0).fillna(0)
+    # The first op of each launch: its start, by the launch's row in the staged calls.
+    first_op = np.full(len(staged_calls), np.iinfo(np.int64).max, dtype=np.int64)
+    launched = projected_ops[CALL_ROW].to_numpy() >= 0
+    np.minimum.at(
+        first_op,
+        projected_ops[CALL_ROW].to_numpy()[launched],
+        projected_ops[START_NS].to_numpy()[launched],
+    )
+    # Every call of the launch (a runtime call and the driver call inside it share its id).
+    same = find_launch_calls(launches, staged_calls)
+    first = np.where(same >= 0, first_op[np.maximum(same, 0)], np.iinfo(np.int64).max)
+    has_op = first < np.iinfo(np.int64).max
+    ends = launches[END_NS].to_numpy()
+    queue = pd.Series(
+        np.where(has_op, np.maximum(first - ends, 0), 0), index=launches.index, dtype="int64"
+    )
     launches = launches.assign(queue=queue, queued=queue > 0)
     columns["queue_ns"] = launches.groupby(keys)["queue"].sum()
     columns["queued_launches"] = launches.groupby(keys)["queued"].sum()
@@ -178,8 +210,11 @@ def api_call_totals(staged_calls: pd.DataFrame, steps: pd.DataFrame) -> pd.DataF
     """Per (pid, stage, call name): total ns and count of the calls in analysed steps that
     are neither launches nor syncs (what "api" idle time is spent in)."""
     calls = calls_in_analysed_steps(staged_calls, steps)
-    category = calls[CALL_CATEGORY].astype(str)
-    calls = calls[~category.str.startswith("launch") & (category != CallCategory.SYNC.value)]
+    category = calls[CALL_CATEGORY].astype("category")
+    launch_or_sync = [
+        str(c).startswith("launch") or c == CallCategory.SYNC.value for c in category.cat.categories
+    ]
+    calls = calls[~np.array([*launch_or_sync, False])[category.cat.codes.to_numpy()]]
     grouped = (
         calls.assign(duration=calls[END_NS] - calls[START_NS])
         .groupby([PID, STAGE, NAME], observed=True)

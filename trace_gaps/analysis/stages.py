@@ -149,9 +149,38 @@ LAUNCH_CATEGORY = "launch_category"
 
 
 def stage_calls(api_calls: pd.DataFrame, stage_map: StageMap) -> pd.DataFrame:
-    """Add the code of the stage open on the calling thread when each call started."""
+    """Add the code of the stage open on the calling thread when each call started.
+
+    The result has a fresh RangeIndex: project_ops names each op's call by its position.
+    """
     codes = stage_at(stage_map, api_calls[GLOBAL_TID].to_numpy(), api_calls[START_NS].to_numpy())
-    return api_calls.assign(**{STAGE: codes})
+    return api_calls.assign(**{STAGE: codes}).reset_index(drop=True)
+
+
+CALL_ROW = "call_row"  # position of the op's launching call in the staged calls; -1: none
+
+
+def launch_keys(pids: np.ndarray, correlation_ids: np.ndarray) -> np.ndarray:
+    """One int64 per (pid, correlation id): pids take 24 bits, ids the 39 below them."""
+    return (pids.astype(np.int64) << 39) | (correlation_ids.astype(np.int64) & ((1 << 39) - 1))
+
+
+def find_launch_calls(gpu_ops: pd.DataFrame, staged_calls: pd.DataFrame) -> np.ndarray:
+    """Per op, the position of its launching call (same pid and correlation id, the first
+    such call), or -1. A sort of the calls and a binary search per op."""
+    call_corr = staged_calls[CORRELATION_ID].to_numpy()
+    has_id = call_corr >= 0
+    positions = np.flatnonzero(has_id)
+    keys = launch_keys(staged_calls[PID].to_numpy()[has_id], call_corr[has_id])
+    order = np.argsort(keys, kind="stable")
+    keys, positions = keys[order], positions[order]
+    op_corr = gpu_ops[CORRELATION_ID].to_numpy()
+    wanted = launch_keys(gpu_ops[PID].to_numpy(), op_corr)
+    at = np.searchsorted(keys, wanted, side="left")
+    inside = at < len(keys)
+    found = inside & (op_corr >= 0)
+    found[found] = keys[at[found]] == wanted[found]
+    return np.where(found, positions[np.minimum(at, max(len(keys) - 1, 0))], -1)
 
 
 def project_ops(
@@ -160,26 +189,32 @@ def project_ops(
     """Join each GPU op to its launching call on (pid, correlation id) and take its stage.
 
     Ops whose call is missing (sliced or interrupted captures) get NO_LAUNCH_CALL and
-    a launch tid of -1.
+    a launch tid of -1. staged_calls must come from stage_calls (positions are row ids).
     """
-    calls = staged_calls[[PID, CORRELATION_ID, GLOBAL_TID, START_NS, END_NS, CALL_CATEGORY, STAGE]]
-    calls = calls[calls[CORRELATION_ID] >= 0].drop_duplicates([PID, CORRELATION_ID])
-    calls = calls.rename(
-        columns={
-            GLOBAL_TID: LAUNCH_TID,
-            START_NS: CALL_START_NS,
-            END_NS: CALL_END_NS,
-            CALL_CATEGORY: LAUNCH_CATEGORY,
-        }
+    row = find_launch_calls(gpu_ops, staged_calls)
+    found = row >= 0
+    at = np.where(found, row, 0)
+
+    def taken(column: str, missing: int) -> np.ndarray:
+        values = staged_calls[column].to_numpy()
+        return np.where(found, values[at], missing) if len(values) else np.full(len(row), missing)
+
+    category = staged_calls[CALL_CATEGORY]
+    categories = (
+        category.cat.categories if isinstance(category.dtype, pd.CategoricalDtype) else None
     )
-    ops = gpu_ops.merge(calls, on=[PID, CORRELATION_ID], how="left", sort=False)
-    missing = ops[LAUNCH_TID].isna()
-    return ops.assign(
+    if categories is None:
+        category = category.astype("category")
+        categories = category.cat.categories
+    codes = category.cat.codes.to_numpy()
+    launch_codes = np.where(found, codes[at], -1) if len(codes) else np.full(len(row), -1)
+    return gpu_ops.assign(
         **{
-            LAUNCH_TID: ops[LAUNCH_TID].fillna(-1).astype("int64"),
-            CALL_START_NS: ops[CALL_START_NS].fillna(-1).astype("int64"),
-            CALL_END_NS: ops[CALL_END_NS].fillna(-1).astype("int64"),
-            STAGE: ops[STAGE].fillna(stage_map.code(NO_LAUNCH_CALL)).astype("int64"),
-            LAUNCH_CATEGORY: ops[LAUNCH_CATEGORY].astype(object).where(~missing, None),
+            LAUNCH_TID: taken(GLOBAL_TID, -1),
+            CALL_START_NS: taken(START_NS, -1),
+            CALL_END_NS: taken(END_NS, -1),
+            LAUNCH_CATEGORY: pd.Categorical.from_codes(launch_codes, categories=categories),
+            STAGE: taken(STAGE, stage_map.code(NO_LAUNCH_CALL)),
+            CALL_ROW: row,
         }
     )
