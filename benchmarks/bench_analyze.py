@@ -108,11 +108,13 @@ def child_floor_arrow(path: Path) -> dict[str, Any]:
 
 
 def child_analyze(path: Path, fmt: str) -> dict[str, Any]:
-    """The analyze pipeline, phase by phase, exactly as the CLI runs it."""
+    """The analyze pipeline, phase by phase, exactly as the CLI runs it (trace_gaps.run)."""
     import trace_gaps.analysis.pipeline as pipeline
-    from trace_gaps.nsys.load import count_rows, load_trace
+    import trace_gaps.analysis.windows as windows
+    from trace_gaps.nsys.load import count_rows
     from trace_gaps.render import RENDERERS, Format
     from trace_gaps.report import build_report
+    from trace_gaps.run import analyse_export
 
     phases: dict[str, float] = {}
 
@@ -126,36 +128,47 @@ def child_analyze(path: Path, fmt: str) -> dict[str, Any]:
 
         return wrapper
 
-    # Break analyse_trace down by wrapping the functions it calls, so it runs unchanged.
-    for phase, names in {
-        "analyse.ranges": ("build_range_tree",),
-        "analyse.steps": ("choose_step_range", "cut_steps", "mark_warmup", "whole_process_steps"),
-        "analyse.stages": ("map_stages", "stage_calls", "project_ops"),
-        "analyse.ledger": ("build_ledger",),
-        "analyse.launches": (
-            "mark_blocking_copies",
-            "ops_in_analysed_steps",
-            "summarise_stages",
-            "top_kernels",
-        ),
-    }.items():
-        for name in names:
-            setattr(pipeline, name, timed(phase, getattr(pipeline, name)))
+    # Break the analysis down by wrapping the functions it calls, so that it runs unchanged.
+    # Reading and analysing interleave (windows): "read" is the chunks' reading and decoding.
+    wrapped = {
+        pipeline: {
+            "steps": ("build_range_tree", "choose_step_range", "cut_steps", "mark_warmup"),
+            "stages": ("map_stages",),
+        },
+        windows: {
+            "project": ("stage_calls", "project_ops", "mark_blocking_copies", "_check_launches"),
+            "ledger": ("build_ledger",),
+            "launches": (
+                "ops_in_analysed_steps",
+                "summarise_stages",
+                "kernel_totals",
+                "api_call_totals",
+            ),
+            "host": ("find_blocked_host_time",),
+        },
+    }
+    for module, groups in wrapped.items():
+        for phase, names in groups.items():
+            for name in names:
+                setattr(module, name, timed(phase, getattr(module, name)))
+    windows.RowStream.fill = timed("read", windows.RowStream.fill)  # type: ignore[method-assign]
 
     started = time.perf_counter()
-    trace = timed("load", load_trace)(path)
-    analysis = timed("analyse", pipeline.analyse_trace)(trace, pipeline.AnalysisOptions())
+    trace, analysis = timed("analyse", analyse_export)(path, pipeline.AnalysisOptions())
     report = timed("report", build_report)(trace, analysis)
     text = timed("render", RENDERERS[Format(fmt)])(report)
     total = time.perf_counter() - started
     counts = count_rows(path)
+    op_tables = ("KERNEL", "MEMCPY", "MEMSET", "GRAPH_TRACE")
     return {
         "phases_s": phases,
         "total_s": total,
         "output_chars": len(text),
         "steps": len(analysis.steps),
+        "windows": analysis.windows,
+        "streamed": trace.gpu_ops.empty,
         "kernels": counts.get("CUPTI_ACTIVITY_KIND_KERNEL", 0),
-        "gpu_ops": len(trace.gpu_ops),
+        "gpu_ops": sum(counts.get(f"CUPTI_ACTIVITY_KIND_{t}", 0) for t in op_tables),
         "api_rows": counts.get("CUPTI_ACTIVITY_KIND_RUNTIME", 0),
         "nvtx_rows": counts.get("NVTX_EVENTS", 0),
     }
@@ -208,6 +221,8 @@ def format_table(result: dict[str, Any]) -> str:
             f"rows     kernels {analyze['kernels']:,}  gpu ops {analyze['gpu_ops']:,}  "
             f"API {analyze['api_rows']:,}  NVTX {analyze['nvtx_rows']:,}  steps {analyze['steps']:,}"
         )
+        how = "streamed" if analyze["streamed"] else "loaded whole"
+        lines.append(f"analysis {how}, {analyze['windows']:,} windows")
     lines.append(f"{'measurement':<22} {'time s':>9} {'peak RSS MB':>12}")
     for phase, seconds in analyze.get("phases_s", {}).items():
         lines.append(f"  {phase:<20} {seconds:>9.2f}")
