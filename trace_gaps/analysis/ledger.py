@@ -208,7 +208,10 @@ def _thread_segments(
             thread = stage_map.threads[int(tid)]  # type: ignore[arg-type]
             chunks = _step_chunks(thread_steps, owned[0])
             if len(chunks) == 1:
-                yield _segments(thread_steps, owned, queued, thread_calls, stage_map, thread)
+                # Only the thread's stages near these steps (windows see a few of many steps).
+                lo, hi = int(thread_steps[START_NS].min()), int(thread_steps[END_NS].max())
+                near = _thread_window(thread, lo, hi)
+                yield _segments(thread_steps, owned, queued, thread_calls, stage_map, near)
                 continue
             call_index = _IntervalIndex(
                 thread_calls[START_NS].to_numpy(), thread_calls[END_NS].to_numpy()

@@ -175,12 +175,14 @@ def find_launch_calls(gpu_ops: pd.DataFrame, staged_calls: pd.DataFrame) -> np.n
     order = np.argsort(keys, kind="stable")
     keys, positions = keys[order], positions[order]
     op_corr = gpu_ops[CORRELATION_ID].to_numpy()
+    if not len(keys):
+        return np.full(len(op_corr), -1, dtype=np.int64)
     wanted = launch_keys(gpu_ops[PID].to_numpy(), op_corr)
     at = np.searchsorted(keys, wanted, side="left")
     inside = at < len(keys)
     found = inside & (op_corr >= 0)
     found[found] = keys[at[found]] == wanted[found]
-    return np.where(found, positions[np.minimum(at, max(len(keys) - 1, 0))], -1)
+    return np.where(found, positions[np.minimum(at, len(keys) - 1)], -1)
 
 
 def project_ops(

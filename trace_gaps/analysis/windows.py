@@ -37,6 +37,8 @@ from trace_gaps.analysis.launches import (
 )
 from trace_gaps.analysis.ledger import CAUSE, build_ledger
 from trace_gaps.analysis.stages import (
+    CALL_END_NS,
+    CALL_ROW,
     CALL_START_NS,
     LAUNCH_TID,
     STAGE,
@@ -202,12 +204,14 @@ def analyse_in_windows(
         ops = _concat_streams(op_streams)
         calls = call_stream.frame()
         steps = inputs.steps[plan.step_window == w]
-        _analyse_window(ops, calls, steps, inputs, plan, w, limit, dropped_corr, results)
+        projected = _analyse_window(
+            ops, calls, steps, inputs, plan, w, limit, dropped_corr, results
+        )
         results.windows += 1
         if on_window is not None:
             on_window(w + 1, plan.count)
         if w + 1 < plan.count:
-            _drop_finished(op_streams, call_stream, plan, w, dropped_corr)
+            _drop_finished(op_streams, call_stream, projected, plan, w, dropped_corr)
     return results
 
 
@@ -232,13 +236,14 @@ def _analyse_window(
     limit: int,
     dropped_corr: dict[int, int],
     results: WindowResults,
-) -> None:
+) -> pd.DataFrame:
+    """Analyse window w into results; return its projected ops (for _drop_finished)."""
     stage_map = inputs.stage_map
     staged = stage_calls(calls, stage_map)
     projected = project_ops(ops, staged, stage_map)
     _check_launches(projected, plan, w, limit, dropped_corr)
     staged = mark_blocking_copies(staged, projected)
-    ledger, gaps, idle_runs = build_ledger(projected, staged, steps, stage_map)
+    ledger, gaps, idle_runs = build_ledger(*_touching_steps(projected, staged, steps), stage_map)
     analysed_ops = ops_in_analysed_steps(projected, steps)
     lo, hi = int(plan.lo[w]) if w else np.iinfo(np.int64).min, plan.hi(w)
     owned_ops = projected[(projected[START_NS] >= lo) & (projected[START_NS] < hi)]
@@ -256,6 +261,23 @@ def _analyse_window(
     for step in steps[steps[STEP_ID].isin(inputs.detail_step_ids)].itertuples():
         detail = _step_detail(step, staged, projected, idle_runs)
         results.step_details[int(getattr(step, STEP_ID))] = detail
+    return projected
+
+
+def _touching_steps(
+    projected: pd.DataFrame, staged: pd.DataFrame, steps: pd.DataFrame
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """The ops and calls that can reach into the window's steps: those overlapping their
+    span, and ops queued across it (launched before its end, started after its start)."""
+    if steps.empty:
+        return projected.iloc[:0], staged.iloc[:0], steps
+    lo, hi = int(steps[START_NS].min()), int(steps[END_NS].max())
+    starts, ends = projected[START_NS].to_numpy(), projected[END_NS].to_numpy()
+    call_ends = projected[CALL_END_NS].to_numpy()
+    overlapping = (ends > lo) & (starts < hi)
+    queued = (call_ends >= 0) & (call_ends < hi) & (starts > lo)
+    calls = (staged[END_NS].to_numpy() > lo) & (staged[START_NS].to_numpy() < hi)
+    return projected[overlapping | queued], staged[calls], steps
 
 
 def _check_launches(
@@ -284,16 +306,25 @@ def _check_launches(
 def _drop_finished(
     op_streams: list[RowStream],
     call_stream: RowStream,
+    projected: pd.DataFrame,
     plan: WindowPlan,
     w: int,
     dropped_corr: dict[int, int],
 ) -> None:
-    """Drop the rows no later window can need (module docstring)."""
+    """Drop the rows no later window can need (module docstring).
+
+    projected: the window's ops (the op streams' rows, in order) joined to their calls.
+    """
     next_lo = int(plan.lo[w + 1])
+    ends, starts = projected[END_NS].to_numpy(), projected[START_NS].to_numpy()
+    op_keep = (ends > next_lo) | (starts >= next_lo)
+    at = 0
     for stream in op_streams:
-        ops = stream.frame()
-        if len(ops):
-            stream.keep(((ops[END_NS] > next_lo) | (ops[START_NS] >= next_lo)).to_numpy())
+        rows = len(stream.frame())
+        stream.keep(op_keep[at : at + rows])
+        at += rows
+    # The calls of the ops kept: a long kernel keeps its launch while it runs.
+    launched_kept = projected[CALL_ROW].to_numpy()[op_keep]
     calls = call_stream.frame()
     if not len(calls):
         return
@@ -302,6 +333,7 @@ def _drop_finished(
     # this window's calls one window more, for the ops that run after it.
     this_window = calls[START_NS].to_numpy() >= (int(plan.lo[w]) if w else np.iinfo(np.int64).min)
     keep = needed | this_window
+    keep[launched_kept[launched_kept >= 0]] = True
     gone = calls[~keep & (calls[CORRELATION_ID] >= 0).to_numpy()]
     latest = gone.groupby(PID)[CORRELATION_ID].max()
     for pid, corr in zip(latest.index.tolist(), latest.tolist(), strict=True):

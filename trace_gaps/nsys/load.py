@@ -476,7 +476,8 @@ def _graph_trace_mode(
         has_nodes = bool((gpu_ops["graph_node_id"] >= 0).any())
     else:
         has_graph_ops = _any(connection, tables, queries.GRAPH_TRACE_TABLE, queries.any_timed)
-        has_nodes = queries.KERNEL_TABLE not in _missing_columns(connection, tables) and _any(
+        node_column = f"{queries.KERNEL_TABLE}.graphNodeId"
+        has_nodes = node_column not in _missing_columns(connection, tables) and _any(
             connection, tables, queries.KERNEL_TABLE, queries.any_graph_node
         )
     if has_graph_ops:

@@ -266,20 +266,29 @@ def _arrow_batches(
     adbc_sqlite: object, driver: object, pa: object, path: Path, sql: str
 ) -> Iterator[pd.DataFrame]:
     uri = path.resolve().as_uri() + "?mode=ro"
-    connection = adbc_sqlite.connect(uri)  # type: ignore[attr-defined]
-    try:
-        cursor = connection.cursor()
-        batch_rows = driver.StatementOptions.BATCH_ROWS.value  # type: ignore[attr-defined]
+    batch_rows = driver.StatementOptions.BATCH_ROWS.value  # type: ignore[attr-defined]
+    connect = adbc_sqlite.connect  # type: ignore[attr-defined]
+    with connect(uri) as connection, connection.cursor() as cursor:
         cursor.adbc_statement.set_options(**{batch_rows: str(CHUNK_ROWS)})
-        cursor.execute(sql)
-        for batch in cursor.fetch_record_batch():
-            if any(column.null_count for column in batch.columns):
-                # NULL where a value belongs: load_trace reads it and reports it.
-                raise NeedsWholeTrace("a column holds NULLs")
-            yield batch.to_pandas()
-        cursor.close()
-    finally:
-        connection.close()
+        try:
+            cursor.execute(sql)
+            reader = cursor.fetch_record_batch()
+        except Exception as error:  # noqa: BLE001 - any driver trouble: load_trace reads it
+            raise NeedsWholeTrace(f"the Arrow driver cannot read it ({error})") from error
+        try:
+            while True:
+                try:
+                    batch = reader.read_next_batch()
+                except StopIteration:
+                    return
+                except Exception as error:  # noqa: BLE001 - damaged file: load_trace reports it
+                    raise NeedsWholeTrace(f"the Arrow driver cannot read it ({error})") from error
+                if any(column.null_count for column in batch.columns):
+                    # NULL where a value belongs: load_trace reads it and reports it.
+                    raise NeedsWholeTrace("a column holds NULLs")
+                yield batch.to_pandas()
+        finally:
+            reader.close()
 
 
 def _drop_untimed(chunk: pd.DataFrame, tally: _Tally) -> pd.DataFrame:

@@ -1,0 +1,248 @@
+"""Windowed analysis: streamed a window of steps at a time, it gives the whole-trace results.
+
+Real exports (samples, peer traces) are analysed streamed from the file with windows of a
+few steps and chunks of a few hundred rows, and the Report (JSON and timelines) must equal
+the one of the whole trace loaded at once. Synthetic exports cover the cases the windows
+must refuse (rows out of order, an op long after its launch) and those they must survive
+(a kernel or a sync across many windows).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+import trace_gaps.analysis.windows as windows
+import trace_gaps.nsys.stream as stream
+from tests.builders import ExportBuilder
+from tests.conftest import ROOT, peer_trace_paths, sample_trace_paths
+from trace_gaps.analysis.picks import StepPick, TimelineRequest
+from trace_gaps.analysis.pipeline import Analysis, AnalysisOptions, analyse_rows, analyse_trace
+from trace_gaps.model import NeedsWholeTrace
+from trace_gaps.nsys.load import load_trace
+from trace_gaps.nsys.stream import stream_export
+from trace_gaps.render.json import render_json
+from trace_gaps.report import Report, build_report
+from trace_gaps.run import analyse_export
+
+VIEWS = (TimelineRequest(StepPick.MEDIAN), TimelineRequest(StepPick.WORST))
+
+
+def whole_report(path: Path, options: AnalysisOptions) -> Report:
+    trace = load_trace(path)
+    return build_report(trace, analyse_trace(trace, options, timelines=VIEWS))
+
+
+def streamed(
+    path: Path,
+    options: AnalysisOptions,
+    window_rows: int,
+    monkeypatch: pytest.MonkeyPatch,
+    chunk_rows: int = 300,
+) -> tuple[Report, Analysis]:
+    """The Report of the export streamed in small chunks and windows (no fallback)."""
+    monkeypatch.setattr(stream, "CHUNK_ROWS", chunk_rows)
+    with stream_export(path) as export:
+        analysis = analyse_rows(
+            export.head, export.sources, options, timelines=VIEWS, window_rows=window_rows
+        )
+        return build_report(export.trace(), analysis), analysis
+
+
+def assert_same(report: Report, expected: Report) -> None:
+    assert render_json(report) == render_json(expected)
+    assert report.timelines == expected.timelines
+
+
+SAMPLES = [p for p in sample_trace_paths() if p.name != "spec_two_ranks.sqlite"]
+
+
+@pytest.mark.parametrize("path", SAMPLES, ids=lambda p: p.stem)
+def test_streamed_sample_equals_the_whole_trace(path, monkeypatch):
+    options = AnalysisOptions()
+    report, analysis = streamed(path, options, window_rows=2_000, monkeypatch=monkeypatch)
+    assert analysis.windows >= 8  # about one step per window
+    assert_same(report, whole_report(path, options))
+
+
+@pytest.mark.parametrize("skip", [0, 5])
+def test_streamed_sample_with_skip_and_depth_equals_the_whole_trace(skip, monkeypatch):
+    path = ROOT / "sample_traces" / "spec_sync.sqlite"
+    if not path.exists():
+        pytest.skip("sample trace not present")
+    options = AnalysisOptions(skip=skip, depth=2)
+    report, analysis = streamed(path, options, window_rows=3_000, monkeypatch=monkeypatch)
+    assert analysis.windows > 1
+    assert_same(report, whole_report(path, options))
+
+
+def test_two_ranks_stream_per_process_and_together(monkeypatch):
+    # Two processes sharing one GPU: windows hold steps of both.
+    path = ROOT / "sample_traces" / "spec_two_ranks.sqlite"
+    if not path.exists():
+        pytest.skip("sample trace not present")
+    pids = sorted(load_trace(path).nvtx_ranges["pid"].unique())
+    for options in (AnalysisOptions(), AnalysisOptions(process=int(pids[1]))):
+        report, analysis = streamed(path, options, window_rows=10_000, monkeypatch=monkeypatch)
+        assert analysis.windows > 1
+        assert_same(report, whole_report(path, options))
+
+
+def test_ops_queued_past_tiny_windows_keep_their_launch_calls(monkeypatch):
+    # Half-step windows: rank 0's kernels run a window or more after their launch, and
+    # their launch calls are kept while they wait; the result is still the whole-trace one.
+    path = ROOT / "sample_traces" / "spec_two_ranks.sqlite"
+    if not path.exists():
+        pytest.skip("sample trace not present")
+    report, analysis = streamed(path, AnalysisOptions(), window_rows=1, monkeypatch=monkeypatch)
+    assert analysis.windows > 12
+    assert_same(report, whole_report(path, AnalysisOptions()))
+
+
+PEERS = {p.name: p for p in peer_trace_paths()}
+
+
+@pytest.mark.parametrize("name", sorted(PEERS), ids=str)
+def test_every_peer_trace_analyses_the_same_through_analyse_export(name):
+    path = PEERS[name]
+    trace, analysis = analyse_export(path, AnalysisOptions(), timelines=VIEWS, window_rows=50)
+    assert_same(build_report(trace, analysis), whole_report(path, AnalysisOptions()))
+
+
+@pytest.mark.parametrize(
+    ("name", "step", "reason"),
+    [
+        ("mfu_2gpu_before.sqlite", "aten::copy_", "CUDA API rows are not in start order"),
+        ("saxpy-mpi-cuda_nsys_perlmutter0.sqlite", "saxpy", None),
+    ],
+)
+def test_peer_traces_with_a_chosen_step_stream_or_say_why_not(name, step, reason, monkeypatch):
+    if name not in PEERS:
+        pytest.skip(f"peer trace {name} not present")
+    options = AnalysisOptions(step_name=step)
+    if reason is not None:
+        with pytest.raises(NeedsWholeTrace, match=reason):
+            streamed(PEERS[name], options, window_rows=500, monkeypatch=monkeypatch)
+        return
+    # saxpy (schema 2.9.1): old-style calls launch its copies; they must stay joined.
+    report, analysis = streamed(PEERS[name], options, window_rows=5, monkeypatch=monkeypatch)
+    assert analysis.windows == 5
+    assert_same(report, whole_report(PEERS[name], options))
+
+
+def decode_loop(builder: ExportBuilder, steps: int, *, late: bool = False) -> ExportBuilder:
+    """steps decode steps of 10 µs: [draft][verify] with one launch each; rows in time order.
+
+    late: step 1's verify kernel runs in step 6 (launched at 15_000, it starts at 65_000).
+    """
+    for i in range(steps):
+        o = i * 10_000
+        builder.range("decode_step", o, o + 10_000)
+        builder.range("draft", o, o + 4_000).range("verify", o + 4_000, o + 10_000)
+    for i in range(steps):
+        o = i * 10_000
+        builder.launch("k_draft", o + 100, o + 600, o + 1_000, o + 3_000)
+        if late and i == 1:
+            builder.call("cudaLaunchKernel", o + 5_000, o + 5_400, correlation_id=999)
+            continue
+        if late and i == 6:
+            builder.kernel("k_late", o + 5_000, o + 5_800, correlation_id=999)
+        builder.launch("k_verify", o + 5_000, o + 5_400, o + 6_000, o + 9_000)
+    return builder
+
+
+def test_a_kernel_and_a_sync_across_many_windows_are_charged_as_in_one_pass(
+    export_builder, monkeypatch
+):
+    #   steps   |0|1|2|3|4|5|6|7|8|9|   one step per window
+    #   GPU         [long kernel from step 2 into step 6]
+    #   thread                [cudaDeviceSynchronize 4 → 7]
+    builder = export_builder()
+    for i in range(10):
+        o = i * 10_000
+        builder.range("decode_step", o, o + 10_000)
+        builder.range("draft", o, o + 4_000).range("verify", o + 4_000, o + 10_000)
+    for i in range(10):
+        o = i * 10_000
+        builder.launch("k_draft", o + 100, o + 600, o + 1_000, o + 3_000)
+        if i == 2:
+            builder.launch("long", o + 3_200, o + 3_400, o + 3_500, o + 41_000)
+        if i == 4:
+            builder.call("cudaDeviceSynchronize", o + 4_100, o + 32_000)
+    path = builder.write()
+    options = AnalysisOptions(skip=0)
+    report, analysis = streamed(path, options, window_rows=1, monkeypatch=monkeypatch)
+    assert analysis.windows == 10
+    assert_same(report, whole_report(path, options))
+
+
+def test_an_op_read_windows_after_its_launch_is_refused(export_builder, monkeypatch):
+    path = decode_loop(export_builder(), 10, late=True).write()
+    options = AnalysisOptions(skip=0)
+    # Two rows per chunk: the late kernel is read only when step 6 is near, long after its
+    # launch call was dropped; the windows cannot place it and say so.
+    with pytest.raises(NeedsWholeTrace, match="window after its launch"):
+        streamed(path, options, window_rows=1, monkeypatch=monkeypatch, chunk_rows=2)
+    trace, analysis = analyse_export(path, options, timelines=VIEWS, window_rows=1)
+    assert analysis.windows == 1
+    assert_same(build_report(trace, analysis), whole_report(path, options))
+    # Read early (larger chunks), it keeps its launch call alive and the windows place it.
+    report, analysis = streamed(path, options, window_rows=1, monkeypatch=monkeypatch)
+    assert analysis.windows == 10
+    assert_same(report, whole_report(path, options))
+
+
+def test_rows_out_of_start_order_are_refused(export_builder, monkeypatch):
+    builder = decode_loop(export_builder(), 6)
+    builder.launch("k_early", 50, 60, 70, 80)  # stored last, starts first
+    path = builder.write()
+    with pytest.raises(NeedsWholeTrace, match="not in start order"):
+        streamed(path, AnalysisOptions(skip=0), window_rows=1, monkeypatch=monkeypatch)
+
+
+def test_untimed_rows_are_counted_the_same_when_streamed(export_builder, monkeypatch):
+    builder = decode_loop(export_builder(), 6)
+    builder.kernel("k_untimed", 0, 0, correlation_id=-1)
+    path = builder.write()
+    # The untimed row (start 0) sorts first: the stream drops it before checking the order.
+    monkeypatch.setattr(stream, "CHUNK_ROWS", 2)
+    with stream_export(path) as export:
+        analysis = analyse_rows(export.head, export.sources, AnalysisOptions(), window_rows=1)
+        trace = export.trace()
+    assert trace.info.untimed_events == load_trace(path).info.untimed_events == 1
+    assert analysis.windows > 1
+
+
+def _inflate(source: Path, target: Path, factor: int) -> None:
+    spec = importlib.util.spec_from_file_location("inflate", ROOT / "benchmarks" / "inflate.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.inflate(source, target, factor)
+
+
+def test_rows_held_at_once_do_not_grow_with_the_export(tmp_path, monkeypatch):
+    # The same real steps repeated 2 and 6 times: the largest buffer stays the same size.
+    source = ROOT / "sample_traces" / "spec_eager.sqlite"
+    if not source.exists():
+        pytest.skip("sample trace not present")
+    held: list[int] = []
+    fill = windows.RowStream.fill
+
+    def counting_fill(self: windows.RowStream, limit: int, window: int) -> None:
+        fill(self, limit, window)
+        held.append(sum(len(frame) for frame in self.held))
+
+    monkeypatch.setattr(windows.RowStream, "fill", counting_fill)
+    peaks, counts = {}, {}
+    for factor in (2, 6):
+        big = tmp_path / f"x{factor}.sqlite"
+        _inflate(source, big, factor)
+        held.clear()
+        _, analysis = streamed(big, AnalysisOptions(), window_rows=20_000, monkeypatch=monkeypatch)
+        peaks[factor], counts[factor] = max(held), analysis.windows
+    assert counts[2] >= 3
+    assert counts[6] >= 2 * counts[2]
+    assert peaks[6] <= 1.2 * peaks[2]
