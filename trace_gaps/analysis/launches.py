@@ -97,11 +97,10 @@ def mark_blocking_copies(staged_calls: pd.DataFrame, projected_ops: pd.DataFrame
     category = staged_calls[CALL_CATEGORY].astype("category")
     if CallCategory.SYNC.value not in category.cat.categories:
         category = category.cat.add_categories([CallCategory.SYNC.value])
-    sync = category.cat.categories.get_loc(CallCategory.SYNC.value)
-    codes = np.where(blocking, sync, category.cat.codes.to_numpy())
-    return staged_calls.assign(
-        **{CALL_CATEGORY: pd.Categorical.from_codes(codes, dtype=category.dtype)}
-    )
+    sync = int(category.cat.categories.get_indexer(pd.Index([CallCategory.SYNC.value]))[0])
+    codes = np.where(blocking, sync, category.cat.codes.to_numpy()).astype(np.int64)
+    recategorised = pd.Categorical.from_codes(codes, categories=category.cat.categories)
+    return staged_calls.assign(**{CALL_CATEGORY: recategorised})
 
 
 def calls_in_analysed_steps(staged_calls: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:

@@ -201,22 +201,16 @@ def project_ops(
         values = staged_calls[column].to_numpy()
         return np.where(found, values[at], missing) if len(values) else np.full(len(row), missing)
 
-    category = staged_calls[CALL_CATEGORY]
-    categories = (
-        category.cat.categories if isinstance(category.dtype, pd.CategoricalDtype) else None
-    )
-    if categories is None:
-        category = category.astype("category")
-        categories = category.cat.categories
+    category = staged_calls[CALL_CATEGORY].astype("category")
     codes = category.cat.codes.to_numpy()
     launch_codes = np.where(found, codes[at], -1) if len(codes) else np.full(len(row), -1)
-    return gpu_ops.assign(
-        **{
-            LAUNCH_TID: taken(GLOBAL_TID, -1),
-            CALL_START_NS: taken(START_NS, -1),
-            CALL_END_NS: taken(END_NS, -1),
-            LAUNCH_CATEGORY: pd.Categorical.from_codes(launch_codes, categories=categories),
-            STAGE: taken(STAGE, stage_map.code(NO_LAUNCH_CALL)),
-            CALL_ROW: row,
-        }
-    )
+    launch_category = pd.Categorical.from_codes(launch_codes, categories=category.cat.categories)
+    columns: dict[str, np.ndarray | pd.Categorical] = {
+        LAUNCH_TID: taken(GLOBAL_TID, -1),
+        CALL_START_NS: taken(START_NS, -1),
+        CALL_END_NS: taken(END_NS, -1),
+        LAUNCH_CATEGORY: launch_category,
+        STAGE: taken(STAGE, stage_map.code(NO_LAUNCH_CALL)),
+        CALL_ROW: row,
+    }
+    return gpu_ops.assign(**columns)

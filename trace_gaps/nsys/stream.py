@@ -193,8 +193,8 @@ class _Names:
         return _string_series(self.connection, ids_in_use)
 
     def op_categories(self) -> pd.Index:
-        kernel_names = (
-            self.strings(queries.KERNEL_NAMES).to_numpy()
+        kernel_names: list[object] = (
+            self.strings(queries.KERNEL_NAMES).tolist()
             if queries.KERNEL_TABLE in self.tables
             else []
         )
@@ -204,7 +204,7 @@ class _Names:
             else []
         )
         extra = [*_MEMCPY_NAMES, "memset", *graphs, _UNKNOWN]
-        return pd.Index(pd.unique(np.array([*kernel_names, *extra], dtype=object)))
+        return _unique_index([*kernel_names, *extra])
 
     def call_names(self) -> pd.Series:
         return self.strings(queries.RUNTIME_NAMES).map(strip_version_suffix)
@@ -215,23 +215,36 @@ def _string_series(connection: sqlite3.Connection, sql: str) -> pd.Series:
     return frame.set_index("name_id")[NAME].astype(object)
 
 
+def _unique_index(values: list[object]) -> pd.Index:
+    """The values, first occurrence of each, as an Index (categories)."""
+    return pd.Index(list(dict.fromkeys(values)), dtype=object)
+
+
 def _codes_by_id(strings: pd.Series, categories: pd.Index) -> Callable[[np.ndarray], np.ndarray]:
     """A function from string ids to category codes (ids not in strings get '?')."""
-    unknown = categories.get_loc(_UNKNOWN)
-    ids = strings.index.to_numpy()
-    codes = categories.get_indexer(strings.to_numpy())
+    unknown = int(categories.get_indexer(pd.Index([_UNKNOWN]))[0])
+    ids = strings.index.to_numpy().astype(np.int64)
+    codes = categories.get_indexer(pd.Index(strings.tolist(), dtype=object))
+    table = np.full(int(ids.max(initial=-1)) + 2, unknown, dtype=np.int64)
     if len(ids) and ids.min() >= 0 and ids.max() < 4 * len(ids) + 1_000_000:
-        table = np.full(int(ids.max()) + 1, unknown, dtype=np.int64)
         table[ids] = codes
-        return lambda wanted: np.where(
-            (wanted >= 0) & (wanted < len(table)),
-            table[np.clip(wanted, 0, len(table) - 1)],
-            unknown,
-        )
+
+        def from_table(wanted: np.ndarray) -> np.ndarray:
+            inside = (wanted >= 0) & (wanted < len(table))
+            result: np.ndarray = np.where(
+                inside, table[np.clip(wanted, 0, len(table) - 1)], unknown
+            )
+            return result
+
+        return from_table
     order = pd.Index(ids)
-    return lambda wanted: np.where(
-        order.get_indexer(wanted) >= 0, codes[order.get_indexer(wanted)], unknown
-    )
+
+    def from_index(wanted: np.ndarray) -> np.ndarray:
+        at = order.get_indexer(pd.Index(wanted))
+        result: np.ndarray = np.where(at >= 0, codes[np.maximum(at, 0)], unknown)
+        return result
+
+    return from_index
 
 
 class _ChunkReader:
@@ -324,7 +337,7 @@ def _op_chunks(
             if by_id is not None:
                 codes = by_id(chunk.pop("name_id").to_numpy())
             else:
-                codes = categories.get_indexer(chunk.pop(NAME).astype(object).to_numpy())
+                codes = categories.get_indexer(pd.Index(chunk.pop(NAME).tolist(), dtype=object))
             chunk[NAME] = pd.Categorical.from_codes(codes, categories=categories)
             chunk[OP_KIND] = pd.Categorical([kind.value] * len(chunk), dtype=kinds)
             counts = chunk.groupby([PID, DEVICE_ID]).size().rename("ops").reset_index()
@@ -341,7 +354,7 @@ def _call_chunks(
         if queries.RUNTIME_TABLE not in tables:
             return
         call_names = names.call_names()
-        categories = pd.Index(pd.unique(np.array([*call_names.to_numpy(), _UNKNOWN], dtype=object)))
+        categories = _unique_index([*call_names.tolist(), _UNKNOWN])
         by_id = _codes_by_id(call_names, categories)
         kinds = [c.value for c in CallCategory]
         category_of = np.array([kinds.index(classify_call(n).value) for n in categories])
@@ -349,7 +362,9 @@ def _call_chunks(
             chunk = _drop_untimed(chunk, tally)
             codes = by_id(chunk.pop("name_id").to_numpy())
             chunk[NAME] = pd.Categorical.from_codes(codes, categories=categories)
-            chunk[CALL_CATEGORY] = pd.Categorical.from_codes(category_of[codes], categories=kinds)
+            chunk[CALL_CATEGORY] = pd.Categorical.from_codes(
+                category_of[codes], categories=pd.Index(kinds)
+            )
             yield chunk[list(API_CALL_COLUMNS)]
 
     return chunks
