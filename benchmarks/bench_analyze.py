@@ -134,9 +134,10 @@ def child_analyze(path: Path, fmt: str) -> dict[str, Any]:
         pipeline: {
             "steps": ("build_range_tree", "choose_step_range", "cut_steps", "mark_warmup"),
             "stages": ("map_stages",),
+            "project": ("stage_calls",),  # each call once, as it is read
         },
         windows: {
-            "project": ("stage_calls", "project_ops", "mark_blocking_copies", "_check_launches"),
+            "project": ("project_ops", "mark_blocking_copies", "_check_launches"),
             "ledger": ("build_ledger",),
             "launches": (
                 "ops_in_analysed_steps",

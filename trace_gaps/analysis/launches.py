@@ -13,6 +13,7 @@ from trace_gaps.analysis.stages import (
     LAUNCH_CATEGORY,
     LAUNCH_TID,
     STAGE,
+    LaunchIndex,
     find_launch_calls,
 )
 from trace_gaps.analysis.steps import IS_WARMUP, STEP_ID, step_at
@@ -69,7 +70,9 @@ _COUNT_AND_TIME = {
 }
 
 
-def mark_blocking_copies(staged_calls: pd.DataFrame, projected_ops: pd.DataFrame) -> pd.DataFrame:
+def mark_blocking_copies(
+    staged_calls: pd.DataFrame, projected_ops: pd.DataFrame, index: LaunchIndex | None = None
+) -> pd.DataFrame:
     """Recategorise async copy/set calls that returned only after their op finished as syncs.
 
     A cudaMemcpyAsync to pageable host memory blocks the host until the copy is done (the
@@ -89,7 +92,7 @@ def mark_blocking_copies(staged_calls: pd.DataFrame, projected_ops: pd.DataFrame
     np.maximum.at(latest, rows, projected_ops[END_NS].to_numpy()[is_copy])
     op_end = np.where(latest > np.iinfo(np.int64).min, latest, op_end)
     # Every call of the launch (a runtime call and the driver call inside it share its id).
-    first = find_launch_calls(staged_calls, staged_calls)
+    first = find_launch_calls(staged_calls, staged_calls, index)
     op_end = np.where(first >= 0, op_end[np.maximum(first, 0)], np.iinfo(np.int64).max)
     blocking = op_end <= staged_calls[END_NS].to_numpy()
     if not blocking.any():
@@ -106,8 +109,17 @@ def mark_blocking_copies(staged_calls: pd.DataFrame, projected_ops: pd.DataFrame
 def calls_in_analysed_steps(staged_calls: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
     """The calls made by step threads inside analysed (non-warm-up) steps, with their step id."""
     analysed = steps[~steps[IS_WARMUP]]
-    ids = step_at(analysed, staged_calls[GLOBAL_TID].to_numpy(), staged_calls[START_NS].to_numpy())
-    return staged_calls.assign(**{STEP_ID: ids})[ids >= 0]
+    calls = staged_calls[_within(staged_calls[START_NS].to_numpy(), analysed)]
+    ids = step_at(analysed, calls[GLOBAL_TID].to_numpy(), calls[START_NS].to_numpy())
+    return calls.assign(**{STEP_ID: ids})[ids >= 0]
+
+
+def _within(times: np.ndarray, steps: pd.DataFrame) -> np.ndarray:
+    """Which times fall between the first step's start and the last step's end."""
+    if steps.empty:
+        return np.zeros(len(times), dtype=bool)
+    inside: np.ndarray = (times >= steps[START_NS].min()) & (times < steps[END_NS].max())
+    return inside
 
 
 def summarise_stages(
@@ -115,6 +127,7 @@ def summarise_stages(
     projected_ops: pd.DataFrame,
     analysed_ops: pd.DataFrame,
     steps: pd.DataFrame,
+    index: LaunchIndex | None = None,
 ) -> pd.DataFrame:
     """Per (pid, stage): launch, queue, sync and unexpected-work totals over analysed steps.
 
@@ -146,7 +159,7 @@ def summarise_stages(
         projected_ops[START_NS].to_numpy()[launched],
     )
     # Every call of the launch (a runtime call and the driver call inside it share its id).
-    same = find_launch_calls(launches, staged_calls)
+    same = find_launch_calls(launches, staged_calls, index)
     first = np.where(same >= 0, first_op[np.maximum(same, 0)], np.iinfo(np.int64).max)
     has_op = first < np.iinfo(np.int64).max
     ends = launches[END_NS].to_numpy()
@@ -179,10 +192,9 @@ def execution_mode(graph_ops: int, eager_ops: int) -> ExecutionMode:
 def ops_in_analysed_steps(projected_ops: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
     """Ops whose launching call started inside an analysed step."""
     analysed = steps[~steps[IS_WARMUP]]
-    ids = step_at(
-        analysed, projected_ops[LAUNCH_TID].to_numpy(), projected_ops[CALL_START_NS].to_numpy()
-    )
-    return projected_ops.assign(**{STEP_ID: ids})[ids >= 0]
+    ops = projected_ops[_within(projected_ops[CALL_START_NS].to_numpy(), analysed)]
+    ids = step_at(analysed, ops[LAUNCH_TID].to_numpy(), ops[CALL_START_NS].to_numpy())
+    return ops.assign(**{STEP_ID: ids})[ids >= 0]
 
 
 def kernel_totals(analysed_ops: pd.DataFrame) -> pd.DataFrame:

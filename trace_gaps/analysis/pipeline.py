@@ -18,7 +18,7 @@ from trace_gaps.analysis.launches import STAGE_STAT_COLUMNS, top_kernels
 from trace_gaps.analysis.ledger import LEDGER_COLUMNS
 from trace_gaps.analysis.picks import TimelineRequest, choose_steps
 from trace_gaps.analysis.ranges import build_range_tree
-from trace_gaps.analysis.stages import STAGE, StageMap, map_stages
+from trace_gaps.analysis.stages import STAGE, StageMap, map_stages, stage_calls
 from trace_gaps.analysis.steps import (
     STEP_ID,
     StepSelection,
@@ -151,7 +151,12 @@ def analyse_rows(
     )
     results = analyse_in_windows(
         [RowStream(name, _only(pids, chunks()), _empty_ops()) for name, chunks in sources.ops],
-        RowStream("CUDA API", _only(pids, sources.calls()), empty_frame(API_CALL_COLUMNS)),
+        RowStream(
+            "CUDA API",
+            _only(pids, sources.calls()),
+            empty_frame(API_CALL_COLUMNS),
+            lambda calls: stage_calls(calls, stage_map),
+        ),
         inputs,
         plan_windows(steps, sources.rows, window_rows),
         on_window,
@@ -194,6 +199,7 @@ def _whole_process_analysis(
             "CUDA API",
             iter([calls.sort_values(START_NS, kind="stable")]),
             empty_frame(API_CALL_COLUMNS),
+            lambda calls: stage_calls(calls, stage_map),
         ),
         inputs,
         plan_windows(steps, len(ops) + len(calls), None),

@@ -165,35 +165,55 @@ def launch_keys(pids: np.ndarray, correlation_ids: np.ndarray) -> np.ndarray:
     return (pids.astype(np.int64) << 39) | (correlation_ids.astype(np.int64) & ((1 << 39) - 1))
 
 
-def find_launch_calls(gpu_ops: pd.DataFrame, staged_calls: pd.DataFrame) -> np.ndarray:
+@dataclass(frozen=True, slots=True)
+class LaunchIndex:
+    """Staged calls' (pid, correlation id) keys, sorted once for all the lookups of a window."""
+
+    keys: np.ndarray
+    positions: np.ndarray  # of each sorted key's call in the staged calls
+
+    @classmethod
+    def of(cls, staged_calls: pd.DataFrame) -> LaunchIndex:
+        call_corr = staged_calls[CORRELATION_ID].to_numpy()
+        has_id = call_corr >= 0
+        positions = np.flatnonzero(has_id)
+        keys = launch_keys(staged_calls[PID].to_numpy()[has_id], call_corr[has_id])
+        order = np.argsort(keys, kind="stable")
+        return cls(keys=keys[order], positions=positions[order])
+
+    def find(self, pids: np.ndarray, correlation_ids: np.ndarray) -> np.ndarray:
+        """Per (pid, id), the position of the first call with that key, or -1."""
+        if not len(self.keys):
+            return np.full(len(correlation_ids), -1, dtype=np.int64)
+        wanted = launch_keys(pids, correlation_ids)
+        at = np.searchsorted(self.keys, wanted, side="left")
+        found = (at < len(self.keys)) & (correlation_ids >= 0)
+        found[found] = self.keys[at[found]] == wanted[found]
+        result: np.ndarray = np.where(found, self.positions[np.minimum(at, len(self.keys) - 1)], -1)
+        return result
+
+
+def find_launch_calls(
+    gpu_ops: pd.DataFrame, staged_calls: pd.DataFrame, index: LaunchIndex | None = None
+) -> np.ndarray:
     """Per op, the position of its launching call (same pid and correlation id, the first
-    such call), or -1. A sort of the calls and a binary search per op."""
-    call_corr = staged_calls[CORRELATION_ID].to_numpy()
-    has_id = call_corr >= 0
-    positions = np.flatnonzero(has_id)
-    keys = launch_keys(staged_calls[PID].to_numpy()[has_id], call_corr[has_id])
-    order = np.argsort(keys, kind="stable")
-    keys, positions = keys[order], positions[order]
-    op_corr = gpu_ops[CORRELATION_ID].to_numpy()
-    if not len(keys):
-        return np.full(len(op_corr), -1, dtype=np.int64)
-    wanted = launch_keys(gpu_ops[PID].to_numpy(), op_corr)
-    at = np.searchsorted(keys, wanted, side="left")
-    inside = at < len(keys)
-    found = inside & (op_corr >= 0)
-    found[found] = keys[at[found]] == wanted[found]
-    return np.where(found, positions[np.minimum(at, len(keys) - 1)], -1)
+    such call), or -1. index: LaunchIndex.of(staged_calls), when already built."""
+    index = index if index is not None else LaunchIndex.of(staged_calls)
+    return index.find(gpu_ops[PID].to_numpy(), gpu_ops[CORRELATION_ID].to_numpy())
 
 
 def project_ops(
-    gpu_ops: pd.DataFrame, staged_calls: pd.DataFrame, stage_map: StageMap
+    gpu_ops: pd.DataFrame,
+    staged_calls: pd.DataFrame,
+    stage_map: StageMap,
+    index: LaunchIndex | None = None,
 ) -> pd.DataFrame:
     """Join each GPU op to its launching call on (pid, correlation id) and take its stage.
 
     Ops whose call is missing (sliced or interrupted captures) get NO_LAUNCH_CALL and
     a launch tid of -1. staged_calls must come from stage_calls (positions are row ids).
     """
-    row = find_launch_calls(gpu_ops, staged_calls)
+    row = find_launch_calls(gpu_ops, staged_calls, index)
     found = row >= 0
     at = np.where(found, row, 0)
 

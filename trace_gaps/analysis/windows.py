@@ -42,9 +42,9 @@ from trace_gaps.analysis.stages import (
     CALL_START_NS,
     LAUNCH_TID,
     STAGE,
+    LaunchIndex,
     StageMap,
     project_ops,
-    stage_calls,
 )
 from trace_gaps.analysis.steps import IS_WARMUP, STEP_ID
 from trace_gaps.model import (
@@ -142,8 +142,17 @@ def plan_windows(steps: pd.DataFrame, rows: int, window_rows: int | None) -> Win
 class RowStream:
     """Rows of one table, chunk by chunk in start order; holds those still needed."""
 
-    def __init__(self, name: str, chunks: Iterator[pd.DataFrame], empty: pd.DataFrame) -> None:
+    def __init__(
+        self,
+        name: str,
+        chunks: Iterator[pd.DataFrame],
+        empty: pd.DataFrame,
+        prepare: Callable[[pd.DataFrame], pd.DataFrame] | None = None,
+    ) -> None:
+        """prepare: applied to each chunk as it is read (the calls are staged once)."""
         self.name = name
+        self.prepare = prepare
+        empty = prepare(empty) if prepare is not None else empty
         self.empty = empty.assign(**{READ_AT: np.zeros(0, dtype=np.int32)})
         self.chunks = chunks
         self.held: list[pd.DataFrame] = []
@@ -163,6 +172,8 @@ class RowStream:
             if starts[0] < self.last_start or (np.diff(starts) < 0).any():
                 raise NeedsWholeTrace(f"{self.name} rows are not in start order")
             self.last_start = int(starts[-1])
+            if self.prepare is not None:
+                chunk = self.prepare(chunk)
             self.held.append(chunk.assign(**{READ_AT: np.int32(window)}))
 
     def frame(self) -> pd.DataFrame:
@@ -239,10 +250,11 @@ def _analyse_window(
 ) -> pd.DataFrame:
     """Analyse window w into results; return its projected ops (for _drop_finished)."""
     stage_map = inputs.stage_map
-    staged = stage_calls(calls, stage_map)
-    projected = project_ops(ops, staged, stage_map)
+    staged = calls  # staged as they were read (see analyse_in_windows)
+    index = LaunchIndex.of(staged)
+    projected = project_ops(ops, staged, stage_map, index)
     _check_launches(projected, plan, w, limit, dropped_corr)
-    staged = mark_blocking_copies(staged, projected)
+    staged = mark_blocking_copies(staged, projected, index)
     ledger, gaps, idle_runs = build_ledger(*_touching_steps(projected, staged, steps), stage_map)
     analysed_ops = ops_in_analysed_steps(projected, steps)
     lo, hi = int(plan.lo[w]) if w else np.iinfo(np.int64).min, plan.hi(w)
@@ -252,7 +264,7 @@ def _analyse_window(
     results.ledgers.append(ledger)
     results.gaps.append(longest_gaps(gaps, steps))
     results.blocked.append(find_blocked_host_time(steps, idle_runs, stage_map, inputs.os_calls))
-    results.stage_stats.append(summarise_stages(staged, projected, analysed_ops, steps))
+    results.stage_stats.append(summarise_stages(staged, projected, analysed_ops, steps, index))
     results.kernels.append(kernel_totals(analysed_ops))
     results.api_calls.append(api_call_totals(staged, steps))
     results.op_census.append(op_census(owned_ops))
