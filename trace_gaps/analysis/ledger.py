@@ -157,6 +157,11 @@ _RUN_COLUMNS = [STEP_ID, START_NS, END_NS, CAUSE]
 _CAUSE_LABELS = np.array(["", *(c.value for c in CAUSE_ORDER)], dtype=object)
 
 
+def _causes(codes: np.ndarray) -> pd.Categorical:
+    """Cause codes as their labels, categorical: no string per row."""
+    return pd.Categorical.from_codes(codes, categories=pd.Index(_CAUSE_LABELS))
+
+
 def _runs_by_cause(segments: Segments) -> pd.DataFrame:
     idle = _select(segments, segments["cause_code"] != _BUSY)
     if not len(idle["segment"]):
@@ -176,7 +181,7 @@ def _runs_by_cause(segments: Segments) -> pd.DataFrame:
             STEP_ID: idle[STEP_ID][first],
             START_NS: idle[START_NS][first],
             END_NS: idle[END_NS][last],
-            CAUSE: _CAUSE_LABELS[idle["cause_code"][first]],
+            CAUSE: _causes(idle["cause_code"][first]),
         }
     )
 
@@ -444,6 +449,6 @@ def _idle_runs(idle: Segments, labels: np.ndarray) -> pd.DataFrame:
             STAGE: idle[STAGE][first],
             START_NS: idle[START_NS][first],
             END_NS: idle[END_NS][last],
-            CAUSE: labels[by_cause.argmax(axis=1)],
+            CAUSE: _causes(by_cause.argmax(axis=1)),
         }
     )[GAP_COLUMNS]
