@@ -128,24 +128,36 @@ def summarise_stages(
     analysed_ops: pd.DataFrame,
     steps: pd.DataFrame,
     index: LaunchIndex | None = None,
+    analysed_calls: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """Per (pid, stage): launch, queue, sync and unexpected-work totals over analysed steps.
 
     Queue time of a launch = its first op's start - the call's end, when positive (nsys's
     convention); ops are those of the launch's (pid, correlation id). analysed_ops comes
-    from ops_in_analysed_steps.
+    from ops_in_analysed_steps, analysed_calls (when given) from calls_in_analysed_steps.
     """
-    calls = calls_in_analysed_steps(staged_calls, steps)
+    calls = (
+        analysed_calls
+        if analysed_calls is not None
+        else calls_in_analysed_steps(staged_calls, steps)
+    )
     calls = calls.assign(duration=calls[END_NS] - calls[START_NS])
     # Compare the category's codes, not one string per call.
     category = calls[CALL_CATEGORY].astype("category")
     columns: dict[str, pd.Series] = {}
     keys = [PID, STAGE]
+    # One group-by over (pid, stage, category), then a column per category.
+    per_category = (
+        calls.assign(**{CALL_CATEGORY: category})
+        .groupby([*keys, CALL_CATEGORY], observed=True)["duration"]
+        .agg(["size", "sum"])
+    )
+    found = per_category.index.get_level_values(CALL_CATEGORY)
     for call_category, (count_name, time_name) in _COUNT_AND_TIME.items():
-        chosen = calls[(category == call_category.value).to_numpy()]
-        columns[count_name] = chosen.groupby(keys).size()
+        chosen = per_category[found == call_category.value].droplevel(CALL_CATEGORY)
+        columns[count_name] = chosen["size"]
         if time_name:
-            columns[time_name] = chosen.groupby(keys)["duration"].sum()
+            columns[time_name] = chosen["sum"]
     # Per category, then per call; the appended False is where a missing category (code -1) lands.
     is_launch = np.array([str(c).startswith("launch") for c in category.cat.categories] + [False])
     launches = calls[is_launch[category.cat.codes.to_numpy()]]
@@ -217,10 +229,16 @@ def top_kernels(totals: pd.DataFrame, *, top: int = 5) -> pd.DataFrame:
     return ordered.groupby([PID, STAGE]).head(top).reset_index(drop=True)
 
 
-def api_call_totals(staged_calls: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
+def api_call_totals(
+    staged_calls: pd.DataFrame, steps: pd.DataFrame, analysed_calls: pd.DataFrame | None = None
+) -> pd.DataFrame:
     """Per (pid, stage, call name): total ns and count of the calls in analysed steps that
     are neither launches nor syncs (what "api" idle time is spent in)."""
-    calls = calls_in_analysed_steps(staged_calls, steps)
+    calls = (
+        analysed_calls
+        if analysed_calls is not None
+        else calls_in_analysed_steps(staged_calls, steps)
+    )
     category = calls[CALL_CATEGORY].astype("category")
     launch_or_sync = [
         str(c).startswith("launch") or c == CallCategory.SYNC.value for c in category.cat.categories

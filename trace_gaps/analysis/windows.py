@@ -30,6 +30,7 @@ import pandas as pd
 from trace_gaps.analysis.host import find_blocked_host_time
 from trace_gaps.analysis.launches import (
     api_call_totals,
+    calls_in_analysed_steps,
     kernel_totals,
     mark_blocking_copies,
     ops_in_analysed_steps,
@@ -257,6 +258,7 @@ def _analyse_window(
     staged = mark_blocking_copies(staged, projected, index)
     ledger, gaps, idle_runs = build_ledger(*_touching_steps(projected, staged, steps), stage_map)
     analysed_ops = ops_in_analysed_steps(projected, steps)
+    analysed_calls = calls_in_analysed_steps(staged, steps)
     lo, hi = int(plan.lo[w]) if w else np.iinfo(np.int64).min, plan.hi(w)
     owned_ops = projected[(projected[START_NS] >= lo) & (projected[START_NS] < hi)]
     owned_calls = staged[(staged[START_NS] >= lo) & (staged[START_NS] < hi)]
@@ -264,9 +266,11 @@ def _analyse_window(
     results.ledgers.append(ledger)
     results.gaps.append(longest_gaps(gaps, steps))
     results.blocked.append(find_blocked_host_time(steps, idle_runs, stage_map, inputs.os_calls))
-    results.stage_stats.append(summarise_stages(staged, projected, analysed_ops, steps, index))
+    results.stage_stats.append(
+        summarise_stages(staged, projected, analysed_ops, steps, index, analysed_calls)
+    )
     results.kernels.append(kernel_totals(analysed_ops))
-    results.api_calls.append(api_call_totals(staged, steps))
+    results.api_calls.append(api_call_totals(staged, steps, analysed_calls))
     results.op_census.append(op_census(owned_ops))
     setup = owned_calls[CALL_CATEGORY] == CallCategory.GRAPH_SETUP.value
     results.graph_setup_pids.update(int(pid) for pid in owned_calls.loc[setup, PID].unique())
