@@ -21,7 +21,8 @@ from trace_gaps.diff import diff_reports, is_slower_than
 from trace_gaps.errors import TraceGapsError, about_file
 from trace_gaps.model import Trace
 from trace_gaps.nsys.convert import convert_report, find_nsys, is_report
-from trace_gaps.nsys.load import count_rows, load_trace
+from trace_gaps.nsys.load import count_rows
+from trace_gaps.nsys.stream import stream_export
 from trace_gaps.overview import build_overview, render_overview_json, render_overview_text
 from trace_gaps.plot import plot_steps, plot_timeline
 from trace_gaps.render import RENDERERS, Format
@@ -212,8 +213,13 @@ def info(
     """What the export holds: versions, capture settings, GPUs, threads, rows, NVTX ranges."""
     with user_errors():
         path = resolve_export(export, demo)
-        with about_file(path):
-            overview = build_overview(load_trace(path), count_rows(path))
+        with about_file(path), stream_export(path) as opened:
+            overview = build_overview(
+                opened.head,
+                count_rows(path),
+                calls_per_thread=opened.calls_per_thread(),
+                active_pids=opened.sources.known_pids(),
+            )
         write_output((render_overview_json if as_json else render_overview_text)(overview), None)
 
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from trace_gaps.analysis.ranges import DEPTH, PARENT, build_range_tree
-from trace_gaps.model import END_NS, GLOBAL_TID, NAME, PID, START_NS, Trace
+from trace_gaps.model import END_NS, GLOBAL_TID, NAME, START_NS, Trace
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,8 +51,20 @@ class Overview:
     ranges: list[RangeName]
 
 
-def build_overview(trace: Trace, row_counts: dict[str, int], *, max_ranges: int = 40) -> Overview:
-    """Summarise an export's metadata, threads, row counts and NVTX range names."""
+def build_overview(
+    trace: Trace,
+    row_counts: dict[str, int],
+    *,
+    calls_per_thread: pd.Series,
+    active_pids: list[int],
+    max_ranges: int = 40,
+) -> Overview:
+    """Summarise an export's metadata, threads, row counts and NVTX range names.
+
+    trace needs only its small tables (ranges, threads, processes); calls_per_thread
+    (timed CUDA API calls per globalTid) and active_pids (processes with timed ops or
+    calls) come from SQL, so that the op and call tables are never held in memory.
+    """
     tree = build_range_tree(trace.nvtx_ranges)
     parent_names = tree[NAME].to_numpy()[tree[PARENT].clip(lower=0).to_numpy()]
     tree = tree.assign(parent_name=pd.Series(parent_names).where(tree[PARENT].to_numpy() >= 0, ""))
@@ -71,7 +83,7 @@ def build_overview(trace: Trace, row_counts: dict[str, int], *, max_ranges: int 
         )
         for name, row in stats.iterrows()
     ]
-    calls = trace.api_calls.groupby(GLOBAL_TID).size()
+    calls = calls_per_thread
     nvtx = trace.nvtx_ranges.groupby(GLOBAL_TID).size()
     active = sorted(set(calls.index) | set(nvtx.index))
     names = (
@@ -101,7 +113,7 @@ def build_overview(trace: Trace, row_counts: dict[str, int], *, max_ranges: int 
         processes={
             str(pid): name
             for pid, name in sorted(trace.processes.items())
-            if pid in set(trace.gpu_ops[PID]) | set(trace.api_calls[PID])
+            if pid in set(active_pids)
         },
         threads=threads,
         row_counts=row_counts,

@@ -195,11 +195,23 @@ def any_graph_node(table: str) -> str:
 
 
 def pids_in(table: str) -> str:
+    """Processes with timed rows in an op table or the CUDA API table."""
     column = "globalTid" if table == RUNTIME_TABLE else "globalPid"
-    return f"SELECT DISTINCT ({column} >> 24) & 16777215 FROM {table} WHERE {column} IS NOT NULL"
+    return (
+        f"SELECT DISTINCT ({column} >> 24) & 16777215 FROM {table} "
+        f'WHERE {column} IS NOT NULL AND NOT (start = 0 AND "end" = 0)'
+    )
 
 
 def runtime_calls_named(name_ids: list[int]) -> str:
     """RUNTIME_CALLS limited to calls with these name ids (integers only)."""
     listed = ", ".join(str(int(i)) for i in name_ids)
     return f"{RUNTIME_CALLS} WHERE nameId IN ({listed})"
+
+
+def calls_per_thread() -> str:
+    """Timed CUDA API calls per thread (one grouped scan)."""
+    return (
+        "SELECT globalTid AS global_tid, COUNT(*) AS calls FROM CUPTI_ACTIVITY_KIND_RUNTIME "
+        'WHERE NOT (start = 0 AND "end" = 0) GROUP BY globalTid'
+    )

@@ -83,6 +83,7 @@ class ExportStream:
     head: Trace  # gpu_ops and api_calls empty
     sources: RowSources
     tally: _Tally
+    calls_per_thread: Callable[[], pd.Series]  # timed CUDA API calls per globalTid
 
     def trace(self) -> Trace:
         """The head with the untimed rows the stream left out counted in its info."""
@@ -113,7 +114,12 @@ def stream_export(path: Path) -> Iterator[ExportStream]:
             trace_start_ns=lambda: tally.earliest,
             known_pids=lambda: _known_pids(connection, path, tables),
         )
-        yield ExportStream(head=head, sources=sources, tally=tally)
+        yield ExportStream(
+            head=head,
+            sources=sources,
+            tally=tally,
+            calls_per_thread=lambda: _calls_per_thread(connection, path, tables),
+        )
 
 
 _OP_TABLES = (
@@ -400,3 +406,13 @@ def _known_pids(connection: sqlite3.Connection, path: Path, tables: tuple[str, .
             if table in tables:
                 found.update(int(row[0]) for row in connection.execute(queries.pids_in(table)))
     return sorted(found)
+
+
+def _calls_per_thread(
+    connection: sqlite3.Connection, path: Path, tables: tuple[str, ...]
+) -> pd.Series:
+    if queries.RUNTIME_TABLE not in tables:
+        return pd.Series(dtype="int64")
+    with reading_export(path):
+        counts = pd.read_sql_query(queries.calls_per_thread(), connection)
+    return counts.set_index("global_tid")["calls"].astype("int64")
