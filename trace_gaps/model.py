@@ -190,7 +190,8 @@ class RowSources:
     ops: tuple[tuple[str, ChunkSource], ...]
     calls: ChunkSource
     rows: int  # ops + calls, an estimate is enough
-    module_loads: Callable[[], pd.DataFrame]  # at least the module-load calls, call columns
+    # At least the module-load calls starting at or before a time, with call columns.
+    module_loads: Callable[[int], pd.DataFrame]
     device_ops: Callable[[], pd.DataFrame]  # per (pid, device, kind), after the chunks ran
     trace_start_ns: Callable[[], int]  # after the chunks ran
     known_pids: Callable[[], list[int]]  # processes with CUDA activity

@@ -20,7 +20,9 @@ from trace_gaps.analysis.picks import TimelineRequest, choose_steps
 from trace_gaps.analysis.ranges import build_range_tree
 from trace_gaps.analysis.stages import STAGE, StageMap, map_stages, stage_calls
 from trace_gaps.analysis.steps import (
+    IS_WARMUP,
     STEP_ID,
+    STEP_INDEX,
     StepSelection,
     choose_step_range,
     cut_steps,
@@ -41,6 +43,8 @@ from trace_gaps.errors import ProcessNotFoundError
 from trace_gaps.model import (
     API_CALL_COLUMNS,
     DEVICE_ID,
+    END_NS,
+    GLOBAL_TID,
     GPU_OP_COLUMNS,
     NAME,
     OP_KIND,
@@ -122,8 +126,6 @@ def analyse_rows(
     Raises NeedsWholeTrace when the rows cannot be analysed window by window.
     """
     nvtx_ranges = trace.nvtx_ranges
-    # Only the default warm-up rule reads module loads (skip=N does not).
-    module_loads = sources.module_loads() if options.skip is None else empty_frame(API_CALL_COLUMNS)
     pids = options.process
     if pids is not None:
         known = sources.known_pids()
@@ -134,13 +136,12 @@ def analyse_rows(
                 path=trace.info.path,
             )
         nvtx_ranges = nvtx_ranges[nvtx_ranges[PID] == options.process]
-        module_loads = module_loads[module_loads[PID] == options.process]
     range_tree = build_range_tree(nvtx_ranges)
     selection = choose_step_range(range_tree, step_name=options.step_name)
     steps = cut_steps(range_tree, selection)
     if steps.empty:
         return _whole_process_analysis(trace, sources, options, range_tree, selection, timelines)
-    steps = mark_warmup(steps, module_loads, skip=options.skip)
+    steps = _mark_warmup(steps, sources, options)
     stage_map = map_stages(range_tree, steps, depth=options.depth)
     picked = tuple((request, choose_steps(steps, request)) for request in timelines)
     inputs = WindowInputs(
@@ -162,6 +163,30 @@ def analyse_rows(
         on_window,
     )
     return _merge(trace, options, selection, range_tree, steps, stage_map, picked, results, sources)
+
+
+def _mark_warmup(
+    steps: pd.DataFrame, sources: RowSources, options: AnalysisOptions
+) -> pd.DataFrame:
+    """mark_warmup, reading module loads only as far as the rule needs.
+
+    The rule marks a leading run of each thread's steps, so the loads of the first 2, 4,
+    8, ... steps are read until every thread has a step that is not warm-up among them
+    (or every step is covered).
+    """
+    if options.skip is not None:
+        return mark_warmup(steps, empty_frame(API_CALL_COLUMNS), skip=options.skip)
+    count = 2
+    while True:
+        covered = steps[steps[STEP_INDEX] < count]
+        loads = sources.module_loads(int(covered[END_NS].max()))
+        if options.process is not None:
+            loads = loads[loads[PID] == options.process]
+        marked = mark_warmup(steps, loads, skip=None)
+        ended = ~marked[IS_WARMUP] & (marked[STEP_INDEX] < count)
+        if ended.groupby(marked[GLOBAL_TID]).any().all() or count > marked[STEP_INDEX].max():
+            return marked
+        count *= 2
 
 
 def _only(pid: int | None, chunks: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
@@ -297,7 +322,7 @@ def _memory_sources(trace: Trace, chunk_rows: int | None) -> RowSources:
         ops=(("GPU ops", chunks(ops)),),
         calls=chunks(calls),
         rows=len(ops) + len(calls),
-        module_loads=lambda: trace.api_calls,
+        module_loads=lambda until_ns: trace.api_calls[trace.api_calls[START_NS] <= until_ns],
         device_ops=device_ops,
         trace_start_ns=trace_start,
         known_pids=known_pids,

@@ -203,10 +203,15 @@ def pids_in(table: str) -> str:
     )
 
 
-def runtime_calls_named(name_ids: list[int]) -> str:
-    """RUNTIME_CALLS limited to calls with these name ids (integers only)."""
+def runtime_calls_named(name_ids: list[int], below_rowid: int) -> str:
+    """RUNTIME_CALLS limited to calls with these name ids, stored before a rowid."""
     listed = ", ".join(str(int(i)) for i in name_ids)
-    return f"{RUNTIME_CALLS} WHERE nameId IN ({listed})"
+    return f"{RUNTIME_CALLS} WHERE rowid < {int(below_rowid)} AND nameId IN ({listed})"
+
+
+def start_at_rowid(table: str) -> str:
+    """The start of the first row stored at or after a rowid (one b-tree descent)."""
+    return f"SELECT start FROM {table} WHERE rowid >= ? ORDER BY rowid LIMIT 1"
 
 
 def calls_per_thread() -> str:

@@ -109,7 +109,7 @@ def stream_export(path: Path) -> Iterator[ExportStream]:
             ),
             calls=_call_chunks(reader, tables, names, tally),
             rows=_rows(connection, tables),
-            module_loads=lambda: _module_loads(connection, path, tables, names),
+            module_loads=lambda until_ns: _module_loads(connection, path, tables, names, until_ns),
             device_ops=tally.ops,
             trace_start_ns=lambda: tally.earliest,
             known_pids=lambda: _known_pids(connection, path, tables),
@@ -377,9 +377,18 @@ def _call_chunks(
 
 
 def _module_loads(
-    connection: sqlite3.Connection, path: Path, tables: tuple[str, ...], names: _Names
+    connection: sqlite3.Connection,
+    path: Path,
+    tables: tuple[str, ...],
+    names: _Names,
+    until_ns: int,
 ) -> pd.DataFrame:
-    """The module-load calls (for the warm-up rule), read with one filtered scan."""
+    """The module-load calls starting at or before until_ns (for the warm-up rule).
+
+    Only the table's first rows are scanned, up to the first row starting after until_ns
+    (found by binary search on rowid): the table is in start order, which the stream
+    checks as it reads; when it is not, the analysis falls back to load_trace.
+    """
     if queries.RUNTIME_TABLE not in tables:
         return empty_frame(API_CALL_COLUMNS)
     call_names = names.call_names()
@@ -389,14 +398,31 @@ def _module_loads(
     if loading.empty:
         return empty_frame(API_CALL_COLUMNS)
     with reading_export(path):
+        bound = _first_rowid_after(connection, queries.RUNTIME_TABLE, until_ns)
         calls = pd.read_sql_query(
-            queries.runtime_calls_named(loading.index.tolist()),
+            queries.runtime_calls_named(loading.index.tolist(), bound),
             connection,
             dtype={**_CALL_INTS, "name_id": "int64"},
         )
+    calls = calls[calls[START_NS] <= until_ns]
     calls[NAME] = pd.Categorical(calls.pop("name_id").map(loading))
     calls[CALL_CATEGORY] = pd.Categorical([CallCategory.MODULE_LOAD.value] * len(calls))
     return calls[list(API_CALL_COLUMNS)]
+
+
+def _first_rowid_after(connection: sqlite3.Connection, table: str, time_ns: int) -> int:
+    """The smallest rowid whose row starts after time_ns, in a table sorted by start."""
+    largest = int(connection.execute(queries.largest_rowid(table)).fetchone()[0] or 0)
+    lo, hi = 0, largest + 1  # the answer lies in (lo, hi]
+    probe = queries.start_at_rowid(table)
+    while hi - lo > 1:
+        middle = (lo + hi) // 2
+        row = connection.execute(probe, (middle,)).fetchone()
+        if row is None or row[0] is None or int(row[0]) > time_ns:
+            hi = middle
+        else:
+            lo = middle
+    return hi
 
 
 def _known_pids(connection: sqlite3.Connection, path: Path, tables: tuple[str, ...]) -> list[int]:
