@@ -124,7 +124,7 @@ def test_peer_traces_with_a_chosen_step_stream_or_say_why_not(name, step, reason
     options = AnalysisOptions(step_name=step)
     if reason is not None:
         with pytest.raises(NeedsWholeTrace, match=reason):
-            streamed(PEERS[name], options, window_rows=500, monkeypatch=monkeypatch)
+            streamed(PEERS[name], options, window_rows=5_000, monkeypatch=monkeypatch)
         return
     # saxpy (schema 2.9.1): old-style calls launch its copies; they must stay joined.
     report, analysis = streamed(PEERS[name], options, window_rows=5, monkeypatch=monkeypatch)
@@ -192,6 +192,32 @@ def test_an_op_read_windows_after_its_launch_is_refused(export_builder, monkeypa
     report, analysis = streamed(path, options, window_rows=1, monkeypatch=monkeypatch)
     assert analysis.windows == 10
     assert_same(report, whole_report(path, options))
+
+
+def test_a_copy_call_outlasting_its_window_is_refused(export_builder, monkeypatch):
+    # A pageable copy issued in step 2 returns in step 6, after its copy ran: a sync. A
+    # window cannot know that before it reads the copy, so it refuses.
+    builder = export_builder()
+    for i in range(10):
+        o = i * 10_000
+        builder.range("decode_step", o, o + 10_000)
+        builder.range("draft", o, o + 4_000).range("verify", o + 4_000, o + 10_000)
+    for i in range(10):
+        o = i * 10_000
+        builder.launch("k_draft", o + 100, o + 600, o + 1_000, o + 3_000)
+        if i == 2:
+            builder.call("cudaMemcpyAsync", o + 5_500, o + 41_000, correlation_id=777)
+    builder.memcpy(60_000, 60_500, correlation_id=777)
+    path = builder.write()
+    options = AnalysisOptions(skip=0)
+    with pytest.raises(NeedsWholeTrace, match="copy call outlasts"):
+        streamed(path, options, window_rows=1, monkeypatch=monkeypatch, chunk_rows=2)
+    trace, analysis = analyse_export(path, options, timelines=VIEWS, window_rows=1)
+    assert analysis.windows == 1
+    whole = whole_report(path, options)
+    assert_same(build_report(trace, analysis), whole)
+    ledger = [e for e in whole.processes[0].ledger if e.cause == "sync"]
+    assert ledger  # the copy's wait is sync time in the whole-trace ledger
 
 
 def test_rows_out_of_start_order_are_refused(export_builder, monkeypatch):

@@ -9,13 +9,16 @@ analysed they are read up to
 
 so that the window sees every op and call overlapping its steps and the ops its steps
 launch up to a window later. After it, rows that end before lo_w+1 are dropped, except
-the window's calls, which are kept one more window for the ops they launched.
+the window's calls (kept one more window for the ops they launched) and the calls of the
+ops still held (a long kernel keeps its launch while it runs).
 
 Every result is then the whole-trace result, exactly, unless the rows break those
 assumptions; the driver checks that they do not, and raises NeedsWholeTrace when
 - a table's rows are not in start order;
 - an op's launching call was read but already dropped (the op ran over a window after it);
-- an op launched in an earlier window was read only after that window was analysed.
+- an op launched in an earlier window was read only after that window was analysed;
+- an async copy call is still running at the read limit (its op may not be read yet, and
+  whether the call blocked on it decides sync or launch time).
 The caller then analyses the whole trace as one window.
 """
 
@@ -255,6 +258,7 @@ def _analyse_window(
     index = LaunchIndex.of(staged)
     projected = project_ops(ops, staged, stage_map, index)
     _check_launches(projected, plan, w, limit, dropped_corr)
+    _check_copies(staged, limit)
     staged = mark_blocking_copies(staged, projected, index)
     ledger, gaps, idle_runs = build_ledger(*_touching_steps(projected, staged, steps), stage_map)
     analysed_ops = ops_in_analysed_steps(projected, steps)
@@ -317,6 +321,18 @@ def _check_launches(
     late = (launch_window < w) & (launched[READ_AT].to_numpy() > launch_window)
     if late.any():
         raise NeedsWholeTrace("a GPU op started more than a window after its launching call")
+
+
+_COPY_LAUNCHES = [CallCategory.LAUNCH_MEMCPY.value, CallCategory.LAUNCH_MEMSET.value]
+
+
+def _check_copies(staged: pd.DataFrame, limit: int) -> None:
+    """Raise NeedsWholeTrace when an async copy call runs across the read limit."""
+    if limit == _NEVER or staged.empty:
+        return
+    across = (staged[START_NS].to_numpy() < limit) & (staged[END_NS].to_numpy() > limit)
+    if (across & staged[CALL_CATEGORY].isin(_COPY_LAUNCHES).to_numpy()).any():
+        raise NeedsWholeTrace("an async copy call outlasts its window")
 
 
 def _drop_finished(
