@@ -43,8 +43,12 @@ _OP_INT_DTYPES = {
 
 
 @contextmanager
-def open_export(path: Path) -> Iterator[sqlite3.Connection]:
-    """Open an export read-only (the file is never changed), after checking it is SQLite."""
+def open_export(path: Path, *, values: bool = True) -> Iterator[sqlite3.Connection]:
+    """Open an export read-only (the file is never changed), after checking it is SQLite.
+
+    values=False: a ValueError or TypeError raised while it is open is not taken for a
+    bad value in the file (the streamed analysis runs inside; its reads say so themselves).
+    """
     check_is_sqlite(path)
     uri = path.resolve().as_uri() + "?mode=ro"
     try:
@@ -57,7 +61,7 @@ def open_export(path: Path) -> Iterator[sqlite3.Connection]:
     # Names are user strings (kernels, NVTX text): never let a stray byte stop the report.
     connection.text_factory = _decode_text
     try:
-        with reading_export(path):
+        with reading_export(path, values=values):
             yield connection
     finally:
         connection.close()
@@ -68,8 +72,11 @@ def _decode_text(raw: bytes) -> str:
 
 
 @contextmanager
-def reading_export(path: Path) -> Iterator[None]:
-    """Turn SQLite errors met while reading (open, schema, any query) into NotAnExportError."""
+def reading_export(path: Path, *, values: bool = True) -> Iterator[None]:
+    """Turn SQLite errors met while reading (open, schema, any query) into NotAnExportError.
+
+    values: also take a ValueError or TypeError for a value the typed read refused.
+    """
     try:
         yield
     except UnicodeDecodeError as error:
@@ -94,6 +101,8 @@ def reading_export(path: Path) -> Iterator[None]:
             path=path,
         ) from error
     except (ValueError, TypeError) as error:
+        if not values:
+            raise
         # A NULL or a string where nsys always writes a number: the typed read refuses it.
         cause = str(error).splitlines()[0] if str(error) else type(error).__name__
         raise NotAnExportError(

@@ -94,21 +94,23 @@ class ExportStream:
 @contextmanager
 def stream_export(path: Path) -> Iterator[ExportStream]:
     """Open an export read-only for windowed analysis; the streams live while this is open."""
-    with open_export(path) as connection:
+    with open_export(path, values=False) as connection:
         tables = list_tables(connection, path)
         check_is_cuda_export(tables, path)
         _check_has_timed_ops(connection, path, tables)
-        head = read_head(connection, path, tables)
+        with reading_export(path):
+            head = read_head(connection, path, tables)
+            op_queries = _op_queries(connection, tables)
+            rows = _rows(connection, tables)
         tally = _Tally()
         reader = _ChunkReader(connection, path)
-        names = _Names(connection, tables)
+        names = _Names(connection, path, tables)
         sources = RowSources(
             ops=tuple(
-                (table, _op_chunks(reader, table, sql, names, tally))
-                for table, sql in _op_queries(connection, tables)
+                (table, _op_chunks(reader, table, sql, names, tally)) for table, sql in op_queries
             ),
             calls=_call_chunks(reader, tables, names, tally),
-            rows=_rows(connection, tables),
+            rows=rows,
             module_loads=lambda until_ns: _module_loads(connection, path, tables, names, until_ns),
             device_ops=tally.ops,
             trace_start_ns=lambda: tally.earliest,
@@ -183,20 +185,22 @@ def _rows(connection: sqlite3.Connection, tables: tuple[str, ...]) -> int:
 class _Names:
     """Name ids to the categorical names of ops and calls, shared by every chunk."""
 
-    def __init__(self, connection: sqlite3.Connection, tables: tuple[str, ...]) -> None:
+    def __init__(self, connection: sqlite3.Connection, path: Path, tables: tuple[str, ...]) -> None:
         self.connection = connection
+        self.path = path
         self.tables = tables
         self._strings: pd.Series | None = None
 
     def strings(self, ids_in_use: str) -> pd.Series:
         """Text by string id: the whole table when short, else the ids the query lists."""
-        if self._strings is None:
-            largest = self.connection.execute(queries.largest_string_id()).fetchone()[0] or 0
-            if int(largest) <= WHOLE_STRING_TABLE:
-                self._strings = _string_series(self.connection, queries.ALL_STRINGS)
-        if self._strings is not None:
-            return self._strings
-        return _string_series(self.connection, ids_in_use)
+        with reading_export(self.path):
+            if self._strings is None:
+                largest = self.connection.execute(queries.largest_string_id()).fetchone()[0]
+                if int(largest or 0) <= WHOLE_STRING_TABLE:
+                    self._strings = _string_series(self.connection, queries.ALL_STRINGS)
+            if self._strings is not None:
+                return self._strings
+            return _string_series(self.connection, ids_in_use)
 
     def op_categories(self) -> pd.Index:
         kernel_names: list[object] = (
@@ -218,7 +222,14 @@ class _Names:
 
 def _string_series(connection: sqlite3.Connection, sql: str) -> pd.Series:
     frame = pd.read_sql_query(sql, connection, dtype={"name_id": "int64"})
-    return frame.set_index("name_id")[NAME].astype(object)
+    # Names are user strings: a blob or a number where text belongs still names something.
+    return frame.set_index("name_id")[NAME].map(_as_text).astype(object)
+
+
+def _as_text(value: object) -> str:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    return "" if value is None else str(value)
 
 
 def _unique_index(values: list[object]) -> pd.Index:
@@ -262,12 +273,22 @@ class _ChunkReader:
         self.path = path
 
     def chunks(self, sql: str, dtypes: dict[str, str]) -> Iterator[pd.DataFrame]:
+        """The query's rows with these dtypes; a value that does not fit is the file's fault
+        (NotAnExportError), not the analysis's: only this generator's own work is wrapped."""
         arrow = self._arrow_chunks(sql)
         if arrow is not None:
-            yield from (chunk.astype(dtypes) for chunk in arrow)
+            for chunk in arrow:
+                with reading_export(self.path):
+                    typed = chunk.astype(dtypes)
+                yield typed
             return
-        with reading_export(self.path):
-            yield from pd.read_sql_query(sql, self.connection, dtype=dtypes, chunksize=CHUNK_ROWS)
+        rows = pd.read_sql_query(sql, self.connection, dtype=dtypes, chunksize=CHUNK_ROWS)
+        while True:
+            with reading_export(self.path):
+                read = next(rows, None)
+            if read is None:
+                return
+            yield read
 
     def _arrow_chunks(self, sql: str) -> Iterator[pd.DataFrame] | None:
         if os.environ.get(ARROW_READER_ENV):
@@ -339,6 +360,7 @@ def _op_chunks(
         )
         dtypes = {**_OP_INTS, "name_id": "int64"} if by_id else _OP_INTS
         for chunk in reader.chunks(sql, dtypes):
+            # Values are checked as they are read (reading_export in _ChunkReader.chunks).
             chunk = _drop_untimed(chunk, tally)
             if by_id is not None:
                 codes = by_id(chunk.pop("name_id").to_numpy())
@@ -440,5 +462,7 @@ def _calls_per_thread(
     if queries.RUNTIME_TABLE not in tables:
         return pd.Series(dtype="int64")
     with reading_export(path):
-        counts = pd.read_sql_query(queries.calls_per_thread(), connection)
+        counts = pd.read_sql_query(
+            queries.calls_per_thread(), connection, dtype={"global_tid": "int64", "calls": "int64"}
+        )
     return counts.set_index("global_tid")["calls"].astype("int64")
