@@ -126,22 +126,32 @@ def analyse_rows(
     Raises NeedsWholeTrace when the rows cannot be analysed window by window.
     """
     nvtx_ranges = trace.nvtx_ranges
-    pids = options.process
-    if pids is not None:
+    pid = options.process
+    if pid is not None:
         known = sources.known_pids()
-        if pids not in known:
+        if pid not in known:
             raise ProcessNotFoundError(
-                f"has no process {pids} with CUDA activity; pass one of these to "
+                f"has no process {pid} with CUDA activity; pass one of these to "
                 f"--process: {', '.join(map(str, known)) or 'none'}",
                 path=trace.info.path,
             )
-        nvtx_ranges = nvtx_ranges[nvtx_ranges[PID] == options.process]
+        nvtx_ranges = nvtx_ranges[nvtx_ranges[PID] == pid]
     range_tree = build_range_tree(nvtx_ranges)
     selection = choose_step_range(range_tree, step_name=options.step_name)
     steps = cut_steps(range_tree, selection)
     if steps.empty:
-        return _whole_process_analysis(trace, sources, options, range_tree, selection, timelines)
-    steps = _mark_warmup(steps, sources, options)
+        # No step range: one step per process over all its rows, so all rows at once.
+        ops = _read_all(sources.ops, pid, GPU_OP_COLUMNS)
+        calls = _read_all((("CUDA API", sources.calls),), pid, API_CALL_COLUMNS)
+        steps = whole_process_steps(ops, calls)
+        op_chunks = [("GPU ops", iter([ops.sort_values(START_NS, kind="stable")]))]
+        call_chunks = iter([calls.sort_values(START_NS, kind="stable")])
+        rows, window_rows = len(ops) + len(calls), None
+    else:
+        steps = _mark_warmup(steps, sources, options)
+        op_chunks = [(name, _of_process(pid, chunks())) for name, chunks in sources.ops]
+        call_chunks = _of_process(pid, sources.calls())
+        rows = sources.rows
     stage_map = map_stages(range_tree, steps, depth=options.depth)
     picked = tuple((request, choose_steps(steps, request)) for request in timelines)
     inputs = WindowInputs(
@@ -151,15 +161,15 @@ def analyse_rows(
         detail_step_ids=frozenset(int(i) for _, chosen in picked for i in chosen[STEP_ID]),
     )
     results = analyse_in_windows(
-        [RowStream(name, _only(pids, chunks()), _empty_ops()) for name, chunks in sources.ops],
+        [RowStream(name, chunks, empty_frame(GPU_OP_COLUMNS)) for name, chunks in op_chunks],
         RowStream(
             "CUDA API",
-            _only(pids, sources.calls()),
+            call_chunks,
             empty_frame(API_CALL_COLUMNS),
-            lambda calls: stage_calls(calls, stage_map),
+            lambda calls: stage_calls(calls, stage_map),  # each call staged once, as read
         ),
         inputs,
-        plan_windows(steps, sources.rows, window_rows),
+        plan_windows(steps, rows, window_rows),
         on_window,
     )
     return _merge(trace, options, selection, range_tree, steps, stage_map, picked, results, sources)
@@ -189,53 +199,15 @@ def _mark_warmup(
         count *= 2
 
 
-def _only(pid: int | None, chunks: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+def _of_process(pid: int | None, chunks: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
     for chunk in chunks:
         yield chunk if pid is None else chunk[chunk[PID].to_numpy() == pid]
-
-
-def _empty_ops() -> pd.DataFrame:
-    return empty_frame(GPU_OP_COLUMNS)
-
-
-def _whole_process_analysis(
-    trace: Trace,
-    sources: RowSources,
-    options: AnalysisOptions,
-    range_tree: pd.DataFrame,
-    selection: StepSelection,
-    timelines: tuple[TimelineRequest, ...],
-) -> Analysis:
-    """No step range: one step per process over all its rows, so every row is needed at once."""
-    ops = _read_all(sources.ops, options.process, GPU_OP_COLUMNS)
-    calls = _read_all((("calls", sources.calls),), options.process, API_CALL_COLUMNS)
-    steps = whole_process_steps(ops, calls)
-    stage_map = map_stages(range_tree, steps, depth=options.depth)
-    picked = tuple((request, choose_steps(steps, request)) for request in timelines)
-    inputs = WindowInputs(
-        steps=steps,
-        stage_map=stage_map,
-        os_calls=trace.os_calls,
-        detail_step_ids=frozenset(int(i) for _, chosen in picked for i in chosen[STEP_ID]),
-    )
-    results = analyse_in_windows(
-        [RowStream("GPU ops", iter([ops.sort_values(START_NS, kind="stable")]), _empty_ops())],
-        RowStream(
-            "CUDA API",
-            iter([calls.sort_values(START_NS, kind="stable")]),
-            empty_frame(API_CALL_COLUMNS),
-            lambda calls: stage_calls(calls, stage_map),
-        ),
-        inputs,
-        plan_windows(steps, len(ops) + len(calls), None),
-    )
-    return _merge(trace, options, selection, range_tree, steps, stage_map, picked, results, sources)
 
 
 def _read_all(
     sources: tuple[tuple[str, ChunkSource], ...], pid: int | None, columns: dict[str, str]
 ) -> pd.DataFrame:
-    frames = [chunk for _, chunks in sources for chunk in _only(pid, chunks())]
+    frames = [chunk for _, chunks in sources for chunk in _of_process(pid, chunks())]
     frames = [frame for frame in frames if len(frame)]
     return pd.concat(frames, ignore_index=True) if frames else empty_frame(columns)
 
