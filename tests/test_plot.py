@@ -20,7 +20,7 @@ from trace_gaps.nsys.load import load_trace
 from trace_gaps.plot import plot_steps, plot_timeline
 from trace_gaps.plot.lanes import merge_spans
 from trace_gaps.plot.palette import stage_colours
-from trace_gaps.plot.steps import WARMUP_ALPHA
+from trace_gaps.plot.steps import MAX_BARS, WARMUP_ALPHA
 from trace_gaps.report import Report, build_report
 from trace_gaps.timeline import StepPick, TimelineRequest
 
@@ -255,6 +255,42 @@ def test_the_steps_plot_has_one_bar_per_step_and_fades_warmup(decode_export):
     )
     walls = [row.wall_ns / 1e6 for row in report.processes[0].step_rows]
     assert heights == pytest.approx(walls)
+
+
+def test_many_steps_are_drawn_as_stacked_bands_that_reach_each_steps_wall(export_builder):
+    # 450 steps of 10-14 µs, two stages, one kernel each: bars would be under a pixel wide.
+    builder = export_builder()
+    steps = MAX_BARS + 50
+    walls = [10_000 + 1_000 * (i % 5) for i in range(steps)]
+    starts = np.cumsum([0, *walls[:-1]])
+    for o, wall in zip(starts, walls, strict=True):
+        builder.range("decode_step", int(o), int(o + wall))
+        builder.range("draft", int(o), int(o + 4_000)).range(
+            "verify", int(o + 4_000), int(o + wall)
+        )
+    for o in starts:
+        builder.launch("k", int(o + 100), int(o + 600), int(o + 1_000), int(o + 3_000))
+    trace = load_trace(builder.write())
+    report = build_report(trace, analyse_trace(trace, AnalysisOptions(skip=2)))
+    ax = plot_steps(report).axes[0]
+    assert not ax.containers  # no bars
+    bands = [c for c in ax.collections if isinstance(c, PolyCollection)]
+    assert len(bands) >= 3  # draft and verify, busy and idle
+    # The top band's upper edge over each step (a flat run from i + 0.5 back to i - 0.5)
+    # is that step's wall time.
+    edge = bands[-1].get_paths()[0].vertices
+    tops = {
+        round(x2 + 0.5): y1
+        for (x1, y1), (x2, y2) in zip(edge[:-1], edge[1:], strict=True)
+        if y1 == y2 and x1 - x2 == pytest.approx(1.0)
+    }
+    expected = [row.wall_ns / 1e6 for row in report.processes[0].step_rows]
+    assert [tops[i] for i in (2, 100, steps - 2)] == pytest.approx(
+        [expected[i] for i in (2, 100, steps - 2)]
+    )
+    # The two warm-up steps are veiled.
+    veils = [p for p in ax.patches if p.get_facecolor()[:3] == (1.0, 1.0, 1.0)]
+    assert len(veils) == 1 and veils[0].get_x() == pytest.approx(-0.5)
 
 
 def test_stage_colours_agree_between_the_steps_plot_and_the_timeline(decode_export):

@@ -1,7 +1,8 @@
 """Every step as a stacked bar of its ledger: busy (solid) and idle (hatched) per stage.
 
 Warm-up steps are drawn faded, so outliers and drift among the analysed steps stand out.
-One panel per process, in the report's order.
+One panel per process, in the report's order. Past MAX_BARS steps a bar would be
+narrower than a pixel: each (stage, busy|idle) is then one stacked band over the steps.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ P50_COLOUR = "#444444"
 MAX_TICKS = 25
 HEADROOM = 1.15  # the y axis ends this much above the tallest analysed step
 MIN_SLOTS = 3
+MAX_BARS = 400  # more steps than this: stacked bands instead of bars
 LEGEND_COLUMN_IN = 3.2  # an entry of LEGEND_CHARS characters at fontsize 8
 
 
@@ -115,21 +117,39 @@ def _draw_process(ax: Axes, process: ProcessReport, colours: dict[str, str]) -> 
             if (stage, bucket) not in table.index:
                 continue
             height = table.loc[(stage, bucket)].to_numpy() / NS_PER_MS
-            face = np.where(
-                warm[:, None], [to_rgba(colours[stage], WARMUP_ALPHA)], [to_rgba(colours[stage])]
-            )
-            ax.bar(
-                x,
-                height,
-                bottom=bottom,
-                width=0.85,
-                color=face,
-                linewidth=0,
-                hatch=IDLE_HATCH if bucket == Bucket.IDLE.value else None,
-                edgecolor="white" if bucket == Bucket.IDLE.value else None,
-                label=f"{stage} {bucket}",
-            )
+            idle = bucket == Bucket.IDLE.value
+            if len(rows) > MAX_BARS:
+                ax.fill_between(
+                    x,
+                    bottom,
+                    bottom + height,
+                    step="mid",
+                    facecolor=colours[stage],
+                    linewidth=0,
+                    hatch=IDLE_HATCH if idle else None,
+                    edgecolor="white" if idle else None,
+                    label=f"{stage} {bucket}",
+                )
+            else:
+                face = np.where(
+                    warm[:, None],
+                    [to_rgba(colours[stage], WARMUP_ALPHA)],
+                    [to_rgba(colours[stage])],
+                )
+                ax.bar(
+                    x,
+                    height,
+                    bottom=bottom,
+                    width=0.85,
+                    color=face,
+                    linewidth=0,
+                    hatch=IDLE_HATCH if idle else None,
+                    edgecolor="white" if idle else None,
+                    label=f"{stage} {bucket}",
+                )
             bottom += height
+    if len(rows) > MAX_BARS:
+        _fade_warmup_bands(ax, warm)
     p50_note = ""
     if (~warm).any():
         p50 = process.steps.wall_ns.p50 / NS_PER_MS
@@ -153,6 +173,15 @@ def _draw_process(ax: Axes, process: ProcessReport, colours: dict[str, str]) -> 
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
     return set(stages)
+
+
+def _fade_warmup_bands(ax: Axes, warm: np.ndarray) -> None:
+    """Fade the warm-up steps of a band plot: a white veil over each run of them."""
+    edges = np.diff(np.r_[0, warm.astype(np.int8), 0])
+    for first, stop in zip(np.flatnonzero(edges == 1), np.flatnonzero(edges == -1), strict=True):
+        ax.axvspan(
+            first - 0.5, stop - 0.5, color="white", alpha=1 - WARMUP_ALPHA, linewidth=0, zorder=3
+        )
 
 
 def _tick_step(n: int) -> int:
