@@ -14,7 +14,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from hypothesis import given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from tests.builders import ExportBuilder, projected_frames
@@ -22,7 +22,10 @@ from trace_gaps.analysis.ledger import BUCKET, DURATION_NS, Bucket
 from trace_gaps.analysis.pipeline import Analysis, AnalysisOptions, analyse_trace
 from trace_gaps.analysis.stages import STAGE
 from trace_gaps.analysis.steps import STEP_ID
+from trace_gaps.model import NeedsWholeTrace
 from trace_gaps.nsys.load import load_trace
+from trace_gaps.render.json import render_json
+from trace_gaps.report import build_report
 
 STAGE_NAMES = ["draft", "verify", "accept"]
 OP_KINDS = ["eager", "eager", "graph_replay", "graph_nodes", "memcpy", "no_call", "untimed"]
@@ -185,3 +188,29 @@ def test_the_ledger_adds_up_and_counts_every_op_once(loop, named):
         own_intervals = list(zip(own["start_ns"], own["end_ns"], strict=True))
         ran_ns = sum(union_inside([interval], windows) for interval in own_intervals)
         assert charged_ns <= ran_ns, analysis.stage_map.names[int(stage)]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    loop=decode_loops(),
+    window_rows=st.integers(1, 3),
+    chunk_rows=st.integers(1, 12),
+)
+def test_any_cut_into_windows_gives_the_whole_trace_report(loop, window_rows, chunk_rows):
+    # Random loops (queued, graph, untimed, other-thread and call-less ops; syncs across
+    # steps) cut into random windows and chunks: the same report as one pass, or a refusal.
+    steps, all_ops = loop
+    if not any(op.kind != "untimed" for op in all_ops):
+        all_ops = [*all_ops, Op("eager", steps[0][0], 10, 10, 100, 1, 100, 1)]
+    with tempfile.TemporaryDirectory() as directory:
+        path, _ = write_export(Path(directory), steps, all_ops)
+        trace = load_trace(path)
+    options = AnalysisOptions(step_name="decode_step", skip=0)
+    whole = render_json(build_report(trace, analyse_trace(trace, options)))
+    try:
+        windowed = analyse_trace(trace, options, window_rows=window_rows, chunk_rows=chunk_rows)
+    except NeedsWholeTrace:
+        event("refused")
+        return  # refused: the CLI analyses it whole, which is `whole`
+    event("one window" if windowed.windows == 1 else "several windows")
+    assert render_json(build_report(trace, windowed)) == whole
