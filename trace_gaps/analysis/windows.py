@@ -117,7 +117,8 @@ class WindowPlan:
         return int(self.lo[w + 1]) if w + 1 < self.count else _NEVER
 
     def read_limit(self, w: int) -> int:
-        return max(int(self.last_end[w]), self.hi(w + 1) if w + 1 < self.count else _NEVER)
+        """Read rows up to here before analysing w (module docstring)."""
+        return max(int(self.last_end[w]), self.hi(w + 1))
 
     def window_at(self, times: np.ndarray) -> np.ndarray:
         """The window that owns each time."""
@@ -231,14 +232,13 @@ def analyse_in_windows(
 
 
 def _concat_streams(streams: list[RowStream]) -> pd.DataFrame:
+    """The op streams' held rows as one frame, stream after stream (_drop_finished relies on
+    that order). Streams holding rows share their name categories, so the names stay
+    categorical; empty ones (no categories) are left out of the concat."""
     frames = [frame for frame in (s.frame() for s in streams) if len(frame)]
     if not frames:
-        return streams[0].frame() if streams else pd.DataFrame()
-    if len(frames) == 1:
-        return frames[0]
-    ops = pd.concat(frames, ignore_index=True)
-    # Streams share the name categories, so concat keeps them categorical.
-    return ops
+        return streams[0].frame()
+    return frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
 
 
 def _analyse_window(
@@ -263,7 +263,7 @@ def _analyse_window(
     ledger, gaps, idle_runs = build_ledger(*_touching_steps(projected, staged, steps), stage_map)
     analysed_ops = ops_in_analysed_steps(projected, steps)
     analysed_calls = calls_in_analysed_steps(staged, steps)
-    lo, hi = int(plan.lo[w]) if w else np.iinfo(np.int64).min, plan.hi(w)
+    lo, hi = int(plan.lo[w]), plan.hi(w)
     owned_ops = projected[(projected[START_NS] >= lo) & (projected[START_NS] < hi)]
     owned_calls = staged[(staged[START_NS] >= lo) & (staged[START_NS] < hi)]
 
@@ -363,7 +363,7 @@ def _drop_finished(
     needed = ((calls[END_NS] > next_lo) | (calls[START_NS] >= next_lo)).to_numpy()
     # Any call may have launched an op (cudaMemcpy, older runtimes' cudaLaunch, ...): keep
     # this window's calls one window more, for the ops that run after it.
-    this_window = calls[START_NS].to_numpy() >= (int(plan.lo[w]) if w else np.iinfo(np.int64).min)
+    this_window = calls[START_NS].to_numpy() >= int(plan.lo[w])
     keep = needed | this_window
     keep[launched_kept[launched_kept >= 0]] = True
     gone = calls[~keep & (calls[CORRELATION_ID] >= 0).to_numpy()]
