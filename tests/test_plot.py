@@ -366,13 +366,3 @@ def test_a_towering_warmup_step_is_cut_at_the_analysed_steps_height_and_labelled
     ax = plot_steps(report).axes[0]
     assert ax.get_ylim()[1] == pytest.approx(1.2 * 1.15)
     assert [t.get_text() for t in ax.texts] == ["10 ms ↑"]
-
-
-def test_stages_keep_their_colours_when_every_step_is_warmup(decode_export):
-    # --skip 6 leaves no analysed step, so the report has no per-stage summaries.
-    report = decode_report(decode_export, skip=6)
-    assert report.processes[0].steps.analyzed == 0
-    colours = stage_colours(report)
-    stage_greys = {colours[s] for s in ("draft", "verify", "accept")}
-    assert len(stage_greys) == 3 and colours["other stages"] not in stage_greys
-    assert {"draft", "verify", "accept"} <= set(legend_colours(plot_steps(report)))

@@ -39,6 +39,10 @@ class StepNotFoundError(TraceGapsError):
     """The requested step range does not exist in the export."""
 
 
+class NoAnalysedStepsError(TraceGapsError):
+    """Every step is skipped as warm-up: there is nothing to analyse."""
+
+
 class ProcessNotFoundError(TraceGapsError):
     """The process asked for with --process has no CUDA activity in the export."""
 

@@ -110,7 +110,10 @@ class CallCategory(StrEnum):
     LAUNCH_MEMCPY = "launch_memcpy"
     LAUNCH_MEMSET = "launch_memset"
     SYNC = "sync"
-    MODULE_LOAD = "module_load"
+    MODULE_LOAD = (
+        "module_load"  # loads, links or builds code (cuModuleLoad*, cuLibraryLoad*, nvrtc*)
+    )
+    LOOKUP = "lookup"  # finds a handle in code already loaded (cuLibraryGetKernel, ...)
     ALLOC = "alloc"
     GRAPH_SETUP = "graph_setup"
     OTHER = "other"

@@ -105,6 +105,10 @@ class StageSummary:
     sync_ns_per_step: int
     unexpected_calls_per_step: dict[str, float]
     unexpected_ns_per_step: int
+    module_load_ns_per_step: int  # inside the load calls
+    module_load_gap_ns_per_step: int  # host time just before each load (after the prior call)
+    lookups_per_step: float  # kernel/function handle lookups: counted, never loads
+    lookup_ns_per_step: int
     ops_per_graph_launch: float | None
 
 
@@ -476,6 +480,10 @@ def _stage_summary(stage: str, stats: pd.DataFrame, busy_idle: pd.Series, n: int
                 _per_step(count("module_load_ns") + count("alloc_ns") + count("graph_setup_ns"), n)
             )
         ),
+        module_load_ns_per_step=int(round(_per_step(count("module_load_ns"), n))),
+        module_load_gap_ns_per_step=int(round(_per_step(count("module_load_gap_ns"), n))),
+        lookups_per_step=_per_step(count("lookups"), n),
+        lookup_ns_per_step=int(round(_per_step(count("lookup_ns"), n))),
         ops_per_graph_launch=round(count("graph_ops") / graph_launches, 2)
         if graph_launches
         else None,
@@ -504,6 +512,8 @@ def _stage_facts(
         syncs_per_step=summary.syncs_per_step,
         sync_ns_per_step=summary.sync_ns_per_step,
         module_loads_per_step=summary.unexpected_calls_per_step["module_load"],
+        module_load_ns_per_step=summary.module_load_ns_per_step,
+        module_load_gap_ns_per_step=summary.module_load_gap_ns_per_step,
         allocs_per_step=summary.unexpected_calls_per_step["alloc"],
         graph_setups_per_step=summary.unexpected_calls_per_step["graph_setup"],
         process_captured_graph=captured_graph,

@@ -58,6 +58,8 @@ class StageFacts:
     graph_setups_per_step: float
     process_captured_graph: bool
     gpu_shared_with: tuple[int, ...] = ()  # other processes with ops on this process's GPUs
+    module_load_ns_per_step: int = 0  # inside the load calls
+    module_load_gap_ns_per_step: int = 0  # host time just before the loads
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +148,18 @@ def write_verdict(
     dominant = max(split, key=lambda cause: split[cause])
     parts = [f"{stage}: GPU idle {amount}/step"]
     unexpected = _unexpected_words(facts)
+    loading = facts.module_load_gap_ns_per_step + facts.module_load_ns_per_step
+    if facts.module_loads_per_step and 2 * loading >= ns_per_step:
+        # Most of the idle time is host time leading into code loads: not launch overhead.
+        parts.append(
+            f" — code loading: {facts.module_loads_per_step:.1f} loads/step, "
+            f"{format_duration(facts.module_load_gap_ns_per_step)} of host time just before them "
+            f"(compiling or reading the code) and {format_duration(facts.module_load_ns_per_step)} "
+            "inside the load calls; code is built or loaded in steady state, not only at warm-up: "
+            "cache it (fixed shapes, a warm-up pass over every shape, or a persistent kernel "
+            "cache) so that steps stop paying for it"
+        )
+        return "".join(parts)
     if facts.eager_launches_per_step >= MANY_LAUNCHES_PER_STEP and dominant in (
         IdleCause.LAUNCH.value,
         IdleCause.HOST.value,
@@ -221,8 +235,10 @@ def _unexpected_words(facts: StageFacts) -> str:
     found = []
     if facts.module_loads_per_step:
         found.append(
-            f"{facts.module_loads_per_step:.1f} module/library loads per step — kernels are being "
-            "loaded or JIT-built in steady state"
+            f"{facts.module_loads_per_step:.1f} code loads per step "
+            f"({format_duration(facts.module_load_ns_per_step)}/step inside them, after "
+            f"{format_duration(facts.module_load_gap_ns_per_step)}/step of host time just before "
+            "them) — code is loaded or built in steady state, not only at warm-up"
         )
     if facts.allocs_per_step:
         found.append(f"{facts.allocs_per_step:.1f} device allocations per step")

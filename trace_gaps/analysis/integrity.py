@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 from trace_gaps.analysis.ledger import BUCKET, Bucket
 from trace_gaps.analysis.pipeline import Analysis
 from trace_gaps.analysis.stages import NO_LAUNCH_CALL, OTHER_THREAD, STAGE
-from trace_gaps.analysis.steps import IS_WARMUP, STEP_ID, step_at
+from trace_gaps.analysis.steps import (
+    IS_WARMUP,
+    LOADS,
+    STEP_ID,
+    WARMUP_LENGTH_FACTOR,
+    WARMUP_RULE,
+    step_at,
+)
 from trace_gaps.model import (
     DEVICE_ID,
     END_GLOBAL_TID,
@@ -146,8 +154,31 @@ def _op_notes(analysis: Analysis) -> list[str]:
         notes.append(
             f"{empty} analysed steps have no GPU op running in them: they are all idle time."
         )
-    if len(analysed) == 0 and len(analysis.steps):
-        notes.append("Every step was skipped as warm-up: pass --skip 0 to analyse them all.")
+    notes.extend(_warmup_notes(analysis.steps))
+    return notes
+
+
+def _warmup_notes(steps: pd.DataFrame) -> list[str]:
+    """Say why steps that load code were analysed, per process, when the warm-up rule chose so."""
+    notes = []
+    for pid, process in steps.groupby(PID, sort=True):
+        rules = set(process[WARMUP_RULE])
+        read = process[process[LOADS] >= 0]
+        loading = int((read[LOADS] > 0).sum())
+        if "steady_loads" in rules:
+            notes.append(
+                f"Process {pid}: CUDA code is loaded in {loading} of the {len(read)} steps read "
+                f"for the warm-up rule ({int(read[LOADS].sum())} loads): that is steady state, "
+                "not warm-up, so those steps are analysed and the loads are a finding; only "
+                f"leading steps longer than {WARMUP_LENGTH_FACTOR}x the median are skipped."
+            )
+        if "length_only" in rules:
+            notes.append(
+                f"Process {pid}: skipping every leading step that loads code would leave fewer "
+                f"than half of its {len(process)} steps, so only the leading steps longer than "
+                f"{WARMUP_LENGTH_FACTOR}x the median ({int(process[IS_WARMUP].sum())}) are skipped; "
+                "pass --skip N to choose."
+            )
     return notes
 
 

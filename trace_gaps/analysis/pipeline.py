@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -23,10 +24,12 @@ from trace_gaps.analysis.steps import (
     IS_WARMUP,
     STEP_ID,
     STEP_INDEX,
+    WARMUP_LENGTH_FACTOR,
     StepSelection,
     choose_step_range,
     cut_steps,
     mark_warmup,
+    suggest_skip,
     whole_process_steps,
 )
 from trace_gaps.analysis.windows import (
@@ -39,7 +42,7 @@ from trace_gaps.analysis.windows import (
     merge_longest_gaps,
     plan_windows,
 )
-from trace_gaps.errors import ProcessNotFoundError
+from trace_gaps.errors import NoAnalysedStepsError, ProcessNotFoundError
 from trace_gaps.model import (
     API_CALL_COLUMNS,
     DEVICE_ID,
@@ -148,7 +151,7 @@ def analyse_rows(
         call_chunks = iter([calls.sort_values(START_NS, kind="stable")])
         rows, window_rows = len(ops) + len(calls), None
     else:
-        steps = _mark_warmup(steps, sources, options)
+        steps = _mark_warmup(steps, sources, options, trace.info.path)
         op_chunks = [(name, _of_process(pid, chunks())) for name, chunks in sources.ops]
         call_chunks = _of_process(pid, sources.calls())
         rows = sources.rows
@@ -176,27 +179,40 @@ def analyse_rows(
 
 
 def _mark_warmup(
-    steps: pd.DataFrame, sources: RowSources, options: AnalysisOptions
+    steps: pd.DataFrame, sources: RowSources, options: AnalysisOptions, path: Path
 ) -> pd.DataFrame:
-    """mark_warmup, reading module loads only as far as the rule needs.
+    """mark_warmup, reading module loads only as far as the rule needs; refuses an empty run.
 
-    The rule marks a leading run of each thread's steps, so the loads of the first 2, 4,
-    8, ... steps are read until every thread has a step that is not warm-up among them
-    (or every step is covered).
+    The rule marks a leading run of each thread's steps and judges whether loads are steady
+    state on the steps read, so the loads of the first 8, 16, 32, ... steps are read until
+    every thread's warm-up run is under a quarter of them (or every step is read).
     """
     if options.skip is not None:
-        return mark_warmup(steps, empty_frame(API_CALL_COLUMNS), skip=options.skip)
-    count = 2
-    while True:
-        covered = steps[steps[STEP_INDEX] < count]
-        loads = sources.module_loads(int(covered[END_NS].max()))
-        if options.process is not None:
-            loads = loads[loads[PID] == options.process]
-        marked = mark_warmup(steps, loads, skip=None)
-        ended = ~marked[IS_WARMUP] & (marked[STEP_INDEX] < count)
-        if ended.groupby(marked[GLOBAL_TID]).any().all() or count > marked[STEP_INDEX].max():
-            return marked
-        count *= 2
+        marked = mark_warmup(steps, empty_frame(API_CALL_COLUMNS), skip=options.skip)
+    else:
+        count = 8
+        while True:
+            covered = steps[steps[STEP_INDEX] < count]
+            until = int(covered[END_NS].max())
+            loads = sources.module_loads(until)
+            if options.process is not None:
+                loads = loads[loads[PID] == options.process]
+            marked = mark_warmup(steps, loads, skip=None, known_until_ns=until)
+            warm = marked.groupby(GLOBAL_TID)[IS_WARMUP].sum()
+            if (warm * 4 < count).all() or count > marked[STEP_INDEX].max():
+                break
+            count *= 2
+    if len(marked) and marked[IS_WARMUP].all():
+        longest = int(marked.groupby(GLOBAL_TID).size().max())
+        rule = "the warm-up rule" if options.skip is None else f"--skip {options.skip}"
+        raise NoAnalysedStepsError(
+            f"all {len(marked)} steps are skipped as warm-up by {rule} (the longest thread "
+            f"has {longest}), so nothing is left to analyse; pass "
+            f"--skip {suggest_skip(marked)} (the leading steps longer than "
+            f"{WARMUP_LENGTH_FACTOR}x the median step) or leave --skip out",
+            path=path,
+        )
+    return marked
 
 
 def _of_process(pid: int | None, chunks: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:

@@ -25,9 +25,13 @@ STEP_INDEX = "index"  # position of the step among its thread's steps, from 0
 IS_WARMUP = "is_warmup"
 SKIP_REASON = "skip_reason"
 RANGE_ROW = "range_row"  # the step's row in the range tree; -1 for a whole-process step
+LOADS = "loads"  # code loads (MODULE_LOAD calls) of the process during the step; -1: not read
+WARMUP_RULE = "warmup_rule"  # per thread: loads | steady_loads | length_only | skip
 
 MIN_REPEATS = 3
 WARMUP_LENGTH_FACTOR = 3
+STEADY_LOAD_FRACTION = 0.5  # loads in more than this share of steps are steady state
+MIN_ANALYSED_FRACTION = 0.5  # the default rule analyses at least this share of each thread
 
 STEP_COLUMNS = [
     STEP_ID,
@@ -39,6 +43,8 @@ STEP_COLUMNS = [
     IS_WARMUP,
     SKIP_REASON,
     RANGE_ROW,
+    LOADS,
+    WARMUP_RULE,
 ]
 
 
@@ -150,6 +156,8 @@ def _number_steps(steps: pd.DataFrame) -> pd.DataFrame:
     steps[STEP_INDEX] = steps.groupby(GLOBAL_TID).cumcount().astype("int64")
     steps[IS_WARMUP] = False
     steps[SKIP_REASON] = ""
+    steps[LOADS] = np.int64(-1)
+    steps[WARMUP_RULE] = ""
     return steps[STEP_COLUMNS]
 
 
@@ -158,35 +166,92 @@ def _empty_steps() -> pd.DataFrame:
     return _number_steps(pd.DataFrame({c: pd.Series(dtype="int64") for c in columns}))
 
 
-def mark_warmup(steps: pd.DataFrame, api_calls: pd.DataFrame, *, skip: int | None) -> pd.DataFrame:
-    """Mark the warm-up steps of each thread.
+def mark_warmup(
+    steps: pd.DataFrame,
+    api_calls: pd.DataFrame,
+    *,
+    skip: int | None,
+    known_until_ns: int | None = None,
+) -> pd.DataFrame:
+    """Mark the warm-up steps of each thread, and record which rule decided (WARMUP_RULE).
 
-    With skip=N exactly the first N steps of each thread are warm-up. Otherwise the leading
-    steps that load modules (cuModuleLoad*/cuLibraryLoad* in the process during the step) or
-    last more than WARMUP_LENGTH_FACTOR x the thread's median step are.
+    With skip=N exactly the first N steps of each thread are warm-up. Otherwise warm-up is
+    the leading run of steps unlike the steady state: steps that load code (MODULE_LOAD
+    calls of the process during the step) or last more than WARMUP_LENGTH_FACTOR x the
+    thread's median step. Two guards keep the rule from emptying an analysis:
+
+    - loads in more than STEADY_LOAD_FRACTION of a thread's steps are steady state, not
+      warm-up: only the length rule applies there (rule "steady_loads");
+    - when the rule would leave fewer than MIN_ANALYSED_FRACTION of a thread's steps, only
+      the leading steps the length rule finds are skipped (rule "length_only").
+
+    api_calls holds the load calls up to known_until_ns (None: all of them); the share of
+    steps with loads is judged on the steps that end by then. LOADS counts each step's
+    loads (-1 where not read).
     """
     if steps.empty:
-        return steps
+        return steps.assign(**{LOADS: np.int64(0), WARMUP_RULE: ""})
     if skip is not None:
         is_warmup = steps[STEP_INDEX].to_numpy() < skip
         reasons = np.where(is_warmup, "--skip", "")
-        return steps.assign(**{IS_WARMUP: is_warmup, SKIP_REASON: reasons})
+        return steps.assign(
+            **{IS_WARMUP: is_warmup, SKIP_REASON: reasons, LOADS: np.int64(-1), WARMUP_RULE: "skip"}
+        )
+    tids = steps[GLOBAL_TID].to_numpy()
     loads = count_calls_in_steps(steps, api_calls, CallCategory.MODULE_LOAD)
-    wall = (steps[END_NS] - steps[START_NS]).to_numpy()
-    median = steps.assign(wall=wall).groupby(GLOBAL_TID)["wall"].transform("median").to_numpy()
-    is_long = wall > WARMUP_LENGTH_FACTOR * median
-    looks_warm = (loads > 0) | is_long
-    # Only the leading run of such steps is warm-up; a slow step later is an outlier to report.
-    leading = pd.Series(~looks_warm).groupby(steps[GLOBAL_TID].to_numpy()).cummax().to_numpy()
-    is_warmup = looks_warm & ~leading
+    known = (
+        np.ones(len(steps), dtype=bool)
+        if known_until_ns is None
+        else steps[END_NS].to_numpy() <= known_until_ns
+    )
+    loads = np.where(known, loads, -1)
+    is_long = leading_outliers(steps, only_leading=False)
+    loading = pd.Series(np.where(known, loads > 0, np.nan)).groupby(tids).transform("mean")
+    steady = loading.to_numpy() > STEADY_LOAD_FRACTION
+    looks_warm = ((loads > 0) & ~steady) | is_long
+    is_warmup = _leading_run(looks_warm, tids)
+    thread = pd.Series(is_warmup).groupby(tids)
+    too_many = thread.transform("sum") > (1 - MIN_ANALYSED_FRACTION) * thread.transform("size")
+    too_many = too_many.to_numpy()
+    is_warmup = np.where(too_many, _leading_run(is_long, tids), is_warmup)
+    rule = np.select([too_many, steady], ["length_only", "steady_loads"], "loads")
     reasons = np.where(
         is_warmup,
         np.where(
-            loads > 0, "loads CUDA modules", f"longer than {WARMUP_LENGTH_FACTOR}x the median"
+            (loads > 0) & (rule == "loads"),
+            "loads CUDA modules",
+            f"longer than {WARMUP_LENGTH_FACTOR}x the median",
         ),
         "",
     )
-    return steps.assign(**{IS_WARMUP: is_warmup, SKIP_REASON: reasons})
+    return steps.assign(
+        **{IS_WARMUP: is_warmup, SKIP_REASON: reasons, LOADS: loads, WARMUP_RULE: rule}
+    )
+
+
+def leading_outliers(steps: pd.DataFrame, *, only_leading: bool = True) -> np.ndarray:
+    """Steps longer than WARMUP_LENGTH_FACTOR x their thread's median step (the leading run
+    of them on each thread when only_leading)."""
+    wall = (steps[END_NS] - steps[START_NS]).to_numpy()
+    tids = steps[GLOBAL_TID].to_numpy()
+    median = pd.Series(wall).groupby(tids).transform("median").to_numpy()
+    is_long: np.ndarray = wall > WARMUP_LENGTH_FACTOR * median
+    return _leading_run(is_long, tids) if only_leading else is_long
+
+
+def _leading_run(flags: np.ndarray, tids: np.ndarray) -> np.ndarray:
+    """Per thread (rows in step order), the flagged rows before the first unflagged one."""
+    ended = pd.Series(~flags).groupby(tids).cummax().to_numpy()
+    run: np.ndarray = flags & ~ended
+    return run
+
+
+def suggest_skip(steps: pd.DataFrame) -> int:
+    """A --skip that leaves every thread's steady steps: its leading outliers by length."""
+    if steps.empty:
+        return 0
+    outliers = pd.Series(leading_outliers(steps)).groupby(steps[GLOBAL_TID].to_numpy()).sum()
+    return int(outliers.max())
 
 
 def count_calls_in_steps(

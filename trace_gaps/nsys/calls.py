@@ -25,11 +25,19 @@ _CATEGORY_PATTERNS: tuple[tuple[CallCategory, re.Pattern[str]], ...] = (
             r"|cudaMemcpy|cuMemcpy|cudaMemset|cuMemset)"
         ),
     ),
+    # Loading, linking or building code: a real cost, and what makes an early step warm-up.
     (
         CallCategory.MODULE_LOAD,
+        re.compile(r"^(cuModuleLoad|cuLibraryLoad|cudaLibraryLoad|cuLink|nvrtc)"),
+    ),
+    # Looking up a handle in code already loaded: cheap, and made in every step by recent
+    # PyTorch, cuBLAS and NCCL. Never a load, never a warm-up reason.
+    (
+        CallCategory.LOOKUP,
         re.compile(
-            r"^(cuModuleLoad|cuLibraryLoad|cuModuleGetFunction|cuLibraryGetKernel"
-            r"|cudaGetFuncBySymbol|cuKernelGetFunction|cuLinkComplete|nvrtc)"
+            r"^(cuModuleGet(Function|Global|TexRef|SurfRef)|cuLibraryGet|cudaLibraryGet"
+            r"|cuKernelGet(Function|Name|Library)|cudaGetFuncBySymbol|cudaGetKernel"
+            r"|cuGetProcAddress|cudaGetDriverEntryPoint)"
         ),
     ),
     (

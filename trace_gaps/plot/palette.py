@@ -54,7 +54,7 @@ CALL_KINDS: dict[str, tuple[CallCategory, ...]] = {
         CallCategory.ALLOC,
         CallCategory.GRAPH_SETUP,
     ),
-    "other": (CallCategory.OTHER,),
+    "other": (CallCategory.OTHER, CallCategory.LOOKUP),  # a lookup loads nothing
 }
 CALL_COLOURS = {
     "launch": "#08519c",
