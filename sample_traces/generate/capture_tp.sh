@@ -18,9 +18,11 @@
 # is left after all three, an oversize capture is redone once with fewer steps. OUTDIR also gets
 # capture_tp.log (everything printed, the workload's own output included).
 #
-# Environment: STEPS_EAGER, STEPS_GRAPH, STEPS_PERRANK (measured steps, 20 each), WARMUP (3),
+# Environment: STEPS_EAGER (16: two ranks and torchrun in one export), STEPS_GRAPH (20),
+# STEPS_PERRANK (20) measured steps, WARMUP (3), TP_PORT_BASE (29540: rendezvous ports 29541...),
 # MAX_BYTES (5000000), BUDGET_S (345: a capture is cut off 45 s before it, for its export;
-# none starts with less than 60 s to run), CAP_TIMEOUT_S (150 per capture; exports 60), NSYS (the nsys CLI), PYTHON (python3),
+# none starts with less than 60 s to run), CAP_TIMEOUT_S (150 per capture; exports 60),
+# NSYS (the nsys CLI), PYTHON (python3),
 # TORCHRUN (torchrun, else "$PYTHON -m torch.distributed.run"), WORK (/tmp/tp_capture),
 # TP_EXTRA_ARGS (appended to every tp_decode.py command line), NCCL_DEBUG (INFO) and
 # NCCL_DEBUG_SUBSYS (INIT,ENV): NCCL's start-up lines (transport, NVLS off) go to the log.
@@ -51,7 +53,7 @@ else
     TR=("$PYTHON" -m torch.distributed.run)
 fi
 W=${WORK:-/tmp/tp_capture}
-STEPS_EAGER=${STEPS_EAGER:-20}
+STEPS_EAGER=${STEPS_EAGER:-16}
 STEPS_GRAPH=${STEPS_GRAPH:-20}
 STEPS_PERRANK=${STEPS_PERRANK:-20}
 WARMUP=${WARMUP:-3}
@@ -143,10 +145,10 @@ cap_session() {
     local name=$1 mode=$2 steps=$3 t0=$SECONDS lim rc
     lim=$(limit)
     if [ "$lim" -lt 60 ]; then echo "!! $name skipped: $(left) s of the budget left"; return 3; fi
-    echo "== $name: $NSYS profile ${PROFILE[*]} ${TR[*]} --standalone --nproc-per-node 2 $TP --mode $mode --steps $steps --warmup $WARMUP ${EXTRA[*]:-} (limit $lim s, elapsed $SECONDS s)"
+    echo "== $name: $NSYS profile ${PROFILE[*]} ${TR[*]} ${RDZV[*]} --nproc-per-node 2 $TP --mode $mode --steps $steps --warmup $WARMUP ${EXTRA[*]:-} (limit $lim s, elapsed $SECONDS s)"
     rm -f "$W/$name.nsys-rep"
     timeout -k 10 "$lim" "$NSYS" profile "${PROFILE[@]}" -o "$W/$name" --force-overwrite=true \
-        "${TR[@]}" --standalone --nproc-per-node 2 "$TP" \
+        "${TR[@]}" "${RDZV[@]}" --nproc-per-node 2 "$TP" \
         --mode "$mode" --steps "$steps" --warmup "$WARMUP" "${EXTRA[@]}"
     rc=$?
     echo "-- $name: profile rc=$rc after $((SECONDS - t0)) s"
@@ -161,9 +163,9 @@ cap_perrank() {
     local name=$1 mode=$2 steps=$3 t0=$SECONDS lim rc r worst=0
     lim=$(limit)
     if [ "$lim" -lt 60 ]; then echo "!! ${name}0/1 skipped: $(left) s of the budget left"; return 3; fi
-    echo "== ${name}0/1: ${TR[*]} --standalone --nproc-per-node 2 --no-python bash sample_traces/generate/tp_rank_nsys.sh --mode $mode --steps $steps --warmup $WARMUP ${EXTRA[*]:-} (limit $lim s, elapsed $SECONDS s)"
+    echo "== ${name}0/1: ${TR[*]} ${RDZV[*]} --nproc-per-node 2 --no-python bash sample_traces/generate/tp_rank_nsys.sh --mode $mode --steps $steps --warmup $WARMUP ${EXTRA[*]:-} (limit $lim s, elapsed $SECONDS s)"
     rm -f "$TP_PERRANK_PREFIX"_rank*.nsys-rep
-    timeout -k 10 "$lim" "${TR[@]}" --standalone --nproc-per-node 2 --no-python \
+    timeout -k 10 "$lim" "${TR[@]}" "${RDZV[@]}" --nproc-per-node 2 --no-python \
         bash sample_traces/generate/tp_rank_nsys.sh \
         --mode "$mode" --steps "$steps" --warmup "$WARMUP" "${EXTRA[@]}"
     rc=$?
@@ -179,8 +181,12 @@ cap_perrank() {
 }
 
 declare -A TOOK STEPS STATUS
+PORT=${TP_PORT_BASE:-29540}
 run() {  # run KEY FUNC NAME MODE STEPS
     local key=$1 t0=$SECONDS
+    # static rendezvous on 127.0.0.1 (no host name to resolve), a new port for every capture
+    PORT=$((PORT + 1))
+    RDZV=(--master-addr 127.0.0.1 --master-port "$PORT")
     STEPS[$key]=$5
     "$2" "$3" "$4" "$5"
     STATUS[$key]=$?

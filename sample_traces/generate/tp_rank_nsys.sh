@@ -2,7 +2,7 @@
 # One nsys session per rank, as multi-node runs are captured: torchrun starts this wrapper
 # once per rank (--no-python), and each copy profiles its own tp_decode.py process.
 #
-#   torchrun --standalone --nproc-per-node 2 --no-python \
+#   torchrun --master-addr 127.0.0.1 --master-port 29543 --nproc-per-node 2 --no-python \
 #       bash sample_traces/generate/tp_rank_nsys.sh --mode eager --steps 20 --warmup 3
 #
 # writes ${TP_PERRANK_PREFIX}_rank$RANK.nsys-rep (default prefix /tmp/tp_perrank); every
