@@ -105,9 +105,7 @@ class TPDecoder:
     def __init__(self, args, rank, world, device, dtype):
         d, H, Fd = args.d_model, args.n_heads, args.d_ff
         if d % H or H % world or Fd % world:
-            raise SystemExit(
-                f"d_model {d}, n_heads {H}, d_ff {Fd} do not split over {world} ranks"
-            )
+            raise SystemExit(f"d_model {d}, n_heads {H}, d_ff {Fd} do not split over {world} ranks")
         self.d, self.hd = d, d // H
         self.Hl, self.Fl = H // world, Fd // world
         self.S = args.max_len
@@ -323,20 +321,25 @@ def parse(argv=None):
 
 def main(argv=None):
     args = parse(argv)
-    rank = int(os.environ.get("RANK", "0"))
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")  # plain `python3 tp_decode.py` = world 1
-    os.environ.setdefault("MASTER_PORT", "29531")
+    # without torchrun (plain `python3 tp_decode.py`): one rank, world size 1
+    for k, v in (
+        ("RANK", "0"),
+        ("LOCAL_RANK", "0"),
+        ("WORLD_SIZE", "1"),
+        ("MASTER_ADDR", "127.0.0.1"),
+        ("MASTER_PORT", "29531"),
+    ):
+        os.environ.setdefault(k, v)
+    rank = int(os.environ["RANK"])
+    world = int(os.environ["WORLD_SIZE"])
+    local_rank = int(os.environ["LOCAL_RANK"])
     cuda = args.device == "cuda"
     if cuda:
         if not torch.cuda.is_available():
             raise SystemExit("no CUDA device; use --device cpu")
         torch.cuda.set_device(local_rank)
         device = torch.device("cuda", local_rank)
-        dist.init_process_group(
-            "nccl", device_id=device, timeout=datetime.timedelta(seconds=120)
-        )
+        dist.init_process_group("nccl", device_id=device, timeout=datetime.timedelta(seconds=120))
     else:
         device = torch.device("cpu")
         dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=120))
