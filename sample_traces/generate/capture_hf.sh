@@ -51,16 +51,20 @@ cap() {  # cap NAME "NSYS OPTIONS" HF_GENERATE_ARGS...
 
 FULL="-t cuda,nvtx,osrt"
 NODE="--cuda-graph-trace=node"
+# The capture covers generate() only (cudaProfilerApi range): the imports' OS-runtime rows
+# alone would push an export past 5 MB. generate's first step still loads its code lazily.
+CR="--capture-range=cudaProfilerApi --capture-range-end=stop"
+ONE="--profile-generate"
 # (a) greedy, static cache, eager; (d) sampling, dynamic cache; (c) assisted generation.
-cap hf_greedy_static_eager   "$FULL $NODE"  --scenario greedy_static_eager --new-tokens 40
-cap hf_sample_dynamic        "$FULL $NODE"  --scenario sample_dynamic --new-tokens 40
-cap hf_assisted              "$FULL $NODE"  --scenario assisted --new-tokens 40
-# (e) the same greedy loop traced without OS-runtime calls.
+cap hf_greedy_static_eager   "$FULL $NODE $CR" --scenario greedy_static_eager --new-tokens 40 $ONE
+cap hf_sample_dynamic        "$FULL $NODE $CR" --scenario sample_dynamic --new-tokens 40 $ONE
+cap hf_assisted              "$FULL $NODE $CR" --scenario assisted --new-tokens 30 $ONE
+# (e) the same greedy loop traced without OS-runtime calls, from process start.
 cap hf_greedy_static_noosrt  "-t cuda,nvtx $NODE" --scenario greedy_static_eager --new-tokens 40
 # (b) generate's own torch.compile (cudagraph trees), second call traced; node and graph mode.
-CR="--capture-range=cudaProfilerApi --capture-range-end=stop"
-cap hf_greedy_compiled       "$FULL $NODE $CR" --scenario greedy_static_compiled --new-tokens 40 --profile-second-call
-cap hf_greedy_compiled_graphmode "$FULL --cuda-graph-trace=graph $CR" --scenario greedy_static_compiled --new-tokens 40 --profile-second-call
+TWO="--profile-second-call"
+cap hf_greedy_compiled       "$FULL $NODE $CR" --scenario greedy_static_compiled --new-tokens 40 $TWO
+cap hf_greedy_compiled_graphmode "$FULL --cuda-graph-trace=graph $CR" --scenario greedy_static_compiled --new-tokens 40 $TWO
 
 echo "== row counts"
 python3 - "$OUT" <<'EOF'

@@ -21,7 +21,9 @@ loop belongs to a step, and step 0 is the prefill.
     python3 hf_generate.py --scenario sample_dynamic           # temperature / top-k / top-p
 
 `--profile-second-call` runs generate once untraced (compilation, autotuning), then
-brackets the second call with cudaProfilerStart/Stop for `nsys --capture-range=cudaProfilerApi`.
+brackets the second call with cudaProfilerStart/Stop for `nsys --capture-range=cudaProfilerApi`;
+`--profile-generate` brackets the only call so (the capture leaves out the imports and the
+model's construction, not generate's own first-step code loading).
 `--device cpu` runs the same code without CUDA or NVTX, for a dry run.
 """
 
@@ -159,6 +161,7 @@ def main() -> int:
     parser.add_argument("--draft-layers", type=int, default=1)
     parser.add_argument("--draft-tokens", type=int, default=4)
     parser.add_argument("--profile-second-call", action="store_true")
+    parser.add_argument("--profile-generate", action="store_true")
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
@@ -203,7 +206,8 @@ def main() -> int:
     for call in range(calls):
         traced = call == calls - 1
         marker.enabled = on_gpu and traced
-        if on_gpu and traced and args.profile_second_call:
+        bracket = args.profile_second_call or args.profile_generate
+        if on_gpu and traced and bracket:
             torch.cuda.synchronize()
             torch.cuda.profiler.start()
         t0 = time.perf_counter()
@@ -213,7 +217,7 @@ def main() -> int:
         marker.end_all()
         if on_gpu:
             torch.cuda.synchronize()
-        if on_gpu and traced and args.profile_second_call:
+        if on_gpu and traced and bracket:
             torch.cuda.profiler.stop()
         took = time.perf_counter() - t0
         new = out[0, args.prompt :].tolist()
