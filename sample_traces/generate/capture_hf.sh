@@ -7,7 +7,8 @@
 # (made here with `pip download --python-version 3.12 --platform manylinux2014_x86_64
 # --only-binary=:all: -d .wheels transformers==4.57.1`, numpy removed: the machine has it);
 # the GPU machine reaches no package index. Each export is scrubbed (scrub.py) and copied
-# to $OUT flat. Environment: NSYS, OUT (default /tmp/tg_out), BUDGET_S (590).
+# to $OUT flat. Environment: NSYS, OUT (default /tmp/tg_out), BUDGET_S (590), ONLY (names of
+# the captures to make, space-separated; default all).
 set -u
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
@@ -17,6 +18,7 @@ NSYS=${NSYS:-/opt/nvidia/nsight-compute/2025.3.1/host/target-linux-x64/nsys}
 OUT=${OUT:-/tmp/tg_out}
 W=${WORK:-/tmp/tg_hf}
 BUDGET_S=${BUDGET_S:-590}
+ONLY=${ONLY:-}
 PY="python3 sample_traces/generate/hf_generate.py"
 mkdir -p "$OUT"
 rm -rf "$W"; mkdir -p "$W/rep" "$W/sqlite"
@@ -30,6 +32,7 @@ python3 -c 'import sys,torch,transformers; print("python", sys.version.split()[0
 cap() {  # cap NAME "NSYS OPTIONS" HF_GENERATE_ARGS...
     local name=$1 opts=$2; shift 2
     local t0=$SECONDS
+    if [ -n "$ONLY" ] && [[ " $ONLY " != *" $name "* ]]; then return; fi
     if [ $((BUDGET_S - SECONDS)) -lt 60 ]; then echo "!! $name skipped: budget nearly spent"; return; fi
     echo "== $name: nsys profile $opts $PY $*"
     # shellcheck disable=SC2086
