@@ -12,7 +12,7 @@
 #                        all-reduces inside it, no planted host work)
 #   tp_rank0, tp_rank1   one nsys session per rank: torchrun --no-python runs tp_rank_nsys.sh,
 #                        which runs `nsys profile -o ..._rank$RANK python3 tp_decode.py --mode eager`
-# each with `nsys profile -t cuda,nvtx,osrt --sample=none --cpuctxsw=none --cuda-graph-trace=node`,
+# each with `nsys profile -t cuda,nvtx,osrt --osrt-threshold=100000 --sample=none --cpuctxsw=none --cuda-graph-trace=node`,
 # then `nsys export --type sqlite`, then scrub.py. Finished exports go flat into OUTDIR as
 # NAME.sqlite if they are at most MAX_BYTES (5,000,000), else as NAME.over5MB.sqlite; when time
 # is left after all three, an oversize capture is redone once with fewer steps. OUTDIR also gets
@@ -61,7 +61,10 @@ MAX_BYTES=${MAX_BYTES:-5000000}
 BUDGET_S=${BUDGET_S:-345}
 CAP_TIMEOUT_S=${CAP_TIMEOUT_S:-150}
 read -ra EXTRA <<< "${TP_EXTRA_ARGS:-}"
-PROFILE=(-t "cuda,nvtx,osrt" --sample=none --cpuctxsw=none --cuda-graph-trace=node)
+# OS-runtime calls shorter than 100 us are not traced: torchrun's TCPStore polls accept() ~120,000
+# times a run (6.7 us each) and imports stat() thousands of files, which alone made the exports
+# 7-17 MB; the long blocking waits (pthread_cond_wait, poll) stay.
+PROFILE=(-t "cuda,nvtx,osrt" --osrt-threshold=100000 --sample=none --cpuctxsw=none --cuda-graph-trace=node)
 TP=sample_traces/generate/tp_decode.py
 export TP_PERRANK_PREFIX=$W/tp_perrank
 

@@ -16,6 +16,6 @@ PYTHON=${PYTHON:-python3}
 # NVLink multicast stays off (tp_decode.py sets these too)
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 echo "[tp_rank_nsys] rank $RANK/${WORLD_SIZE:-?} local ${LOCAL_RANK:-?} -> ${TP_PERRANK_PREFIX:-/tmp/tp_perrank}_rank$RANK"
-exec "$NSYS" profile -t cuda,nvtx,osrt --sample=none --cpuctxsw=none --cuda-graph-trace=node \
+exec "$NSYS" profile -t cuda,nvtx,osrt --osrt-threshold=100000 --sample=none --cpuctxsw=none --cuda-graph-trace=node \
     -o "${TP_PERRANK_PREFIX:-/tmp/tp_perrank}_rank$RANK" --force-overwrite=true \
     "$PYTHON" "$here/tp_decode.py" "$@"
