@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
+import lzma
+import os
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -35,5 +39,25 @@ def peer_trace_paths() -> list[Path]:
 
 
 def sample_trace_paths() -> list[Path]:
-    """Every real sample export shipped in sample_traces/."""
-    return sorted(SAMPLE_TRACES.glob("*.sqlite"))
+    """Every real sample export shipped in sample_traces/, the corpus included."""
+    return sorted(SAMPLE_TRACES.glob("*.sqlite")) + corpus_trace_paths()
+
+
+def corpus_trace_paths() -> list[Path]:
+    """The corpus of captures made by other people's code (sample_traces/corpus/*.sqlite.xz),
+    decompressed once into a cache folder named by the archives' contents."""
+    archives = sorted((SAMPLE_TRACES / "corpus").glob("*.sqlite.xz"))
+    if not archives:
+        return []
+    digest = hashlib.sha256(b"".join(a.read_bytes() for a in archives)).hexdigest()[:16]
+    cache = Path(tempfile.gettempdir()) / f"trace-gaps-corpus-{digest}"
+    cache.mkdir(exist_ok=True)
+    paths = []
+    for archive in archives:
+        path = cache / archive.name.removesuffix(".xz")
+        if not path.exists():
+            partial = path.with_suffix(f".{os.getpid()}.part")
+            partial.write_bytes(lzma.decompress(archive.read_bytes()))
+            partial.replace(path)
+        paths.append(path)
+    return paths
