@@ -9,9 +9,8 @@ must refuse (rows out of order, an op long after its launch) and those they must
 
 from __future__ import annotations
 
-import sqlite3
-
 import importlib.util
+import sqlite3
 from pathlib import Path
 
 import pytest
