@@ -18,7 +18,9 @@ correlationId).
 
 import argparse
 import bisect
+import heapq
 import os
+import re
 import sqlite3
 import statistics
 import sys
@@ -256,6 +258,245 @@ def measure(path, skip, step_name="decode_step"):
     return out
 
 
+# --- The step ledger, recounted: which (stage, busy|idle) explains the most time per step ---
+# Same definitions as DESIGN.md (busy: the stage of the running op that started first, an
+# op's stage being the one open at its launching call's start on the step's thread; idle:
+# the stage open on the step's thread), written again from the rows without trace_gaps.
+
+NO_STAGE, OTHER_THREAD, NO_CALL, BETWEEN = (
+    "(no stage)",
+    "(other thread)",
+    "(no launch call)",
+    "(between steps)",
+)
+LAUNCH_PREFIXES = ("cudaLaunch", "cuLaunch", "cudaGraphLaunch", "cuGraphLaunch")
+EMIT_NVTX = re.compile(r", (?:seq|op_id|sizes|input_op_ids) = .*$")
+
+
+def _columns(c, table):
+    return {r[1] for r in c.execute(f"pragma table_info({table})")}
+
+
+def _ranges(c, strings):
+    """Per thread: default-domain push/pop and start/end ranges, (start, end, name), sorted."""
+    cols = _columns(c, "NVTX_EVENTS")
+    text_id = "textId" if "textId" in cols else "NULL"
+    domain = "coalesce(domainId, 0) = 0" if "domainId" in cols else "1"
+    rows = c.execute(
+        f"select start, end, globalTid, text, {text_id} from NVTX_EVENTS "
+        f"where eventType in (59, 60) and end is not null and end >= start and {domain}"
+    ).fetchall()
+    out = defaultdict(list)
+    for s, e, tid, text, tid_ in rows:
+        name = text if text is not None else strings.get(tid_, "")
+        out[tid].append((s, e, EMIT_NVTX.sub("", str(name))))
+    for lst in out.values():
+        lst.sort(key=lambda r: (r[0], -r[1]))
+    return out
+
+
+def _outermost(ranges):
+    """The ranges not inside another one of the list (sorted by start, longest first)."""
+    top, end = [], None
+    for s, e, n in ranges:
+        if end is None or s >= end:
+            top.append((s, e, n))
+            end = e
+    return top
+
+
+def _ops(c, tabs):
+    ops = []
+    for t in (
+        "CUPTI_ACTIVITY_KIND_KERNEL",
+        "CUPTI_ACTIVITY_KIND_MEMCPY",
+        "CUPTI_ACTIVITY_KIND_MEMSET",
+        "CUPTI_ACTIVITY_KIND_GRAPH_TRACE",
+    ):
+        if t in tabs:
+            ops += c.execute(
+                f"select start, end, globalPid, correlationId from {t} "
+                "where not (start = 0 and end = 0)"
+            ).fetchall()
+    return ops
+
+
+def _calls(c, tabs, strings):
+    if "CUPTI_ACTIVITY_KIND_RUNTIME" not in tabs:
+        return []
+    rows = c.execute(
+        "select start, end, globalTid, correlationId, nameId from CUPTI_ACTIVITY_KIND_RUNTIME "
+        "where not (start = 0 and end = 0)"
+    ).fetchall()
+    return [(s, e, tid, corr, base(strings.get(nid, ""))) for s, e, tid, corr, nid in rows]
+
+
+def _steps_of(ranges, step_name):
+    """Disjoint instances of the step range per thread (a nested or overlapping one dropped)."""
+    steps = {}
+    for tid, lst in ranges.items():
+        kept, end = [], None
+        for s, e, n in lst:
+            if n != step_name:
+                continue
+            if end is None or s >= end:
+                kept.append((s, e))
+                end = e
+        if kept:
+            steps[tid] = kept
+    return steps
+
+
+def _warmup(steps, load_starts):
+    """How many leading steps to skip: the leading run of steps longer than 3x the median or
+    loading code, where loads are not in more than half of the steps; at most half."""
+    walls = [e - s for s, e in steps]
+    med = statistics.median(walls)
+    loads = [any(s <= t < e for t in load_starts) for s, e in steps]
+    steady = sum(loads) * 2 > len(steps)
+    run = 0
+    while run < len(steps) and (walls[run] > 3 * med or (loads[run] and not steady)):
+        run += 1
+    if run * 2 > len(steps):
+        run = 0
+        while run < len(steps) and walls[run] > 3 * med:
+            run += 1
+    return run
+
+
+def _charge(window, ops, stages, totals):
+    """Add one step's busy and idle ns per stage to totals. ops: (start, end, stage)."""
+    ws, we = window
+    ops = sorted((max(s, ws), min(e, we), st) for s, e, st in ops if e > ws and s < we and e > s)
+    points = sorted({ws, we, *(s for s, _, _ in ops), *(e for _, e, _ in ops)})
+    running, i, idle = [], 0, []
+    for a, b in zip(points, points[1:]):
+        while i < len(ops) and ops[i][0] <= a:
+            heapq.heappush(running, ops[i])
+            i += 1
+        while running and running[0][1] <= a:
+            heapq.heappop(running)
+        if running:
+            totals[(running[0][2], "busy")] += b - a
+        else:
+            idle.append((a, b))
+    # Idle time: the stage open on the step's thread.
+    for a, b in idle:
+        t = a
+        for s, e, n in stages:
+            if e <= t or s >= b:
+                continue
+            if s > t:
+                totals[(NO_STAGE, "idle")] += s - t
+                t = s
+            upto = min(e, b)
+            totals[(n, "idle")] += upto - t
+            t = upto
+        if t < b:
+            totals[(NO_STAGE, "idle")] += b - t
+
+
+def ledger_top(path, step_name=None):
+    """Per process: {pid: dict(steps, analysed, top=(stage, bucket, ns_per_step), ledger)}.
+
+    step_name None: no step range; each process is one step spanning its ops and calls,
+    on the thread that made the most launch calls, with the outermost ranges as stages.
+    """
+    c = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    tabs = tables(c)
+    strings = dict(c.execute("select id, value from StringIds"))
+    ranges = _ranges(c, strings) if "NVTX_EVENTS" in tabs else {}
+    ops = _ops(c, tabs)
+    calls = _calls(c, tabs, strings)
+    pid_of = lambda g: (g >> 24) & 0xFFFFFF
+    first_call = {}
+    for s, e, tid, corr, name in calls:
+        key = (pid_of(tid), corr)
+        if key not in first_call or s < first_call[key][0]:
+            first_call[key] = (s, tid)
+    if step_name is not None:
+        steps = _steps_of(ranges, step_name)
+    else:
+        steps = {}
+        span = {}
+        for s, e, gp, _ in ops:
+            lo, hi = span.get(pid_of(gp), (s, e))
+            span[pid_of(gp)] = (min(lo, s), max(hi, e))
+        launches = defaultdict(int)
+        for s, e, tid, _, name in calls:
+            pid = pid_of(tid)
+            if pid in span:
+                lo, hi = span[pid]
+                span[pid] = (min(lo, s), max(hi, e))
+                if name.startswith(LAUNCH_PREFIXES) or re.match(r"cu(da)?Mem(cpy|set)\w*Async", name):
+                    launches[tid] += 1
+        for pid, window in span.items():
+            mine = sorted((-n, tid) for tid, n in launches.items() if pid_of(tid) == pid)
+            tid = mine[0][1] if mine else (pid << 24) | pid
+            steps[tid] = [window]
+    load_starts = defaultdict(list)
+    for s, e, tid, _, name in calls:
+        if name.startswith(("cuModuleLoad", "cuLibraryLoad", "cudaLibraryLoad", "cuLink", "nvrtc")):
+            load_starts[pid_of(tid)].append(s)
+    step_tids = set(steps)
+    out = {}
+    for tid, thread_steps in sorted(steps.items()):
+        pid = pid_of(tid)
+        skip = _warmup(thread_steps, load_starts[pid]) if step_name is not None else 0
+        starts = [s for s, _ in thread_steps]
+        inner = [r for r in ranges.get(tid, []) if r[2] != step_name]
+        per_step = []
+        for s0, e0 in thread_steps:
+            inside = [r for r in inner if r[0] >= s0 and r[1] <= e0]
+            per_step.append(_outermost(inside))
+
+        def stage_at(t):
+            i = bisect.bisect_right(starts, t) - 1
+            if i < 0 or t >= thread_steps[i][1]:
+                return BETWEEN
+            for s, e, n in per_step[i]:
+                if s <= t < e:
+                    return n
+            return NO_STAGE
+
+        staged = []
+        for s, e, gp, corr in ops:
+            if pid_of(gp) != pid:
+                continue
+            call = first_call.get((pid, corr))
+            if call is None:
+                stage = NO_CALL
+            elif call[1] != tid:
+                stage = OTHER_THREAD if call[1] not in step_tids else BETWEEN
+            else:
+                stage = stage_at(call[0])
+            staged.append((s, e, stage))
+        staged.sort()
+        op_starts = [s for s, _, _ in staged]
+        totals = defaultdict(int)
+        analysed = thread_steps[skip:]
+        longest = max((e - s for s, e, _ in staged), default=0)
+        for i, (s0, e0) in enumerate(thread_steps):
+            if i < skip:
+                continue
+            lo = bisect.bisect_left(op_starts, s0 - longest)
+            hi = bisect.bisect_left(op_starts, e0)
+            _charge((s0, e0), staged[lo:hi], per_step[i], totals)
+        n = max(1, len(analysed))
+        ledger = {k: v / n for k, v in totals.items()}
+        top = max(ledger.items(), key=lambda kv: (kv[1], kv[0]), default=(("-", "-"), 0))
+        entry = out.setdefault(pid, dict(steps=0, analysed=0, ledger=defaultdict(float)))
+        entry["steps"] += len(thread_steps)
+        entry["analysed"] += len(analysed)
+        for k, v in ledger.items():
+            entry["ledger"][k] += v
+    for entry in out.values():
+        k, v = max(entry["ledger"].items(), key=lambda kv: (kv[1], kv[0]), default=(("-", "-"), 0))
+        entry["top"] = (k[0], k[1], round(v))
+        entry["ledger"] = dict(entry["ledger"])
+    return out
+
+
 def fmt(x, nd=1):
     if x is None:
         return "-"
@@ -312,7 +553,22 @@ def main():
     ap.add_argument("files", nargs="+")
     ap.add_argument("--skip", type=int, default=3)
     ap.add_argument("--md", action="store_true", help="Markdown tables (default: JSON)")
+    ap.add_argument(
+        "--top",
+        metavar="STEP",
+        help="only the recounted ledger's top (stage, bucket) per process, for step range "
+        "STEP ('-': no step range, each process one step)",
+    )
     a = ap.parse_args()
+    if a.top:
+        for f in a.files:
+            for pid, entry in ledger_top(f, None if a.top == "-" else a.top).items():
+                stage, bucket, ns = entry["top"]
+                print(
+                    f"{os.path.basename(f)} pid {pid}: {entry['analysed']} of {entry['steps']} "
+                    f"steps; top {stage} {bucket} {ns / 1e6:.2f} ms/step"
+                )
+        return
     res = [measure(f, a.skip) for f in a.files]
     if a.md:
         print_md(res)
