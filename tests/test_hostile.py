@@ -5,6 +5,7 @@ clean one-line error, or a report whose integrity notes say what was left out.""
 from __future__ import annotations
 
 import io
+import json
 import shutil
 import sqlite3
 from pathlib import Path
@@ -14,11 +15,11 @@ from matplotlib import rc_context
 from typer.testing import Result
 
 from tests.conftest import SAMPLE_TRACES
-from tests.test_errors import error_line, invoke
-from trace_gaps.plot import plot_steps, plot_timeline
-from trace_gaps.run import analyse_export
+from tests.test_errors import invoke
 from trace_gaps.analysis.pipeline import AnalysisOptions
+from trace_gaps.plot import plot_steps, plot_timeline
 from trace_gaps.report import build_report
+from trace_gaps.run import analyse_export
 from trace_gaps.timeline import StepPick, TimelineRequest
 
 SAMPLE = SAMPLE_TRACES / "plain_decode.sqlite"
@@ -82,3 +83,99 @@ def test_names_with_dollar_signs_are_drawn_as_written(draw, export):
     drawn = svg.getvalue().decode()
     for name in MATH_NAMES:
         assert name in drawn
+
+
+# --- corrupt string tables ------------------------------------------------------------------
+
+COMMANDS = [["analyze"], ["analyze", "-f", "json"], ["info"]]
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_an_empty_string_table_gives_a_report_with_unknown_names(command, export):
+    edit(export, "DELETE FROM StringIds")
+    ok([*command, export])
+
+
+def duplicate_string_ids(path: Path) -> Path:
+    """StringIds without its primary key, 50 ids written twice with another value."""
+    return edit(
+        path,
+        "ALTER TABLE StringIds RENAME TO Original",
+        "CREATE TABLE StringIds (id INTEGER, value TEXT)",
+        "INSERT INTO StringIds SELECT id, value FROM Original",
+        "INSERT INTO StringIds SELECT id, value || ' (dup)' FROM Original LIMIT 50",
+        "DROP TABLE Original",
+    )
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_duplicated_string_ids_keep_their_first_value(command, export):
+    duplicate_string_ids(export)
+    depth = ["--depth", "2"] if command[0] == "analyze" else []
+    assert "(dup)" not in ok([*command, export, *depth]).stdout
+
+
+# --- impossible times -----------------------------------------------------------------------
+
+KERNEL_ROW = "(SELECT rowid FROM CUPTI_ACTIVITY_KIND_KERNEL LIMIT 1 OFFSET 3000)"
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        f"start = {INT64_MIN}",
+        "start = 9.3e18",
+        f'"end" = {INT64_MAX}',
+        '"end" = start + 100000000000',  # 100 s, in a 7 s capture
+        "start = -5",
+        '"end" = start - 10',
+    ],
+)
+@pytest.mark.parametrize("reader", ["arrow", "sqlite3"])
+def test_an_op_with_impossible_times_is_left_out_with_a_note(change, reader, export, monkeypatch):
+    if reader == "sqlite3":
+        monkeypatch.setenv("TRACE_GAPS_NO_ARROW", "1")
+    clean = json_report(SAMPLE)
+    edit(export, f"UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET {change} WHERE rowid = {KERNEL_ROW}")
+    report = json_report(export)
+    notes = [n for n in report["notes"] if "impossible times" in n]
+    assert notes and notes[0].startswith("1 GPU ops had impossible times")
+    # One op of 6,612 left out: the busy time moves by at most that op, never by multiples.
+    busy, clean_busy = (
+        sum(s["busy_ns_per_step"] for s in r["processes"][0]["stages"]) for r in (report, clean)
+    )
+    assert abs(busy - clean_busy) <= 0.01 * clean_busy
+
+
+def json_report(path: Path, *args: str) -> dict:
+    return json.loads(ok(["analyze", path, "-f", "json", *args]).stdout)
+
+
+# --- odd step ranges ------------------------------------------------------------------------
+
+NINTH_STEP = "(SELECT rowid FROM NVTX_EVENTS WHERE text = 'decode_step' LIMIT 1 OFFSET 8)"
+
+
+@pytest.mark.parametrize("change", [f"start = {INT64_MIN}", '"end" = start - 1000', "start = -1"])
+def test_a_step_with_impossible_times_is_left_out_with_a_note(change, export):
+    edit(export, f"UPDATE NVTX_EVENTS SET {change} WHERE rowid = {NINTH_STEP}")
+    report = json_report(export)
+    assert any(n.startswith("1 NVTX ranges had impossible times") for n in report["notes"])
+    steps = report["processes"][0]["step_rows"]
+    assert len(steps) == 18 and all(s["wall_ns"] > 0 for s in steps)
+
+
+def test_a_timeline_of_steps_after_an_int64_min_step_draws(export, tmp_path):
+    edit(export, f"UPDATE NVTX_EVENTS SET start = {INT64_MIN} WHERE rowid = {NINTH_STEP}")
+    ok(["plot", "timeline", export, "--steps", "0:3", "-o", tmp_path / "t.png"])
+
+
+def test_overlapping_steps_are_counted_in_a_note(export):
+    edit(
+        export,
+        'UPDATE NVTX_EVENTS SET "end" = "end" + 10000000000 '
+        "WHERE rowid = (SELECT rowid FROM NVTX_EVENTS WHERE text = 'decode_step' LIMIT 1 OFFSET 5)",
+    )
+    report = json_report(export)
+    note = next(n for n in report["notes"] if "overlap an earlier one" in n)
+    assert note.startswith("13 of 19 'decode_step' ranges overlap")

@@ -156,7 +156,13 @@ class ExportInfo:
     capture_settings: tuple[tuple[str, str], ...]
     gpus: tuple[GpuInfo, ...]
     untimed_events: int = 0
+    # GPU ops with impossible times (start < 0, end < start, longer than the capture): left out.
+    impossible_ops: int = 0
+    # How long nsys recorded (ANALYSIS_DETAILS), when the export says.
+    capture_duration_ns: int | None = None
     unclosed_ranges: int = 0
+    # NVTX ranges with impossible times (start < 0, end < start): left out.
+    impossible_ranges: int = 0
     graph_capture_events: int = 0
     sync_rows: int = 0
     # META_DATA_EXPORT (older: EXPORT_META_DATA) rows: nsys version, export options.

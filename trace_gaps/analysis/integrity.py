@@ -12,6 +12,7 @@ from trace_gaps.model import (
     DEVICE_ID,
     END_GLOBAL_TID,
     GLOBAL_TID,
+    NAME,
     OP_KIND,
     PID,
     START_NS,
@@ -47,10 +48,32 @@ def integrity_notes(trace: Trace, analysis: Analysis) -> list[str]:
             "and the kernels inside them are not visible; busy time is right, per-kernel "
             "evidence inside graphs is missing. Capture with --cuda-graph-trace=node to see them."
         )
+    step_name = analysis.selection.name
+    if step_name is not None:
+        instances = int((analysis.range_tree[NAME] == step_name).sum())
+        overlapping = instances - len(analysis.steps)
+        if overlapping > 0:
+            notes.append(
+                f"{overlapping} of {instances} {step_name!r} ranges overlap an earlier one on "
+                "their thread, or nest inside one, and were left out: steps must not overlap, "
+                "so only the earlier (outer) range of each overlapping pair is a step."
+            )
     if info.untimed_events:
         notes.append(
             f"{info.untimed_events} GPU op or API rows had start = end = 0 (CUPTI could not time "
             "them) and were left out: their time is missing from the ledger."
+        )
+    if info.impossible_ops:
+        notes.append(
+            f"{info.impossible_ops} GPU ops had impossible times (a start before 0, an end "
+            "before the start, or longer than the whole capture) and were left out: the export "
+            "is damaged there, and their time is missing from the ledger."
+        )
+    if info.impossible_ranges:
+        notes.append(
+            f"{info.impossible_ranges} NVTX ranges had impossible times (a start before 0 or "
+            "an end before the start) and were left out: the export is damaged there, and a "
+            "step or stage among them is missing from the ledger."
         )
     if info.unclosed_ranges:
         notes.append(

@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from trace_gaps.errors import MissingTableError, NoKernelsError, NotAnExportError
@@ -227,7 +228,13 @@ def _read_trace(connection: sqlite3.Connection, path: Path, tables: tuple[str, .
     gpu_ops, untimed_ops = _read_gpu_ops(connection, tables)
     api_calls, untimed_calls = _read_api_calls(connection, tables)
     head = read_head(connection, path, tables, gpu_ops=gpu_ops)
-    info = replace(head.info, untimed_events=untimed_ops + untimed_calls)
+    impossible = impossible_times(gpu_ops, head.info.capture_duration_ns)
+    gpu_ops = gpu_ops.loc[~impossible].reset_index(drop=True)
+    info = replace(
+        head.info,
+        untimed_events=untimed_ops + untimed_calls,
+        impossible_ops=int(impossible.sum()),
+    )
     return replace(head, info=info, gpu_ops=gpu_ops, api_calls=api_calls)
 
 
@@ -244,6 +251,8 @@ def read_head(
     without them the loader asks SQLite.
     """
     nvtx_ranges, unclosed = _read_nvtx_ranges(connection, tables)
+    impossible_ranges = impossible_times(nvtx_ranges, None)
+    nvtx_ranges = nvtx_ranges.loc[~impossible_ranges].reset_index(drop=True)
     export_meta = _read_pairs(connection, _first_present(tables, queries.EXPORT_META_TABLES))
     capture_meta = (
         _read_pairs(connection, queries.CAPTURE_META_TABLE)
@@ -260,12 +269,14 @@ def read_head(
         capture_settings=capture_meta,
         gpus=_read_gpus(connection, tables),
         unclosed_ranges=unclosed,
+        impossible_ranges=int(impossible_ranges.sum()),
         graph_capture_events=_count(
             connection, tables, queries.GRAPH_EVENTS_TABLE, queries.GRAPH_EVENT_COUNT
         ),
         sync_rows=_count(connection, tables, queries.SYNC_TABLE, queries.SYNC_COUNT),
         export_settings=export_meta,
         missing_columns=_missing_columns(connection, tables),
+        capture_duration_ns=_capture_duration(connection, tables),
     )
     return Trace(
         info=info,
@@ -327,6 +338,13 @@ def _read_frame_arrow(connection: sqlite3.Connection, sql: str) -> pd.DataFrame 
     return frame
 
 
+def read_strings(connection: sqlite3.Connection, sql: str) -> pd.DataFrame:
+    """name_id → name rows of StringIds; an id written twice (a damaged table, since nsys
+    declares it a primary key) keeps its first value, so every reader resolves it the same."""
+    names = pd.read_sql_query(sql, connection, dtype={"name_id": "int64"})
+    return names.drop_duplicates("name_id", keep="first").reset_index(drop=True)
+
+
 def _columns(connection: sqlite3.Connection, table: str) -> set[str]:
     return {row[0] for row in connection.execute(queries.TABLE_COLUMNS, (table,))}
 
@@ -341,6 +359,32 @@ def _missing_columns(connection: sqlite3.Connection, tables: tuple[str, ...]) ->
         for table, column in _OPTIONAL_COLUMNS
         if table in tables and column not in _columns(connection, table)
     )
+
+
+# Past this, a time is no nanosecond count nsys writes (about 146 years): a damaged row.
+LATEST_POSSIBLE_NS = 1 << 62
+
+
+def impossible_times(ops: pd.DataFrame, capture_duration_ns: int | None) -> np.ndarray:
+    """Mask of the ops (or ranges) whose times cannot be real: a start before 0, an end before the start,
+    past LATEST_POSSIBLE_NS, or a duration longer than the capture itself."""
+    starts = ops[START_NS].to_numpy()
+    ends = ops[END_NS].to_numpy()
+    longest = LATEST_POSSIBLE_NS if capture_duration_ns is None else capture_duration_ns
+    # ends >= starts first: end - start cannot overflow once both are in [0, 2**62].
+    sane = (starts >= 0) & (ends >= starts) & (ends <= LATEST_POSSIBLE_NS)
+    sane[sane] = (ends[sane] - starts[sane]) <= longest
+    return ~sane
+
+
+def _capture_duration(connection: sqlite3.Connection, tables: tuple[str, ...]) -> int | None:
+    if queries.ANALYSIS_TABLE not in tables:
+        return None
+    try:
+        value = connection.execute(queries.CAPTURE_DURATION).fetchone()[0]
+    except sqlite3.Error:  # an older schema without the column: no capture-length check
+        return None
+    return int(value) if isinstance(value, int) and value > 0 else None
 
 
 def _drop_untimed(frame: pd.DataFrame) -> tuple[pd.DataFrame, int]:
@@ -360,8 +404,10 @@ def _read_gpu_ops(
             else queries.KERNELS_WITHOUT_GRAPH_NODES
         )
         kernels = _read_frame(connection, sql, {**_OP_INT_DTYPES, "name_id": "int64"})
-        names = pd.read_sql_query(queries.KERNEL_NAMES, connection, dtype={"name_id": "int64"})
-        kernels[NAME] = kernels.pop("name_id").map(names.set_index("name_id")[NAME]).fillna("?")
+        names = read_strings(connection, queries.KERNEL_NAMES)
+        kernels[NAME] = (
+            kernels.pop("name_id").map(names.set_index("name_id")[NAME]).astype(object).fillna("?")
+        )
         parts.append(kernels.assign(**{OP_KIND: OpKind.KERNEL.value}))
     for table, sql, kind in (
         (queries.MEMCPY_TABLE, queries.MEMCPYS, OpKind.MEMCPY),
@@ -387,14 +433,16 @@ def _read_api_calls(
         return empty_frame(API_CALL_COLUMNS), 0
     int_dtypes = {n: d for n, d in API_CALL_COLUMNS.items() if d not in ("category", "object")}
     calls = _read_frame(connection, queries.RUNTIME_CALLS, {**int_dtypes, "name_id": "int64"})
-    names = pd.read_sql_query(queries.RUNTIME_NAMES, connection, dtype={"name_id": "int64"})
+    names = read_strings(connection, queries.RUNTIME_NAMES)
     names[NAME] = names[NAME].map(strip_version_suffix)
     names[CALL_CATEGORY] = names[NAME].map(lambda n: classify_call(n).value)
     name_ids = calls.pop("name_id")
     # Map through categoricals: one Python call per distinct name, not per row.
     lookup = names.set_index("name_id")
-    calls[NAME] = pd.Categorical(name_ids.map(lookup[NAME]).fillna("?"))
-    calls[CALL_CATEGORY] = pd.Categorical(name_ids.map(lookup[CALL_CATEGORY]).fillna("other"))
+    calls[NAME] = pd.Categorical(name_ids.map(lookup[NAME]).astype(object).fillna("?"))
+    calls[CALL_CATEGORY] = pd.Categorical(
+        name_ids.map(lookup[CALL_CATEGORY]).astype(object).fillna("other")
+    )
     calls, untimed = _drop_untimed(calls)
     return calls[list(API_CALL_COLUMNS)], untimed
 
@@ -443,9 +491,11 @@ def _read_os_calls(connection: sqlite3.Connection, tables: tuple[str, ...]) -> p
         return empty_frame(OS_CALL_COLUMNS)
     dtypes = {n: d for n, d in OS_CALL_COLUMNS.items() if d != "category"}
     calls = _read_frame(connection, queries.OS_CALLS, {**dtypes, "name_id": "int64"})
-    names = pd.read_sql_query(queries.OS_CALL_NAMES, connection, dtype={"name_id": "int64"})
+    names = read_strings(connection, queries.OS_CALL_NAMES)
     name_ids = calls.pop("name_id")
-    calls[NAME] = pd.Categorical(name_ids.map(names.set_index("name_id")[NAME]).fillna("?"))
+    calls[NAME] = pd.Categorical(
+        name_ids.map(names.set_index("name_id")[NAME]).astype(object).fillna("?")
+    )
     return calls[list(OS_CALL_COLUMNS)]
 
 

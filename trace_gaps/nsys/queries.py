@@ -150,6 +150,9 @@ SELECT id AS name_id, value AS name FROM StringIds
 WHERE id IN (SELECT DISTINCT nameId FROM OSRT_API)
 """
 
+ANALYSIS_TABLE = "ANALYSIS_DETAILS"
+CAPTURE_DURATION = "SELECT MAX(duration) FROM ANALYSIS_DETAILS"
+
 # Row counts for `trace-gaps info`, one statement per table it reports on.
 ROW_COUNTS = {
     "CUPTI_ACTIVITY_KIND_KERNEL": "SELECT COUNT(*) FROM CUPTI_ACTIVITY_KIND_KERNEL",

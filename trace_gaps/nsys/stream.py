@@ -42,9 +42,11 @@ from trace_gaps.nsys.calls import classify_call, strip_version_suffix
 from trace_gaps.nsys.load import (
     ARROW_READER_ENV,
     check_is_cuda_export,
+    impossible_times,
     list_tables,
     open_export,
     read_head,
+    read_strings,
     reading_export,
 )
 
@@ -67,6 +69,7 @@ class _Tally:
     device_ops: list[pd.DataFrame] = field(default_factory=list)
     earliest: int = np.iinfo(np.int64).max
     untimed: int = 0
+    impossible: int = 0
 
     def ops(self) -> pd.DataFrame:
         if not self.device_ops:
@@ -87,7 +90,11 @@ class ExportStream:
 
     def trace(self) -> Trace:
         """The head with the untimed rows the stream left out counted in its info."""
-        info = replace(self.head.info, untimed_events=self.tally.untimed)
+        info = replace(
+            self.head.info,
+            untimed_events=self.tally.untimed,
+            impossible_ops=self.tally.impossible,
+        )
         return replace(self.head, info=info)
 
 
@@ -107,7 +114,8 @@ def stream_export(path: Path) -> Iterator[ExportStream]:
         names = _Names(connection, path, tables)
         sources = RowSources(
             ops=tuple(
-                (table, _op_chunks(reader, table, sql, names, tally)) for table, sql in op_queries
+                (table, _op_chunks(reader, sql, names, tally, head.info.capture_duration_ns))
+                for table, sql in op_queries
             ),
             calls=_call_chunks(reader, tables, names, tally),
             rows=rows,
@@ -221,7 +229,7 @@ class _Names:
 
 
 def _string_series(connection: sqlite3.Connection, sql: str) -> pd.Series:
-    frame = pd.read_sql_query(sql, connection, dtype={"name_id": "int64"})
+    frame = read_strings(connection, sql)
     # Names are user strings: a blob or a number where text belongs still names something.
     return frame.set_index("name_id")[NAME].map(_as_text).astype(object)
 
@@ -242,6 +250,12 @@ def _codes_by_id(strings: pd.Series, categories: pd.Index) -> Callable[[np.ndarr
     unknown = int(categories.get_indexer(pd.Index([_UNKNOWN]))[0])
     ids = strings.index.to_numpy().astype(np.int64)
     codes = categories.get_indexer(pd.Index(strings.tolist(), dtype=object))
+    if not len(ids):  # an empty StringIds: every name is unknown
+
+        def unknown_only(wanted: np.ndarray) -> np.ndarray:
+            return np.full(len(wanted), unknown, dtype=np.int64)
+
+        return unknown_only
     table = np.full(int(ids.max(initial=-1)) + 2, unknown, dtype=np.int64)
     if len(ids) and ids.min() >= 0 and ids.max() < 4 * len(ids) + 1_000_000:
         table[ids] = codes
@@ -343,10 +357,10 @@ def _drop_untimed(chunk: pd.DataFrame, tally: _Tally) -> pd.DataFrame:
 
 def _op_chunks(
     reader: _ChunkReader,
-    table: str,
     query: tuple[str, OpKind],
     names: _Names,
     tally: _Tally,
+    capture_duration_ns: int | None,
 ) -> ChunkSource:
     sql, kind = query
 
@@ -362,6 +376,10 @@ def _op_chunks(
         for chunk in reader.chunks(sql, dtypes):
             # Values are checked as they are read (reading_export in _ChunkReader.chunks).
             chunk = _drop_untimed(chunk, tally)
+            impossible = impossible_times(chunk, capture_duration_ns)
+            if impossible.any():
+                tally.impossible += int(impossible.sum())
+                chunk = chunk.loc[~impossible].reset_index(drop=True)
             if by_id is not None:
                 codes = by_id(chunk.pop("name_id").to_numpy())
             else:
