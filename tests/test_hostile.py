@@ -6,8 +6,14 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import shlex
 import shutil
+import signal
 import sqlite3
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -179,3 +185,62 @@ def test_overlapping_steps_are_counted_in_a_note(export):
     report = json_report(export)
     note = next(n for n in report["notes"] if "overlap an earlier one" in n)
     assert note.startswith("13 of 19 'decode_step' ranges overlap")
+
+
+# --- stdout problems ------------------------------------------------------------------------
+
+
+def run_cli(args: list[object], **kwargs: object) -> subprocess.CompletedProcess[bytes]:
+    """The installed CLI in a child process: real stdout and stderr, real signals."""
+    command = [sys.executable, "-m", "trace_gaps", *map(str, args)]
+    done = subprocess.run(command, stderr=subprocess.PIPE, check=False, timeout=120, **kwargs)  # type: ignore[call-overload]
+    assert b"Traceback" not in done.stderr, done.stderr.decode()
+    return done
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full")
+def test_a_full_stdout_is_a_one_line_error(export):
+    with open("/dev/full", "wb") as full:
+        done = run_cli(["analyze", export], stdout=full)
+    assert done.returncode == 1
+    assert done.stderr.decode().splitlines() == [
+        "error: cannot write to standard output: No space left on device. Pass -o FILE instead."
+    ]
+
+
+def test_a_closed_stdout_is_a_one_line_error(export):
+    command = shlex.join([sys.executable, "-m", "trace_gaps", "analyze", str(export)])
+    done = subprocess.run(f"{command} >&-", shell=True, stderr=subprocess.PIPE, check=False)
+    assert done.returncode == 1
+    assert done.stderr.decode().splitlines() == [
+        "error: standard output is closed; pass -o FILE, or redirect it."
+    ]
+
+
+def test_a_closed_pipe_ends_quietly(export):
+    command = shlex.join([sys.executable, "-m", "trace_gaps", "analyze", str(export)])
+    done = subprocess.run(f"{command} | head -c 10", shell=True, capture_output=True, check=False)
+    assert done.stdout == b"Export: r." and done.stderr == b""
+
+
+def test_names_a_latin1_stdout_cannot_encode_are_written_as_escapes(export):
+    edit(export, "UPDATE NVTX_EVENTS SET text = 'вперёд→' WHERE text = 'forward'")
+    env = {**os.environ, "PYTHONIOENCODING": "latin-1"}
+    done = run_cli(["analyze", export, "--depth", "2"], stdout=subprocess.PIPE, env=env)
+    assert done.returncode == 0
+    assert "\\u0432\\u043f\\u0435\\u0440\\u0451\\u0434\\u2192" in done.stdout.decode("latin-1")
+
+
+@pytest.mark.parametrize("delay_s", [0.05, 0.2, 0.5])
+def test_ctrl_c_during_start_up_gives_no_traceback(delay_s, export):
+    child = subprocess.Popen(
+        [sys.executable, "-m", "trace_gaps", "analyze", str(export)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    time.sleep(delay_s)
+    child.send_signal(signal.SIGINT)
+    _, stderr = child.communicate(timeout=60)
+    assert b"Traceback" not in stderr, stderr.decode()
+    assert child.returncode in (0, 130, -signal.SIGINT), stderr.decode()
+    assert stderr in (b"", b"error: interrupted\n")

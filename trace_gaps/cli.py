@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+import os
 import sys
 import threading
 from collections.abc import Iterator
@@ -121,6 +123,7 @@ def progress(quiet: bool) -> Iterator[Progress]:
 @contextmanager
 def user_errors() -> Iterator[None]:
     """Turn a TraceGapsError into one line, `error: <file>: <message>`, on stderr and exit code 1."""
+    tolerate_any_encoding()
     try:
         yield
     except TraceGapsError as error:
@@ -158,7 +161,7 @@ def resolve_export(export: Path | None, demo: bool) -> Path:
 def write_output(text: str, output: Path | None) -> None:
     """Write to the file given with -o, else to stdout."""
     if output is None:
-        sys.stdout.write(text)
+        write_stdout(text)
         return
     try:
         write_text_atomically(output, text)
@@ -167,6 +170,42 @@ def write_output(text: str, output: Path | None) -> None:
             f"cannot write {output}: {error.strerror}. Choose another -o path."
         ) from error
     typer.echo(f"wrote {output}", err=True)
+
+
+def write_stdout(text: str) -> None:
+    """Write to stdout; a closed or full stdout is a one-line error, a closed pipe (| head)
+    ends quietly."""
+    stdout = sys.stdout
+    if stdout is None:
+        raise TraceGapsError("standard output is closed; pass -o FILE, or redirect it.")
+    try:
+        stdout.write(text)
+        stdout.flush()
+    except BrokenPipeError:
+        _discard_stdout()
+        raise typer.Exit(0) from None
+    except OSError as error:
+        _discard_stdout()
+        raise TraceGapsError(
+            f"cannot write to standard output: {error.strerror}. Pass -o FILE instead."
+        ) from error
+
+
+def _discard_stdout() -> None:
+    """Point stdout at /dev/null, so the flush at exit does not fail a second time."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass  # not a real file (tests), or already gone
+
+
+def tolerate_any_encoding() -> None:
+    """Names are user strings: on a stdout or stderr that cannot encode them (latin-1, ascii),
+    write them as backslash escapes instead of failing."""
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="backslashreplace")
 
 
 @app.command()
