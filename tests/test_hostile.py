@@ -21,7 +21,7 @@ from matplotlib import rc_context
 from typer.testing import Result
 
 from tests.conftest import SAMPLE_TRACES
-from tests.test_errors import invoke
+from tests.test_errors import error_line, invoke
 from trace_gaps.analysis.pipeline import AnalysisOptions
 from trace_gaps.plot import plot_steps, plot_timeline
 from trace_gaps.report import build_report
@@ -244,3 +244,39 @@ def test_ctrl_c_during_start_up_gives_no_traceback(delay_s, export):
     assert b"Traceback" not in stderr, stderr.decode()
     assert child.returncode in (0, 130, -signal.SIGINT), stderr.decode()
     assert stderr in (b"", b"error: interrupted\n")
+
+
+# --- lost kernel records --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("reader", ["arrow", "sqlite3"])
+def test_launch_calls_whose_kernels_were_lost_are_counted_in_a_note(reader, export, monkeypatch):
+    if reader == "sqlite3":
+        monkeypatch.setenv("TRACE_GAPS_NO_ARROW", "1")
+    assert not any("records were lost" in n for n in json_report(SAMPLE)["notes"])
+    edit(export, "DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE rowid % 2 = 0")
+    note = next(n for n in json_report(export)["notes"] if "records were lost" in n)
+    assert note.startswith("3069 of 6155 launch calls in analysed steps have no GPU op")
+    assert "'forward', 'sample'" in note
+
+
+def test_an_export_whose_kernel_records_were_all_lost_says_so(export):
+    edit(export, "DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL", "DELETE FROM CUPTI_ACTIVITY_KIND_MEMCPY")
+    line = error_line(["analyze", str(export)], export)
+    assert "has 6612 launch calls but no timed GPU op records" in line
+    assert "nsys lost them" in line and "no kernel" not in line
+
+
+def test_nsys_diagnostics_about_lost_events_are_quoted(export):
+    edit(
+        export,
+        "INSERT INTO DIAGNOSTIC_EVENT VALUES "
+        "(5, 1, 1, 2, 'CUPTI: 1234 events were lost.\tIncrease the buffer size.', NULL)",
+    )
+    notes = json_report(export)["notes"]
+    assert (
+        "nsys reported lost events during the capture: "
+        "'CUPTI: 1234 events were lost. Increase the buffer size.'."
+    ) in notes
+    # The sample's own diagnostics (injection loaded, buffers flushed on stop) are not quoted.
+    assert not any("nsys reported lost events" in n for n in json_report(SAMPLE)["notes"])

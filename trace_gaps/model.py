@@ -158,6 +158,8 @@ class ExportInfo:
     untimed_events: int = 0
     # GPU ops with impossible times (start < 0, end < start, longer than the capture): left out.
     impossible_ops: int = 0
+    # nsys's DIAGNOSTIC_EVENT messages that say it lost or dropped events, as written.
+    lost_event_messages: tuple[str, ...] = ()
     # How long nsys recorded (ANALYSIS_DETAILS), when the export says.
     capture_duration_ns: int | None = None
     unclosed_ranges: int = 0

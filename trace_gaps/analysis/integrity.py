@@ -23,6 +23,29 @@ from trace_gaps.nsys import queries
 from trace_gaps.units import format_duration
 
 
+def _lost_records(messages: tuple[str, ...], analysis: Analysis) -> list[str]:
+    """Launch calls whose ops are missing, and nsys's own words about lost events."""
+    notes: list[str] = []
+    stats = analysis.stage_stats
+    missing = int(stats["launches_without_op"].sum())
+    if missing:
+        launch_columns = ["kernel_launches", "graph_launches", "memcpy_launches", "memset_launches"]
+        launches = int(stats[launch_columns].to_numpy().sum())
+        by_stage = stats.groupby(STAGE)["launches_without_op"].sum().sort_values(ascending=False)
+        names = analysis.stage_map.names
+        stages = ", ".join(repr(names[code]) for code in by_stage[by_stage > 0].index[:3])
+        notes.append(
+            f"{missing} of {launches} launch calls in analysed steps have no GPU op in the "
+            "export: their records were lost (the program died before nsys flushed them, its "
+            "buffers overflowed, or the export is a time window). GPU busy time, ops per step "
+            f"and per-kernel evidence of {stages} miss that work; launch counts include it."
+        )
+    if messages:
+        quoted = "; ".join(f"'{' '.join(m.split())}'" for m in messages[:3])
+        notes.append(f"nsys reported lost events during the capture: {quoted}.")
+    return notes
+
+
 def integrity_notes(trace: Trace, analysis: Analysis) -> list[str]:
     """One sentence per problem found: what it is, how much, and what it affects."""
     info = trace.info
@@ -58,6 +81,7 @@ def integrity_notes(trace: Trace, analysis: Analysis) -> list[str]:
                 "their thread, or nest inside one, and were left out: steps must not overlap, "
                 "so only the earlier (outer) range of each overlapping pair is a step."
             )
+    notes += _lost_records(info.lost_event_messages, analysis)
     if info.untimed_events:
         notes.append(
             f"{info.untimed_events} GPU op or API rows had start = end = 0 (CUPTI could not time "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -202,14 +203,29 @@ def load_trace(path: Path) -> Trace:
         tables = list_tables(connection, path)
         check_is_cuda_export(tables, path)
         trace = _read_trace(connection, path, tables)
-    if trace.gpu_ops.empty:
-        raise NoKernelsError(
-            f"has no timed GPU ops ({trace.info.untimed_events} untimed rows left out): no "
-            "kernel, copy or graph ran while nsys was recording; capture a window in which the "
-            "program runs on the GPU",
+        if trace.gpu_ops.empty:
+            raise no_timed_ops_error(connection, path, tables, trace.info.untimed_events)
+    return trace
+
+
+def no_timed_ops_error(
+    connection: sqlite3.Connection, path: Path, tables: tuple[str, ...], untimed: int
+) -> NoKernelsError:
+    """The error for an export without a timed GPU op: none ran, or their records were lost."""
+    launches = _count(connection, tables, queries.RUNTIME_TABLE, queries.LAUNCH_CALL_COUNT)
+    if launches:
+        return NoKernelsError(
+            f"has {launches} launch calls but no timed GPU op records ({untimed} untimed rows "
+            "left out): nsys lost them (the program died before its buffers were flushed, or "
+            "they overflowed); capture again and let the program exit normally, or call "
+            "cudaProfilerStop() before it exits",
             path=path,
         )
-    return trace
+    return NoKernelsError(
+        f"has no timed GPU ops ({untimed} untimed rows left out): no kernel, copy or graph ran "
+        "while nsys was recording; capture a window in which the program runs on the GPU",
+        path=path,
+    )
 
 
 _GPU_TABLES = (
@@ -277,6 +293,7 @@ def read_head(
         export_settings=export_meta,
         missing_columns=_missing_columns(connection, tables),
         capture_duration_ns=_capture_duration(connection, tables),
+        lost_event_messages=_lost_event_messages(connection, tables),
     )
     return Trace(
         info=info,
@@ -375,6 +392,24 @@ def impossible_times(ops: pd.DataFrame, capture_duration_ns: int | None) -> np.n
     sane = (starts >= 0) & (ends >= starts) & (ends <= LATEST_POSSIBLE_NS)
     sane[sane] = (ends[sane] - starts[sane]) <= longest
     return ~sane
+
+
+# What nsys writes when it could not keep every event.
+_LOST_EVENTS = re.compile(
+    r"\blost\b|\bdropp|\bdiscard|overflow|not (?:been )?flushed|\bincomplete\b", re.IGNORECASE
+)
+
+
+def _lost_event_messages(
+    connection: sqlite3.Connection, tables: tuple[str, ...]
+) -> tuple[str, ...]:
+    if queries.DIAGNOSTIC_TABLE not in tables:
+        return ()
+    try:
+        texts = [str(row[0]) for row in connection.execute(queries.DIAGNOSTICS)]
+    except sqlite3.Error:  # an older schema: no diagnostics to quote
+        return ()
+    return tuple(dict.fromkeys(t for t in texts if _LOST_EVENTS.search(t)))
 
 
 def _capture_duration(connection: sqlite3.Connection, tables: tuple[str, ...]) -> int | None:

@@ -18,7 +18,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from trace_gaps.errors import NoKernelsError
 from trace_gaps.model import (
     API_CALL_COLUMNS,
     CALL_CATEGORY,
@@ -44,6 +43,7 @@ from trace_gaps.nsys.load import (
     check_is_cuda_export,
     impossible_times,
     list_tables,
+    no_timed_ops_error,
     open_export,
     read_head,
     read_strings,
@@ -173,11 +173,7 @@ def _check_has_timed_ops(
             for table, _ in _OP_TABLES
             if table in tables
         )
-    raise NoKernelsError(
-        f"has no timed GPU ops ({untimed} untimed rows left out): no kernel, copy or graph ran "
-        "while nsys was recording; capture a window in which the program runs on the GPU",
-        path=path,
-    )
+        raise no_timed_ops_error(connection, path, tables, untimed)
 
 
 def _rows(connection: sqlite3.Connection, tables: tuple[str, ...]) -> int:
