@@ -280,3 +280,64 @@ def test_nsys_diagnostics_about_lost_events_are_quoted(export):
     ) in notes
     # The sample's own diagnostics (injection loaded, buffers flushed on stop) are not quoted.
     assert not any("nsys reported lost events" in n for n in json_report(SAMPLE)["notes"])
+
+
+# --- duplicated rows ------------------------------------------------------------------------
+
+
+def doubled(table: str) -> list[str]:
+    """SQL statements writing every row of the table twice, each copy next to it by start."""
+    return [
+        f"ALTER TABLE {table} RENAME TO Original",
+        f"CREATE TABLE {table} AS SELECT * FROM "
+        "(SELECT * FROM Original UNION ALL SELECT * FROM Original) ORDER BY start",
+        "DROP TABLE Original",
+    ]
+
+
+@pytest.mark.parametrize("where", ["next to each other", "appended"])
+def test_duplicated_rows_are_left_out_with_a_note(where, export):
+    clean = json_report(SAMPLE)
+    if where == "appended":  # out of start order: read whole
+        edit(
+            export,
+            "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL SELECT * FROM CUPTI_ACTIVITY_KIND_KERNEL",
+            "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME SELECT * FROM CUPTI_ACTIVITY_KIND_RUNTIME",
+        )
+    else:  # in start order: streamed
+        edit(
+            export,
+            *doubled("CUPTI_ACTIVITY_KIND_KERNEL"),
+            *doubled("CUPTI_ACTIVITY_KIND_RUNTIME"),
+        )
+    report = json_report(export)
+    assert report["notes"][-1].startswith("6612 GPU op rows and 14927 CUDA API rows are duplicates")
+    assert report["processes"] == clean["processes"]
+
+
+# --- names that collide or are not text -----------------------------------------------------
+
+
+def test_a_range_named_like_a_special_stage_stays_apart_from_it(export):
+    edit(export, "UPDATE NVTX_EVENTS SET text = '(no stage)' WHERE text = 'forward'")
+    report = json_report(export)
+    stages = {s["name"]: s for s in report["processes"][0]["stages"]}
+    clean = {s["name"]: s for s in json_report(SAMPLE)["processes"][0]["stages"]}
+    assert (
+        stages["(no stage) (NVTX range)"]["busy_ns_per_step"]
+        == (clean["forward"]["busy_ns_per_step"])
+    )
+    assert stages["(no stage)"] == clean["(no stage)"]
+
+
+@pytest.mark.parametrize("which", ["first", "a later"])
+@pytest.mark.parametrize("reader", ["arrow", "sqlite3"])
+def test_a_range_name_stored_as_a_blob_reads_as_text(which, reader, export, monkeypatch):
+    if reader == "sqlite3":
+        monkeypatch.setenv("TRACE_GAPS_NO_ARROW", "1")
+    row = "(SELECT min(rowid) FROM NVTX_EVENTS)" if which == "first" else NINTH_STEP
+    edit(export, f"UPDATE NVTX_EVENTS SET text = CAST(text AS BLOB) WHERE rowid = {row}")
+    args = ["--step", "decode_step", "--depth", "2"]
+    result = ok(["analyze", export, "-f", "json", *args])
+    assert "b'" not in result.stdout
+    assert json.loads(result.stdout)["processes"] == json_report(SAMPLE, *args)["processes"]

@@ -158,6 +158,9 @@ class ExportInfo:
     untimed_events: int = 0
     # GPU ops with impossible times (start < 0, end < start, longer than the capture): left out.
     impossible_ops: int = 0
+    # GPU op and CUDA API rows written twice (identical key columns): the copies left out.
+    duplicated_ops: int = 0
+    duplicated_calls: int = 0
     # nsys's DIAGNOSTIC_EVENT messages that say it lost or dropped events, as written.
     lost_event_messages: tuple[str, ...] = ()
     # How long nsys recorded (ANALYSIS_DETAILS), when the export says.

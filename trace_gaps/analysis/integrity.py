@@ -87,6 +87,13 @@ def integrity_notes(trace: Trace, analysis: Analysis) -> list[str]:
             f"{info.untimed_events} GPU op or API rows had start = end = 0 (CUPTI could not time "
             "them) and were left out: their time is missing from the ledger."
         )
+    if info.duplicated_ops or info.duplicated_calls:
+        notes.append(
+            f"{info.duplicated_ops} GPU op rows and {info.duplicated_calls} CUDA API rows are "
+            "duplicates, exact copies of another row (same process, correlation id, start and end) and were "
+            "left out: the export holds them twice (a damaged or merged export); launch counts "
+            "and per-kernel evidence would otherwise count them twice."
+        )
     if info.impossible_ops:
         notes.append(
             f"{info.impossible_ops} GPU ops had impossible times (a start before 0, an end "

@@ -17,14 +17,19 @@ from trace_gaps.errors import MissingTableError, NoKernelsError, NotAnExportErro
 from trace_gaps.model import (
     API_CALL_COLUMNS,
     CALL_CATEGORY,
+    CORRELATION_ID,
+    DEVICE_ID,
     END_NS,
+    GLOBAL_TID,
     GPU_OP_COLUMNS,
     NAME,
     NVTX_RANGE_COLUMNS,
     OP_KIND,
     OS_CALL_COLUMNS,
     OVERHEAD_COLUMNS,
+    PID,
     START_NS,
+    STREAM_ID,
     THREAD_COLUMNS,
     ExportInfo,
     GpuInfo,
@@ -67,6 +72,12 @@ def open_export(path: Path, *, values: bool = True) -> Iterator[sqlite3.Connecti
             yield connection
     finally:
         connection.close()
+
+
+def _name_text(value: object) -> object:
+    if isinstance(value, bytes):
+        return _decode_text(value)
+    return value if value is None or isinstance(value, str) else str(value)
 
 
 def _decode_text(raw: bytes) -> str:
@@ -246,11 +257,17 @@ def _read_trace(connection: sqlite3.Connection, path: Path, tables: tuple[str, .
     head = read_head(connection, path, tables, gpu_ops=gpu_ops)
     impossible = impossible_times(gpu_ops, head.info.capture_duration_ns)
     gpu_ops = gpu_ops.loc[~impossible].reset_index(drop=True)
+    repeated_ops = gpu_ops.duplicated(OP_ROW_KEY).to_numpy()
+    repeated_calls = api_calls.duplicated(CALL_ROW_KEY).to_numpy()
     info = replace(
         head.info,
         untimed_events=untimed_ops + untimed_calls,
         impossible_ops=int(impossible.sum()),
+        duplicated_ops=int(repeated_ops.sum()),
+        duplicated_calls=int(repeated_calls.sum()),
     )
+    gpu_ops = gpu_ops.loc[~repeated_ops].reset_index(drop=True)
+    api_calls = api_calls.loc[~repeated_calls].reset_index(drop=True)
     return replace(head, info=info, gpu_ops=gpu_ops, api_calls=api_calls)
 
 
@@ -342,6 +359,8 @@ def _read_frame_arrow(connection: sqlite3.Connection, sql: str) -> pd.DataFrame 
             cursor.execute(sql)
             table = cursor.fetch_arrow_table()
         for column in table.columns:
+            if pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type):
+                return None  # a BLOB where text belongs: sqlite3 decodes it as text, as always
             if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
                 column.validate(full=True)  # invalid UTF-8: let sqlite3 decode it with replacement
             elif column.null_count:
@@ -377,6 +396,10 @@ def _missing_columns(connection: sqlite3.Connection, tables: tuple[str, ...]) ->
         if table in tables and column not in _columns(connection, table)
     )
 
+
+# A row equal to an earlier one on these columns is a copy (nsys writes each activity once).
+OP_ROW_KEY = [PID, DEVICE_ID, STREAM_ID, CORRELATION_ID, START_NS, END_NS]
+CALL_ROW_KEY = [GLOBAL_TID, CORRELATION_ID, START_NS, END_NS]
 
 # Past this, a time is no nanosecond count nsys writes (about 146 years): a damaged row.
 LATEST_POSSIBLE_NS = 1 << 62
@@ -496,6 +519,9 @@ def _read_nvtx_ranges(
     ranges = _read_frame(connection, sql, int_dtypes)
     unclosed = int(connection.execute(queries.UNCLOSED_NVTX_RANGES).fetchone()[0])
     ranges[NAME] = ranges[NAME].astype(object)
+    if pd.api.types.infer_dtype(ranges[NAME], skipna=True) not in ("string", "empty"):
+        # A BLOB (or a number) where nsys writes text: still a name, decoded like text.
+        ranges[NAME] = ranges[NAME].map(_name_text).astype(object)
     return ranges[list(NVTX_RANGE_COLUMNS)], unclosed
 
 

@@ -40,6 +40,8 @@ from trace_gaps.nsys import queries
 from trace_gaps.nsys.calls import classify_call, strip_version_suffix
 from trace_gaps.nsys.load import (
     ARROW_READER_ENV,
+    CALL_ROW_KEY,
+    OP_ROW_KEY,
     check_is_cuda_export,
     impossible_times,
     list_tables,
@@ -70,6 +72,8 @@ class _Tally:
     earliest: int = np.iinfo(np.int64).max
     untimed: int = 0
     impossible: int = 0
+    duplicated_ops: int = 0
+    duplicated_calls: int = 0
 
     def ops(self) -> pd.DataFrame:
         if not self.device_ops:
@@ -94,6 +98,8 @@ class ExportStream:
             self.head.info,
             untimed_events=self.tally.untimed,
             impossible_ops=self.tally.impossible,
+            duplicated_ops=self.tally.duplicated_ops,
+            duplicated_calls=self.tally.duplicated_calls,
         )
         return replace(self.head, info=info)
 
@@ -376,6 +382,11 @@ def _op_chunks(
             if impossible.any():
                 tally.impossible += int(impossible.sum())
                 chunk = chunk.loc[~impossible].reset_index(drop=True)
+            # A copy of a row sits next to it in start order: within the chunk.
+            repeated = chunk.duplicated(OP_ROW_KEY).to_numpy()
+            if repeated.any():
+                tally.duplicated_ops += int(repeated.sum())
+                chunk = chunk.loc[~repeated].reset_index(drop=True)
             if by_id is not None:
                 codes = by_id(chunk.pop("name_id").to_numpy())
             else:
@@ -402,6 +413,10 @@ def _call_chunks(
         category_of = np.array([kinds.index(classify_call(n).value) for n in categories])
         for chunk in reader.chunks(queries.RUNTIME_CALLS, {**_CALL_INTS, "name_id": "int64"}):
             chunk = _drop_untimed(chunk, tally)
+            repeated = chunk.duplicated(CALL_ROW_KEY).to_numpy()
+            if repeated.any():
+                tally.duplicated_calls += int(repeated.sum())
+                chunk = chunk.loc[~repeated].reset_index(drop=True)
             codes = by_id(chunk.pop("name_id").to_numpy())
             chunk[NAME] = pd.Categorical.from_codes(codes, categories=categories)
             chunk[CALL_CATEGORY] = pd.Categorical.from_codes(
