@@ -19,6 +19,7 @@ from matplotlib.figure import Figure
 from trace_gaps import __version__
 from trace_gaps.errors import TraceGapsError
 from trace_gaps.model import ExportInfo
+from trace_gaps.output import write_figure_atomically, write_text_atomically
 from trace_gaps.plot import plot_steps, plot_timeline
 from trace_gaps.render.json import render_json
 from trace_gaps.render.markdown import escape_markdown, render_markdown
@@ -72,6 +73,15 @@ def build_provenance(info: ExportInfo) -> Provenance:
 def timeline_file(view: str) -> str:
     """The picture file of a timeline view: timeline-median.png."""
     return f"timeline-{view}.png"
+
+
+# Every file a bundle writes.
+BUNDLE_FILES = (
+    *(timeline_file(request.view) for request in BUNDLE_VIEWS),
+    STEPS_PNG,
+    REPORT_JSON,
+    REPORT_MD,
+)
 
 
 def render_bundle_markdown(report: Report, provenance: Provenance) -> str:
@@ -154,14 +164,14 @@ def write_bundle(report: Report, provenance: Provenance, directory: Path) -> lis
     try:
         directory.mkdir(parents=True, exist_ok=True)
         for name, figure in bundle_figures(report).items():
-            figure.savefig(directory / name)
+            write_figure_atomically(directory / name, figure)
             written.append(directory / name)
         for name, text in (
             # The timelines' spans (MBs for a long step) stay out: the pictures show them.
             (REPORT_JSON, render_json(replace(report, timelines=[]))),
             (REPORT_MD, render_bundle_markdown(report, provenance)),
         ):
-            (directory / name).write_text(text, encoding="utf-8")
+            write_text_atomically(directory / name, text)
             written.append(directory / name)
     except OSError as error:
         raise TraceGapsError(

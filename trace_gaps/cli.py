@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+import os
 import sys
 import threading
 from collections.abc import Iterator
@@ -16,13 +18,18 @@ from rich.console import Console
 from rich.status import Status
 
 from trace_gaps.analysis.pipeline import AnalysisOptions
-from trace_gaps.bundle import BUNDLE_VIEWS, build_provenance, write_bundle
+from trace_gaps.bundle import BUNDLE_FILES, BUNDLE_VIEWS, build_provenance, write_bundle
 from trace_gaps.diff import diff_reports, is_slower_than
 from trace_gaps.errors import TraceGapsError, about_file
 from trace_gaps.model import Trace
 from trace_gaps.nsys.convert import convert_report, find_nsys, is_report
 from trace_gaps.nsys.load import count_rows
 from trace_gaps.nsys.stream import stream_export
+from trace_gaps.output import (
+    refuse_inputs_as_outputs,
+    write_figure_atomically,
+    write_text_atomically,
+)
 from trace_gaps.overview import build_overview, render_overview_json, render_overview_text
 from trace_gaps.plot import plot_steps, plot_timeline
 from trace_gaps.render import RENDERERS, Format
@@ -116,6 +123,7 @@ def progress(quiet: bool) -> Iterator[Progress]:
 @contextmanager
 def user_errors() -> Iterator[None]:
     """Turn a TraceGapsError into one line, `error: <file>: <message>`, on stderr and exit code 1."""
+    tolerate_any_encoding()
     try:
         yield
     except TraceGapsError as error:
@@ -153,15 +161,51 @@ def resolve_export(export: Path | None, demo: bool) -> Path:
 def write_output(text: str, output: Path | None) -> None:
     """Write to the file given with -o, else to stdout."""
     if output is None:
-        sys.stdout.write(text)
+        write_stdout(text)
         return
     try:
-        output.write_text(text, encoding="utf-8")
+        write_text_atomically(output, text)
     except OSError as error:
         raise TraceGapsError(
             f"cannot write {output}: {error.strerror}. Choose another -o path."
         ) from error
     typer.echo(f"wrote {output}", err=True)
+
+
+def write_stdout(text: str) -> None:
+    """Write to stdout; a closed or full stdout is a one-line error, a closed pipe (| head)
+    ends quietly."""
+    stdout = sys.stdout
+    if stdout is None:
+        raise TraceGapsError("standard output is closed; pass -o FILE, or redirect it.")
+    try:
+        stdout.write(text)
+        stdout.flush()
+    except BrokenPipeError:
+        _discard_stdout()
+        raise typer.Exit(0) from None
+    except OSError as error:
+        _discard_stdout()
+        raise TraceGapsError(
+            f"cannot write to standard output: {error.strerror}. Pass -o FILE instead."
+        ) from error
+
+
+def _discard_stdout() -> None:
+    """Point stdout at /dev/null, so the flush at exit does not fail a second time."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass  # not a real file (tests), or already gone
+
+
+def tolerate_any_encoding() -> None:
+    """Names are user strings: on a stdout or stderr that cannot encode them (latin-1, ascii),
+    write them as backslash escapes instead of failing."""
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="backslashreplace")
 
 
 @app.command()
@@ -183,7 +227,10 @@ def analyze(
 ) -> None:
     """Per-step, per-stage ledger of GPU busy and idle time, and the ranked bottlenecks."""
     with user_errors():
+        outputs = [] if output is None else [output]
+        refuse_inputs_as_outputs(outputs, [export])
         path = resolve_export(export, demo)
+        refuse_inputs_as_outputs(outputs, [path])
         # The progress line is cleared before anything is written.
         with progress(quiet) as phase, about_file(path):
             phase(f"reading {path.name}")
@@ -229,10 +276,13 @@ DiffExportArg = Annotated[
 ]
 
 
-def diff_side_report(path: Path, options: AnalysisOptions) -> Report:
+def diff_side_report(path: Path, options: AnalysisOptions, output: Path | None) -> Report:
     """The Report of one side of a diff."""
     with about_file(path):
-        trace, analysis = analyse_export(resolve_export(path, False).resolve(), options)
+        export = resolve_export(path, False)
+        if output is not None:
+            refuse_inputs_as_outputs([output], [export])
+        trace, analysis = analyse_export(export.resolve(), options)
         return build_report(trace, analysis)
 
 
@@ -260,8 +310,9 @@ def diff(
 ) -> None:
     """Did the fix work? Step time with its noise, stage and launch changes, BEFORE → AFTER."""
     with user_errors():
+        refuse_inputs_as_outputs([] if output is None else [output], [before, after])
         reports = [
-            diff_side_report(path, AnalysisOptions(step, skip, depth, pid))
+            diff_side_report(path, AnalysisOptions(step, skip, depth, pid), output)
             for path, pid in ((before, process_before), (after, process_after))
             for pid in [pid if pid is not None else process]
         ]
@@ -304,7 +355,7 @@ def check_image_path(output: Path) -> None:
 def save_figure(figure: Figure, output: Path) -> None:
     """Write the figure, its format chosen by the file's suffix."""
     try:
-        figure.savefig(output)
+        write_figure_atomically(output, figure)
     except OSError as error:
         raise TraceGapsError(
             f"cannot write {output}: {error.strerror}. Choose another -o path."
@@ -343,7 +394,9 @@ def plot_timeline_command(
     with user_errors():
         check_image_path(output)
         request = choose_request(step_index=step_index, steps=steps, worst=worst, median=median)
+        refuse_inputs_as_outputs([output], [export])
         path = resolve_export(export, demo)
+        refuse_inputs_as_outputs([output], [path])
         options = AnalysisOptions(step_name=step, skip=skip, depth=depth, process=process)
         _, report = load_and_report(path, options, timelines=(request,))
         save_figure(plot_timeline(report), output)
@@ -362,7 +415,9 @@ def plot_steps_command(
     """Draw every step as a stacked bar of its ledger; warm-up steps faded."""
     with user_errors():
         check_image_path(output)
+        refuse_inputs_as_outputs([output], [export])
         path = resolve_export(export, demo)
+        refuse_inputs_as_outputs([output], [path])
         options = AnalysisOptions(step_name=step, skip=skip, depth=depth, process=process)
         _, report = load_and_report(path, options)
         save_figure(plot_steps(report), output)
@@ -381,7 +436,10 @@ def report_command(
 ) -> None:
     """Write a folder for a bug report: report.md (provenance, pictures), report.json, PNGs."""
     with user_errors():
+        bundle_files = [output, *(output / name for name in BUNDLE_FILES)]
+        refuse_inputs_as_outputs(bundle_files, [export])
         path = resolve_export(export, demo)
+        refuse_inputs_as_outputs(bundle_files, [path])
         options = AnalysisOptions(step_name=step, skip=skip, depth=depth, process=process)
         trace, report = load_and_report(path, options, top=top, timelines=BUNDLE_VIEWS)
         provenance = build_provenance(trace.info)

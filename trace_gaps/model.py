@@ -159,7 +159,18 @@ class ExportInfo:
     capture_settings: tuple[tuple[str, str], ...]
     gpus: tuple[GpuInfo, ...]
     untimed_events: int = 0
+    # GPU ops with impossible times (start < 0, end < start, longer than the capture): left out.
+    impossible_ops: int = 0
+    # GPU op and CUDA API rows written twice (identical key columns): the copies left out.
+    duplicated_ops: int = 0
+    duplicated_calls: int = 0
+    # nsys's DIAGNOSTIC_EVENT messages that say it lost or dropped events, as written.
+    lost_event_messages: tuple[str, ...] = ()
+    # How long nsys recorded (ANALYSIS_DETAILS), when the export says.
+    capture_duration_ns: int | None = None
     unclosed_ranges: int = 0
+    # NVTX ranges with impossible times (start < 0, end < start): left out.
+    impossible_ranges: int = 0
     graph_capture_events: int = 0
     sync_rows: int = 0
     # META_DATA_EXPORT (older: EXPORT_META_DATA) rows: nsys version, export options.

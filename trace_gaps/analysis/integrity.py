@@ -20,6 +20,7 @@ from trace_gaps.model import (
     DEVICE_ID,
     END_GLOBAL_TID,
     GLOBAL_TID,
+    NAME,
     OP_KIND,
     PID,
     START_NS,
@@ -28,6 +29,29 @@ from trace_gaps.model import (
 )
 from trace_gaps.nsys import queries
 from trace_gaps.units import format_duration
+
+
+def _lost_records(messages: tuple[str, ...], analysis: Analysis) -> list[str]:
+    """Launch calls whose ops are missing, and nsys's own words about lost events."""
+    notes: list[str] = []
+    stats = analysis.stage_stats
+    missing = int(stats["launches_without_op"].sum())
+    if missing:
+        launch_columns = ["kernel_launches", "graph_launches", "memcpy_launches", "memset_launches"]
+        launches = int(stats[launch_columns].to_numpy().sum())
+        by_stage = stats.groupby(STAGE)["launches_without_op"].sum().sort_values(ascending=False)
+        names = analysis.stage_map.names
+        stages = ", ".join(repr(names[code]) for code in by_stage[by_stage > 0].index[:3])
+        notes.append(
+            f"{missing} of {launches} launch calls in analysed steps have no GPU op in the "
+            "export: their records were lost (the program died before nsys flushed them, its "
+            "buffers overflowed, or the export is a time window). GPU busy time, ops per step "
+            f"and per-kernel evidence of {stages} miss that work; launch counts include it."
+        )
+    if messages:
+        quoted = "; ".join(f"'{' '.join(m.split())}'" for m in messages[:3])
+        notes.append(f"nsys reported lost events during the capture: {quoted}.")
+    return notes
 
 
 def integrity_notes(trace: Trace, analysis: Analysis) -> list[str]:
@@ -55,10 +79,40 @@ def integrity_notes(trace: Trace, analysis: Analysis) -> list[str]:
             "and the kernels inside them are not visible; busy time is right, per-kernel "
             "evidence inside graphs is missing. Capture with --cuda-graph-trace=node to see them."
         )
+    step_name = analysis.selection.name
+    if step_name is not None:
+        instances = int((analysis.range_tree[NAME] == step_name).sum())
+        overlapping = instances - len(analysis.steps)
+        if overlapping > 0:
+            notes.append(
+                f"{overlapping} of {instances} {step_name!r} ranges overlap an earlier one on "
+                "their thread, or nest inside one, and were left out: steps must not overlap, "
+                "so only the earlier (outer) range of each overlapping pair is a step."
+            )
+    notes += _lost_records(info.lost_event_messages, analysis)
     if info.untimed_events:
         notes.append(
             f"{info.untimed_events} GPU op or API rows had start = end = 0 (CUPTI could not time "
             "them) and were left out: their time is missing from the ledger."
+        )
+    if info.duplicated_ops or info.duplicated_calls:
+        notes.append(
+            f"{info.duplicated_ops} GPU op rows and {info.duplicated_calls} CUDA API rows are "
+            "duplicates, exact copies of another row (same process, correlation id, start and end) and were "
+            "left out: the export holds them twice (a damaged or merged export); launch counts "
+            "and per-kernel evidence would otherwise count them twice."
+        )
+    if info.impossible_ops:
+        notes.append(
+            f"{info.impossible_ops} GPU ops had impossible times (a start before 0, an end "
+            "before the start, or longer than the whole capture) and were left out: the export "
+            "is damaged there, and their time is missing from the ledger."
+        )
+    if info.impossible_ranges:
+        notes.append(
+            f"{info.impossible_ranges} NVTX ranges had impossible times (a start before 0 or "
+            "an end before the start) and were left out: the export is damaged there, and a "
+            "step or stage among them is missing from the ledger."
         )
     if info.unclosed_ranges:
         notes.append(

@@ -40,6 +40,7 @@ class ExecutionMode(StrEnum):
 # Per-stage totals over the analysed steps (divide by the step count for per-step figures).
 STAGE_STAT_COLUMNS = [
     "kernel_launches",
+    "launches_without_op",  # launch calls none of whose ops is in the export: records lost
     "graph_launches",
     "memcpy_launches",
     "memset_launches",
@@ -183,7 +184,8 @@ def summarise_stages(
     queue = pd.Series(
         np.where(has_op, np.maximum(first - ends, 0), 0), index=launches.index, dtype="int64"
     )
-    launches = launches.assign(queue=queue, queued=queue > 0)
+    launches = launches.assign(queue=queue, queued=queue > 0, without_op=~has_op)
+    columns["launches_without_op"] = launches.groupby(keys)["without_op"].sum()
     columns["queue_ns"] = launches.groupby(keys)["queue"].sum()
     columns["queued_launches"] = launches.groupby(keys)["queued"].sum()
     from_graph = analysed_ops[LAUNCH_CATEGORY] == CallCategory.LAUNCH_GRAPH.value

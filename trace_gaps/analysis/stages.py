@@ -81,6 +81,16 @@ def map_stages(range_tree: pd.DataFrame, steps: pd.DataFrame, *, depth: int = 1)
     return StageMap(names=tuple(names), threads=threads)
 
 
+USER_NAME_MARK = " (NVTX range)"  # appended to a range named like a special stage
+
+
+def user_labels(names: pd.Series) -> pd.Series:
+    """Range names as stage labels, a name equal to a special stage's marked as the user's:
+    an NVTX range named "(no stage)" must not merge with the real "(no stage)" bucket."""
+    clash = names.isin(SPECIAL_STAGES)
+    return names.where(~clash, names.astype(str) + USER_NAME_MARK)
+
+
 def _stage_levels(
     range_tree: pd.DataFrame, steps: pd.DataFrame, *, depth: int
 ) -> list[pd.DataFrame]:
@@ -91,7 +101,7 @@ def _stage_levels(
     if not whole.empty:
         top = range_tree[(range_tree[DEPTH] == 0) & range_tree[GLOBAL_TID].isin(whole[GLOBAL_TID])]
         first = pd.concat([first, top])
-    first = first.assign(label=first[NAME])
+    first = first.assign(label=user_labels(first[NAME]))
     levels = [first]
     for _ in range(1, depth):
         above = levels[-1]

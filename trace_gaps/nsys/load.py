@@ -3,26 +3,33 @@
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from trace_gaps.errors import MissingTableError, NoKernelsError, NotAnExportError
 from trace_gaps.model import (
     API_CALL_COLUMNS,
     CALL_CATEGORY,
+    CORRELATION_ID,
+    DEVICE_ID,
     END_NS,
+    GLOBAL_TID,
     GPU_OP_COLUMNS,
     NAME,
     NVTX_RANGE_COLUMNS,
     OP_KIND,
     OS_CALL_COLUMNS,
     OVERHEAD_COLUMNS,
+    PID,
     START_NS,
+    STREAM_ID,
     THREAD_COLUMNS,
     ExportInfo,
     GpuInfo,
@@ -65,6 +72,12 @@ def open_export(path: Path, *, values: bool = True) -> Iterator[sqlite3.Connecti
             yield connection
     finally:
         connection.close()
+
+
+def _name_text(value: object) -> object:
+    if isinstance(value, bytes):
+        return _decode_text(value)
+    return value if value is None or isinstance(value, str) else str(value)
 
 
 def _decode_text(raw: bytes) -> str:
@@ -201,14 +214,29 @@ def load_trace(path: Path) -> Trace:
         tables = list_tables(connection, path)
         check_is_cuda_export(tables, path)
         trace = _read_trace(connection, path, tables)
-    if trace.gpu_ops.empty:
-        raise NoKernelsError(
-            f"has no timed GPU ops ({trace.info.untimed_events} untimed rows left out): no "
-            "kernel, copy or graph ran while nsys was recording; capture a window in which the "
-            "program runs on the GPU",
+        if trace.gpu_ops.empty:
+            raise no_timed_ops_error(connection, path, tables, trace.info.untimed_events)
+    return trace
+
+
+def no_timed_ops_error(
+    connection: sqlite3.Connection, path: Path, tables: tuple[str, ...], untimed: int
+) -> NoKernelsError:
+    """The error for an export without a timed GPU op: none ran, or their records were lost."""
+    launches = _count(connection, tables, queries.RUNTIME_TABLE, queries.LAUNCH_CALL_COUNT)
+    if launches:
+        return NoKernelsError(
+            f"has {launches} launch calls but no timed GPU op records ({untimed} untimed rows "
+            "left out): nsys lost them (the program died before its buffers were flushed, or "
+            "they overflowed); capture again and let the program exit normally, or call "
+            "cudaProfilerStop() before it exits",
             path=path,
         )
-    return trace
+    return NoKernelsError(
+        f"has no timed GPU ops ({untimed} untimed rows left out): no kernel, copy or graph ran "
+        "while nsys was recording; capture a window in which the program runs on the GPU",
+        path=path,
+    )
 
 
 _GPU_TABLES = (
@@ -227,7 +255,19 @@ def _read_trace(connection: sqlite3.Connection, path: Path, tables: tuple[str, .
     gpu_ops, untimed_ops = _read_gpu_ops(connection, tables)
     api_calls, untimed_calls = _read_api_calls(connection, tables)
     head = read_head(connection, path, tables, gpu_ops=gpu_ops)
-    info = replace(head.info, untimed_events=untimed_ops + untimed_calls)
+    impossible = impossible_times(gpu_ops, head.info.capture_duration_ns)
+    gpu_ops = gpu_ops.loc[~impossible].reset_index(drop=True)
+    repeated_ops = gpu_ops.duplicated(OP_ROW_KEY).to_numpy()
+    repeated_calls = api_calls.duplicated(CALL_ROW_KEY).to_numpy()
+    info = replace(
+        head.info,
+        untimed_events=untimed_ops + untimed_calls,
+        impossible_ops=int(impossible.sum()),
+        duplicated_ops=int(repeated_ops.sum()),
+        duplicated_calls=int(repeated_calls.sum()),
+    )
+    gpu_ops = gpu_ops.loc[~repeated_ops].reset_index(drop=True)
+    api_calls = api_calls.loc[~repeated_calls].reset_index(drop=True)
     return replace(head, info=info, gpu_ops=gpu_ops, api_calls=api_calls)
 
 
@@ -244,6 +284,8 @@ def read_head(
     without them the loader asks SQLite.
     """
     nvtx_ranges, unclosed = _read_nvtx_ranges(connection, tables)
+    impossible_ranges = impossible_times(nvtx_ranges, None)
+    nvtx_ranges = nvtx_ranges.loc[~impossible_ranges].reset_index(drop=True)
     export_meta = _read_pairs(connection, _first_present(tables, queries.EXPORT_META_TABLES))
     capture_meta = (
         _read_pairs(connection, queries.CAPTURE_META_TABLE)
@@ -260,12 +302,15 @@ def read_head(
         capture_settings=capture_meta,
         gpus=_read_gpus(connection, tables),
         unclosed_ranges=unclosed,
+        impossible_ranges=int(impossible_ranges.sum()),
         graph_capture_events=_count(
             connection, tables, queries.GRAPH_EVENTS_TABLE, queries.GRAPH_EVENT_COUNT
         ),
         sync_rows=_count(connection, tables, queries.SYNC_TABLE, queries.SYNC_COUNT),
         export_settings=export_meta,
         missing_columns=_missing_columns(connection, tables),
+        capture_duration_ns=_capture_duration(connection, tables),
+        lost_event_messages=_lost_event_messages(connection, tables),
     )
     return Trace(
         info=info,
@@ -314,6 +359,8 @@ def _read_frame_arrow(connection: sqlite3.Connection, sql: str) -> pd.DataFrame 
             cursor.execute(sql)
             table = cursor.fetch_arrow_table()
         for column in table.columns:
+            if pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type):
+                return None  # a BLOB where text belongs: sqlite3 decodes it as text, as always
             if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
                 column.validate(full=True)  # invalid UTF-8: let sqlite3 decode it with replacement
             elif column.null_count:
@@ -325,6 +372,13 @@ def _read_frame_arrow(connection: sqlite3.Connection, sql: str) -> pd.DataFrame 
     # Hand each column's Arrow memory back as it is converted: the peak stays near one copy.
     frame: pd.DataFrame = table.to_pandas(split_blocks=True, self_destruct=True)
     return frame
+
+
+def read_strings(connection: sqlite3.Connection, sql: str) -> pd.DataFrame:
+    """name_id → name rows of StringIds; an id written twice (a damaged table, since nsys
+    declares it a primary key) keeps its first value, so every reader resolves it the same."""
+    names = pd.read_sql_query(sql, connection, dtype={"name_id": "int64"})
+    return names.drop_duplicates("name_id", keep="first").reset_index(drop=True)
 
 
 def _columns(connection: sqlite3.Connection, table: str) -> set[str]:
@@ -341,6 +395,54 @@ def _missing_columns(connection: sqlite3.Connection, tables: tuple[str, ...]) ->
         for table, column in _OPTIONAL_COLUMNS
         if table in tables and column not in _columns(connection, table)
     )
+
+
+# A row equal to an earlier one on these columns is a copy (nsys writes each activity once).
+OP_ROW_KEY = [PID, DEVICE_ID, STREAM_ID, CORRELATION_ID, START_NS, END_NS]
+CALL_ROW_KEY = [GLOBAL_TID, CORRELATION_ID, START_NS, END_NS]
+
+# Past this, a time is no nanosecond count nsys writes (about 146 years): a damaged row.
+LATEST_POSSIBLE_NS = 1 << 62
+
+
+def impossible_times(ops: pd.DataFrame, capture_duration_ns: int | None) -> np.ndarray:
+    """Mask of the ops (or ranges) whose times cannot be real: a start before 0, an end before the start,
+    past LATEST_POSSIBLE_NS, or a duration longer than the capture itself."""
+    starts = ops[START_NS].to_numpy()
+    ends = ops[END_NS].to_numpy()
+    longest = LATEST_POSSIBLE_NS if capture_duration_ns is None else capture_duration_ns
+    # ends >= starts first: end - start cannot overflow once both are in [0, 2**62].
+    sane = (starts >= 0) & (ends >= starts) & (ends <= LATEST_POSSIBLE_NS)
+    sane[sane] = (ends[sane] - starts[sane]) <= longest
+    return ~sane
+
+
+# What nsys writes when it could not keep every event.
+_LOST_EVENTS = re.compile(
+    r"\blost\b|\bdropp|\bdiscard|overflow|not (?:been )?flushed|\bincomplete\b", re.IGNORECASE
+)
+
+
+def _lost_event_messages(
+    connection: sqlite3.Connection, tables: tuple[str, ...]
+) -> tuple[str, ...]:
+    if queries.DIAGNOSTIC_TABLE not in tables:
+        return ()
+    try:
+        texts = [str(row[0]) for row in connection.execute(queries.DIAGNOSTICS)]
+    except sqlite3.Error:  # an older schema: no diagnostics to quote
+        return ()
+    return tuple(dict.fromkeys(t for t in texts if _LOST_EVENTS.search(t)))
+
+
+def _capture_duration(connection: sqlite3.Connection, tables: tuple[str, ...]) -> int | None:
+    if queries.ANALYSIS_TABLE not in tables:
+        return None
+    try:
+        value = connection.execute(queries.CAPTURE_DURATION).fetchone()[0]
+    except sqlite3.Error:  # an older schema without the column: no capture-length check
+        return None
+    return int(value) if isinstance(value, int) and value > 0 else None
 
 
 def _drop_untimed(frame: pd.DataFrame) -> tuple[pd.DataFrame, int]:
@@ -360,8 +462,10 @@ def _read_gpu_ops(
             else queries.KERNELS_WITHOUT_GRAPH_NODES
         )
         kernels = _read_frame(connection, sql, {**_OP_INT_DTYPES, "name_id": "int64"})
-        names = pd.read_sql_query(queries.KERNEL_NAMES, connection, dtype={"name_id": "int64"})
-        kernels[NAME] = kernels.pop("name_id").map(names.set_index("name_id")[NAME]).fillna("?")
+        names = read_strings(connection, queries.KERNEL_NAMES)
+        kernels[NAME] = (
+            kernels.pop("name_id").map(names.set_index("name_id")[NAME]).astype(object).fillna("?")
+        )
         parts.append(kernels.assign(**{OP_KIND: OpKind.KERNEL.value}))
     for table, sql, kind in (
         (queries.MEMCPY_TABLE, queries.MEMCPYS, OpKind.MEMCPY),
@@ -387,14 +491,16 @@ def _read_api_calls(
         return empty_frame(API_CALL_COLUMNS), 0
     int_dtypes = {n: d for n, d in API_CALL_COLUMNS.items() if d not in ("category", "object")}
     calls = _read_frame(connection, queries.RUNTIME_CALLS, {**int_dtypes, "name_id": "int64"})
-    names = pd.read_sql_query(queries.RUNTIME_NAMES, connection, dtype={"name_id": "int64"})
+    names = read_strings(connection, queries.RUNTIME_NAMES)
     names[NAME] = names[NAME].map(strip_version_suffix)
     names[CALL_CATEGORY] = names[NAME].map(lambda n: classify_call(n).value)
     name_ids = calls.pop("name_id")
     # Map through categoricals: one Python call per distinct name, not per row.
     lookup = names.set_index("name_id")
-    calls[NAME] = pd.Categorical(name_ids.map(lookup[NAME]).fillna("?"))
-    calls[CALL_CATEGORY] = pd.Categorical(name_ids.map(lookup[CALL_CATEGORY]).fillna("other"))
+    calls[NAME] = pd.Categorical(name_ids.map(lookup[NAME]).astype(object).fillna("?"))
+    calls[CALL_CATEGORY] = pd.Categorical(
+        name_ids.map(lookup[CALL_CATEGORY]).astype(object).fillna("other")
+    )
     calls, untimed = _drop_untimed(calls)
     return calls[list(API_CALL_COLUMNS)], untimed
 
@@ -413,6 +519,9 @@ def _read_nvtx_ranges(
     ranges = _read_frame(connection, sql, int_dtypes)
     unclosed = int(connection.execute(queries.UNCLOSED_NVTX_RANGES).fetchone()[0])
     ranges[NAME] = ranges[NAME].astype(object)
+    if pd.api.types.infer_dtype(ranges[NAME], skipna=True) not in ("string", "empty"):
+        # A BLOB (or a number) where nsys writes text: still a name, decoded like text.
+        ranges[NAME] = ranges[NAME].map(_name_text).astype(object)
     return ranges[list(NVTX_RANGE_COLUMNS)], unclosed
 
 
@@ -443,9 +552,11 @@ def _read_os_calls(connection: sqlite3.Connection, tables: tuple[str, ...]) -> p
         return empty_frame(OS_CALL_COLUMNS)
     dtypes = {n: d for n, d in OS_CALL_COLUMNS.items() if d != "category"}
     calls = _read_frame(connection, queries.OS_CALLS, {**dtypes, "name_id": "int64"})
-    names = pd.read_sql_query(queries.OS_CALL_NAMES, connection, dtype={"name_id": "int64"})
+    names = read_strings(connection, queries.OS_CALL_NAMES)
     name_ids = calls.pop("name_id")
-    calls[NAME] = pd.Categorical(name_ids.map(names.set_index("name_id")[NAME]).fillna("?"))
+    calls[NAME] = pd.Categorical(
+        name_ids.map(names.set_index("name_id")[NAME]).astype(object).fillna("?")
+    )
     return calls[list(OS_CALL_COLUMNS)]
 
 

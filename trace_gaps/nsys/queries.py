@@ -150,6 +150,20 @@ SELECT id AS name_id, value AS name FROM StringIds
 WHERE id IN (SELECT DISTINCT nameId FROM OSRT_API)
 """
 
+# Launch calls, for the message of an export whose op records were all lost.
+LAUNCH_CALL_COUNT = """
+SELECT COUNT(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME
+WHERE nameId IN (SELECT id FROM StringIds WHERE value LIKE 'cudaLaunch%' OR value LIKE 'cuLaunch%'
+                 OR value LIKE 'cudaGraphLaunch%' OR value LIKE 'cuGraphLaunch%')
+"""
+
+# nsys's own messages about the capture ("events were lost", "buffers were not flushed").
+DIAGNOSTIC_TABLE = "DIAGNOSTIC_EVENT"
+DIAGNOSTICS = "SELECT text FROM DIAGNOSTIC_EVENT ORDER BY timestamp"
+
+ANALYSIS_TABLE = "ANALYSIS_DETAILS"
+CAPTURE_DURATION = "SELECT MAX(duration) FROM ANALYSIS_DETAILS"
+
 # Row counts for `trace-gaps info`, one statement per table it reports on.
 ROW_COUNTS = {
     "CUPTI_ACTIVITY_KIND_KERNEL": "SELECT COUNT(*) FROM CUPTI_ACTIVITY_KIND_KERNEL",

@@ -18,7 +18,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from trace_gaps.errors import NoKernelsError
 from trace_gaps.model import (
     API_CALL_COLUMNS,
     CALL_CATEGORY,
@@ -41,10 +40,15 @@ from trace_gaps.nsys import queries
 from trace_gaps.nsys.calls import classify_call, strip_version_suffix
 from trace_gaps.nsys.load import (
     ARROW_READER_ENV,
+    CALL_ROW_KEY,
+    OP_ROW_KEY,
     check_is_cuda_export,
+    impossible_times,
     list_tables,
+    no_timed_ops_error,
     open_export,
     read_head,
+    read_strings,
     reading_export,
 )
 
@@ -67,6 +71,9 @@ class _Tally:
     device_ops: list[pd.DataFrame] = field(default_factory=list)
     earliest: int = np.iinfo(np.int64).max
     untimed: int = 0
+    impossible: int = 0
+    duplicated_ops: int = 0
+    duplicated_calls: int = 0
 
     def ops(self) -> pd.DataFrame:
         if not self.device_ops:
@@ -87,7 +94,13 @@ class ExportStream:
 
     def trace(self) -> Trace:
         """The head with the untimed rows the stream left out counted in its info."""
-        info = replace(self.head.info, untimed_events=self.tally.untimed)
+        info = replace(
+            self.head.info,
+            untimed_events=self.tally.untimed,
+            impossible_ops=self.tally.impossible,
+            duplicated_ops=self.tally.duplicated_ops,
+            duplicated_calls=self.tally.duplicated_calls,
+        )
         return replace(self.head, info=info)
 
 
@@ -107,7 +120,8 @@ def stream_export(path: Path) -> Iterator[ExportStream]:
         names = _Names(connection, path, tables)
         sources = RowSources(
             ops=tuple(
-                (table, _op_chunks(reader, table, sql, names, tally)) for table, sql in op_queries
+                (table, _op_chunks(reader, sql, names, tally, head.info.capture_duration_ns))
+                for table, sql in op_queries
             ),
             calls=_call_chunks(reader, tables, names, tally),
             rows=rows,
@@ -165,11 +179,7 @@ def _check_has_timed_ops(
             for table, _ in _OP_TABLES
             if table in tables
         )
-    raise NoKernelsError(
-        f"has no timed GPU ops ({untimed} untimed rows left out): no kernel, copy or graph ran "
-        "while nsys was recording; capture a window in which the program runs on the GPU",
-        path=path,
-    )
+        raise no_timed_ops_error(connection, path, tables, untimed)
 
 
 def _rows(connection: sqlite3.Connection, tables: tuple[str, ...]) -> int:
@@ -221,7 +231,7 @@ class _Names:
 
 
 def _string_series(connection: sqlite3.Connection, sql: str) -> pd.Series:
-    frame = pd.read_sql_query(sql, connection, dtype={"name_id": "int64"})
+    frame = read_strings(connection, sql)
     # Names are user strings: a blob or a number where text belongs still names something.
     return frame.set_index("name_id")[NAME].map(_as_text).astype(object)
 
@@ -242,6 +252,12 @@ def _codes_by_id(strings: pd.Series, categories: pd.Index) -> Callable[[np.ndarr
     unknown = int(categories.get_indexer(pd.Index([_UNKNOWN]))[0])
     ids = strings.index.to_numpy().astype(np.int64)
     codes = categories.get_indexer(pd.Index(strings.tolist(), dtype=object))
+    if not len(ids):  # an empty StringIds: every name is unknown
+
+        def unknown_only(wanted: np.ndarray) -> np.ndarray:
+            return np.full(len(wanted), unknown, dtype=np.int64)
+
+        return unknown_only
     table = np.full(int(ids.max(initial=-1)) + 2, unknown, dtype=np.int64)
     if len(ids) and ids.min() >= 0 and ids.max() < 4 * len(ids) + 1_000_000:
         table[ids] = codes
@@ -343,10 +359,10 @@ def _drop_untimed(chunk: pd.DataFrame, tally: _Tally) -> pd.DataFrame:
 
 def _op_chunks(
     reader: _ChunkReader,
-    table: str,
     query: tuple[str, OpKind],
     names: _Names,
     tally: _Tally,
+    capture_duration_ns: int | None,
 ) -> ChunkSource:
     sql, kind = query
 
@@ -362,6 +378,15 @@ def _op_chunks(
         for chunk in reader.chunks(sql, dtypes):
             # Values are checked as they are read (reading_export in _ChunkReader.chunks).
             chunk = _drop_untimed(chunk, tally)
+            impossible = impossible_times(chunk, capture_duration_ns)
+            if impossible.any():
+                tally.impossible += int(impossible.sum())
+                chunk = chunk.loc[~impossible].reset_index(drop=True)
+            # A copy of a row sits next to it in start order: within the chunk.
+            repeated = chunk.duplicated(OP_ROW_KEY).to_numpy()
+            if repeated.any():
+                tally.duplicated_ops += int(repeated.sum())
+                chunk = chunk.loc[~repeated].reset_index(drop=True)
             if by_id is not None:
                 codes = by_id(chunk.pop("name_id").to_numpy())
             else:
@@ -388,6 +413,10 @@ def _call_chunks(
         category_of = np.array([kinds.index(classify_call(n).value) for n in categories])
         for chunk in reader.chunks(queries.RUNTIME_CALLS, {**_CALL_INTS, "name_id": "int64"}):
             chunk = _drop_untimed(chunk, tally)
+            repeated = chunk.duplicated(CALL_ROW_KEY).to_numpy()
+            if repeated.any():
+                tally.duplicated_calls += int(repeated.sum())
+                chunk = chunk.loc[~repeated].reset_index(drop=True)
             codes = by_id(chunk.pop("name_id").to_numpy())
             chunk[NAME] = pd.Categorical.from_codes(codes, categories=categories)
             chunk[CALL_CATEGORY] = pd.Categorical.from_codes(

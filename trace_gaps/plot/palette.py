@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
@@ -11,6 +13,10 @@ from trace_gaps.model import CallCategory
 from trace_gaps.report import Report
 
 OTHER_STAGES = "other stages"
+
+# User strings ($ in Scala or JVM names, `Main$$anonfun$main$1`) are drawn as written:
+# no mathtext parsing, no LaTeX, whatever the user's matplotlibrc says.
+LITERAL_TEXT: dict[Any, Any] = {"text.parse_math": False, "text.usetex": False}
 
 # tab20 without its reds and greys: those mean sync and "no stage" here.
 _STAGE_COLOURS = (

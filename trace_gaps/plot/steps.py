@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from matplotlib import rc_context
 from matplotlib.axes import Axes
 from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
@@ -16,7 +17,7 @@ from matplotlib.patches import Patch
 
 from trace_gaps.analysis.ledger import Bucket
 from trace_gaps.errors import TraceGapsError
-from trace_gaps.plot.palette import OTHER_STAGES, legend_label, stage_colours
+from trace_gaps.plot.palette import LITERAL_TEXT, OTHER_STAGES, legend_label, stage_colours
 from trace_gaps.report import ProcessReport, Report
 from trace_gaps.units import NS_PER_MS
 
@@ -30,6 +31,7 @@ MAX_BARS = 400  # more steps than this: stacked bands instead of bars
 LEGEND_COLUMN_IN = 3.2  # an entry of LEGEND_CHARS characters at fontsize 8
 
 
+@rc_context(LITERAL_TEXT)
 def plot_steps(report: Report) -> Figure:
     """Draw one stacked bar per step (warm-up ones faded), one panel per process."""
     processes = [p for p in report.processes if p.step_rows]

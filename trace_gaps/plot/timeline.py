@@ -14,6 +14,7 @@ from __future__ import annotations
 from itertools import chain
 
 import numpy as np
+from matplotlib import rc_context
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
@@ -26,6 +27,7 @@ from trace_gaps.plot.palette import (
     CALL_COLOURS,
     CALL_KINDS,
     CAUSE_COLOURS,
+    LITERAL_TEXT,
     call_kinds,
     colours_of,
     legend_label,
@@ -44,6 +46,7 @@ STEP_COLOUR = "#3b3b3b"
 IDLE_SHADE_ALPHA = 0.13
 
 
+@rc_context(LITERAL_TEXT)
 def plot_timeline(report: Report, view: str | None = None) -> Figure:
     """Draw the timelines of one view (default: the first in the report) as lanes."""
     timelines = [t for t in report.timelines if view is None or t.view == view]

@@ -1,0 +1,343 @@
+"""Hostile exports (issue 19): copies of real samples edited with SQL to hold corrupt string
+tables, impossible times, odd step ranges and names meant to break a renderer. Each gives a
+clean one-line error, or a report whose integrity notes say what was left out."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shlex
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from matplotlib import rc_context
+from typer.testing import Result
+
+from tests.conftest import SAMPLE_TRACES
+from tests.test_errors import error_line, invoke
+from trace_gaps.analysis.pipeline import AnalysisOptions
+from trace_gaps.plot import plot_steps, plot_timeline
+from trace_gaps.report import build_report
+from trace_gaps.run import analyse_export
+from trace_gaps.timeline import StepPick, TimelineRequest
+
+SAMPLE = SAMPLE_TRACES / "plain_decode.sqlite"
+INT64_MIN = -(2**63)
+INT64_MAX = 2**63 - 1
+
+
+@pytest.fixture
+def export(tmp_path: Path) -> Path:
+    """A copy of a real sample export (19 decode_step ranges, each with forward and sample)."""
+    return Path(shutil.copy(SAMPLE, tmp_path / "r.sqlite"))
+
+
+def edit(path: Path, *statements: str, params: tuple[object, ...] = ()) -> Path:
+    with sqlite3.connect(path) as connection:
+        for statement in statements:
+            connection.execute(statement, params if "?" in statement else ())
+    connection.close()
+    return path
+
+
+def ok(args: list[str]) -> Result:
+    result = invoke([str(a) for a in args])
+    assert result.exit_code == 0, result.output
+    return result
+
+
+# --- names drawn literally ------------------------------------------------------------------
+
+MATH_NAMES = ("Main$$anonfun$main$1", "$x^2$")
+
+
+def rename_stages(path: Path) -> Path:
+    return edit(
+        path,
+        f"UPDATE NVTX_EVENTS SET text = '{MATH_NAMES[0]}' WHERE text = 'forward'",
+        f"UPDATE NVTX_EVENTS SET text = '{MATH_NAMES[1]}' WHERE text = 'sample'",
+    )
+
+
+@pytest.mark.parametrize("command", [["plot", "steps"], ["plot", "timeline"]])
+def test_dollar_signs_in_names_do_not_break_the_plots(command, export, tmp_path):
+    rename_stages(export)
+    ok([*command, export, "--depth", "2", "-o", tmp_path / "p.png"])
+
+
+def test_dollar_signs_in_names_do_not_break_the_report_bundle(export, tmp_path):
+    rename_stages(export)
+    ok(["report", export, "--depth", "2", "-o", tmp_path / "bundle"])
+
+
+@pytest.mark.parametrize("draw", [plot_steps, plot_timeline])
+def test_names_with_dollar_signs_are_drawn_as_written(draw, export):
+    rename_stages(export)
+    views = (TimelineRequest(StepPick.MEDIAN),)
+    trace, analysis = analyse_export(export, AnalysisOptions(depth=2), timelines=views)
+    figure = draw(build_report(trace, analysis))
+    svg = io.BytesIO()
+    with rc_context({"svg.fonttype": "none"}):  # text stays text in the SVG
+        figure.savefig(svg, format="svg")
+    drawn = svg.getvalue().decode()
+    for name in MATH_NAMES:
+        assert name in drawn
+
+
+# --- corrupt string tables ------------------------------------------------------------------
+
+COMMANDS = [["analyze"], ["analyze", "-f", "json"], ["info"]]
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_an_empty_string_table_gives_a_report_with_unknown_names(command, export):
+    edit(export, "DELETE FROM StringIds")
+    ok([*command, export])
+
+
+def duplicate_string_ids(path: Path) -> Path:
+    """StringIds without its primary key, 50 ids written twice with another value."""
+    return edit(
+        path,
+        "ALTER TABLE StringIds RENAME TO Original",
+        "CREATE TABLE StringIds (id INTEGER, value TEXT)",
+        "INSERT INTO StringIds SELECT id, value FROM Original",
+        "INSERT INTO StringIds SELECT id, value || ' (dup)' FROM Original LIMIT 50",
+        "DROP TABLE Original",
+    )
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_duplicated_string_ids_keep_their_first_value(command, export):
+    duplicate_string_ids(export)
+    depth = ["--depth", "2"] if command[0] == "analyze" else []
+    assert "(dup)" not in ok([*command, export, *depth]).stdout
+
+
+# --- impossible times -----------------------------------------------------------------------
+
+KERNEL_ROW = "(SELECT rowid FROM CUPTI_ACTIVITY_KIND_KERNEL LIMIT 1 OFFSET 3000)"
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        f"start = {INT64_MIN}",
+        "start = 9.3e18",
+        f'"end" = {INT64_MAX}',
+        '"end" = start + 100000000000',  # 100 s, in a 7 s capture
+        "start = -5",
+        '"end" = start - 10',
+    ],
+)
+@pytest.mark.parametrize("reader", ["arrow", "sqlite3"])
+def test_an_op_with_impossible_times_is_left_out_with_a_note(change, reader, export, monkeypatch):
+    if reader == "sqlite3":
+        monkeypatch.setenv("TRACE_GAPS_NO_ARROW", "1")
+    clean = json_report(SAMPLE)
+    edit(export, f"UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET {change} WHERE rowid = {KERNEL_ROW}")
+    report = json_report(export)
+    notes = [n for n in report["notes"] if "impossible times" in n]
+    assert notes and notes[0].startswith("1 GPU ops had impossible times")
+    # One op of 6,612 left out: the busy time moves by at most that op, never by multiples.
+    busy, clean_busy = (
+        sum(s["busy_ns_per_step"] for s in r["processes"][0]["stages"]) for r in (report, clean)
+    )
+    assert abs(busy - clean_busy) <= 0.01 * clean_busy
+
+
+def json_report(path: Path, *args: str) -> dict:
+    return json.loads(ok(["analyze", path, "-f", "json", *args]).stdout)
+
+
+# --- odd step ranges ------------------------------------------------------------------------
+
+NINTH_STEP = "(SELECT rowid FROM NVTX_EVENTS WHERE text = 'decode_step' LIMIT 1 OFFSET 8)"
+
+
+@pytest.mark.parametrize("change", [f"start = {INT64_MIN}", '"end" = start - 1000', "start = -1"])
+def test_a_step_with_impossible_times_is_left_out_with_a_note(change, export):
+    edit(export, f"UPDATE NVTX_EVENTS SET {change} WHERE rowid = {NINTH_STEP}")
+    report = json_report(export)
+    assert any(n.startswith("1 NVTX ranges had impossible times") for n in report["notes"])
+    steps = report["processes"][0]["step_rows"]
+    assert len(steps) == 18 and all(s["wall_ns"] > 0 for s in steps)
+
+
+def test_a_timeline_of_steps_after_an_int64_min_step_draws(export, tmp_path):
+    edit(export, f"UPDATE NVTX_EVENTS SET start = {INT64_MIN} WHERE rowid = {NINTH_STEP}")
+    ok(["plot", "timeline", export, "--steps", "0:3", "-o", tmp_path / "t.png"])
+
+
+def test_overlapping_steps_are_counted_in_a_note(export):
+    edit(
+        export,
+        'UPDATE NVTX_EVENTS SET "end" = "end" + 10000000000 '
+        "WHERE rowid = (SELECT rowid FROM NVTX_EVENTS WHERE text = 'decode_step' LIMIT 1 OFFSET 5)",
+    )
+    report = json_report(export)
+    note = next(n for n in report["notes"] if "overlap an earlier one" in n)
+    assert note.startswith("13 of 19 'decode_step' ranges overlap")
+
+
+# --- stdout problems ------------------------------------------------------------------------
+
+
+def run_cli(args: list[object], **kwargs: object) -> subprocess.CompletedProcess[bytes]:
+    """The installed CLI in a child process: real stdout and stderr, real signals."""
+    command = [sys.executable, "-m", "trace_gaps", *map(str, args)]
+    done = subprocess.run(command, stderr=subprocess.PIPE, check=False, timeout=120, **kwargs)  # type: ignore[call-overload]
+    assert b"Traceback" not in done.stderr, done.stderr.decode()
+    return done
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full")
+def test_a_full_stdout_is_a_one_line_error(export):
+    with open("/dev/full", "wb") as full:
+        done = run_cli(["analyze", export], stdout=full)
+    assert done.returncode == 1
+    assert done.stderr.decode().splitlines() == [
+        "error: cannot write to standard output: No space left on device. Pass -o FILE instead."
+    ]
+
+
+def test_a_closed_stdout_is_a_one_line_error(export):
+    command = shlex.join([sys.executable, "-m", "trace_gaps", "analyze", str(export)])
+    done = subprocess.run(f"{command} >&-", shell=True, stderr=subprocess.PIPE, check=False)
+    assert done.returncode == 1
+    assert done.stderr.decode().splitlines() == [
+        "error: standard output is closed; pass -o FILE, or redirect it."
+    ]
+
+
+def test_a_closed_pipe_ends_quietly(export):
+    command = shlex.join([sys.executable, "-m", "trace_gaps", "analyze", str(export)])
+    done = subprocess.run(f"{command} | head -c 10", shell=True, capture_output=True, check=False)
+    assert done.stdout == b"Export: r." and done.stderr == b""
+
+
+def test_names_a_latin1_stdout_cannot_encode_are_written_as_escapes(export):
+    edit(export, "UPDATE NVTX_EVENTS SET text = 'вперёд→' WHERE text = 'forward'")
+    env = {**os.environ, "PYTHONIOENCODING": "latin-1"}
+    done = run_cli(["analyze", export, "--depth", "2"], stdout=subprocess.PIPE, env=env)
+    assert done.returncode == 0
+    assert "\\u0432\\u043f\\u0435\\u0440\\u0451\\u0434\\u2192" in done.stdout.decode("latin-1")
+
+
+@pytest.mark.parametrize("delay_s", [0.05, 0.2, 0.5])
+def test_ctrl_c_during_start_up_gives_no_traceback(delay_s, export):
+    child = subprocess.Popen(
+        [sys.executable, "-m", "trace_gaps", "analyze", str(export)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    time.sleep(delay_s)
+    child.send_signal(signal.SIGINT)
+    _, stderr = child.communicate(timeout=60)
+    assert b"Traceback" not in stderr, stderr.decode()
+    assert child.returncode in (0, 130, -signal.SIGINT), stderr.decode()
+    assert stderr in (b"", b"error: interrupted\n")
+
+
+# --- lost kernel records --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("reader", ["arrow", "sqlite3"])
+def test_launch_calls_whose_kernels_were_lost_are_counted_in_a_note(reader, export, monkeypatch):
+    if reader == "sqlite3":
+        monkeypatch.setenv("TRACE_GAPS_NO_ARROW", "1")
+    assert not any("records were lost" in n for n in json_report(SAMPLE)["notes"])
+    edit(export, "DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE rowid % 2 = 0")
+    note = next(n for n in json_report(export)["notes"] if "records were lost" in n)
+    assert note.startswith("3069 of 6155 launch calls in analysed steps have no GPU op")
+    assert "'forward', 'sample'" in note
+
+
+def test_an_export_whose_kernel_records_were_all_lost_says_so(export):
+    edit(export, "DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL", "DELETE FROM CUPTI_ACTIVITY_KIND_MEMCPY")
+    line = error_line(["analyze", str(export)], export)
+    assert "has 6612 launch calls but no timed GPU op records" in line
+    assert "nsys lost them" in line and "no kernel" not in line
+
+
+def test_nsys_diagnostics_about_lost_events_are_quoted(export):
+    edit(
+        export,
+        "INSERT INTO DIAGNOSTIC_EVENT VALUES "
+        "(5, 1, 1, 2, 'CUPTI: 1234 events were lost.\tIncrease the buffer size.', NULL)",
+    )
+    notes = json_report(export)["notes"]
+    assert (
+        "nsys reported lost events during the capture: "
+        "'CUPTI: 1234 events were lost. Increase the buffer size.'."
+    ) in notes
+    # The sample's own diagnostics (injection loaded, buffers flushed on stop) are not quoted.
+    assert not any("nsys reported lost events" in n for n in json_report(SAMPLE)["notes"])
+
+
+# --- duplicated rows ------------------------------------------------------------------------
+
+
+def doubled(table: str) -> list[str]:
+    """SQL statements writing every row of the table twice, each copy next to it by start."""
+    return [
+        f"ALTER TABLE {table} RENAME TO Original",
+        f"CREATE TABLE {table} AS SELECT * FROM "
+        "(SELECT * FROM Original UNION ALL SELECT * FROM Original) ORDER BY start",
+        "DROP TABLE Original",
+    ]
+
+
+@pytest.mark.parametrize("where", ["next to each other", "appended"])
+def test_duplicated_rows_are_left_out_with_a_note(where, export):
+    clean = json_report(SAMPLE)
+    if where == "appended":  # out of start order: read whole
+        edit(
+            export,
+            "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL SELECT * FROM CUPTI_ACTIVITY_KIND_KERNEL",
+            "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME SELECT * FROM CUPTI_ACTIVITY_KIND_RUNTIME",
+        )
+    else:  # in start order: streamed
+        edit(
+            export,
+            *doubled("CUPTI_ACTIVITY_KIND_KERNEL"),
+            *doubled("CUPTI_ACTIVITY_KIND_RUNTIME"),
+        )
+    report = json_report(export)
+    assert report["notes"][-1].startswith("6612 GPU op rows and 14927 CUDA API rows are duplicates")
+    assert report["processes"] == clean["processes"]
+
+
+# --- names that collide or are not text -----------------------------------------------------
+
+
+def test_a_range_named_like_a_special_stage_stays_apart_from_it(export):
+    edit(export, "UPDATE NVTX_EVENTS SET text = '(no stage)' WHERE text = 'forward'")
+    report = json_report(export)
+    stages = {s["name"]: s for s in report["processes"][0]["stages"]}
+    clean = {s["name"]: s for s in json_report(SAMPLE)["processes"][0]["stages"]}
+    assert (
+        stages["(no stage) (NVTX range)"]["busy_ns_per_step"]
+        == (clean["forward"]["busy_ns_per_step"])
+    )
+    assert stages["(no stage)"] == clean["(no stage)"]
+
+
+@pytest.mark.parametrize("which", ["first", "a later"])
+@pytest.mark.parametrize("reader", ["arrow", "sqlite3"])
+def test_a_range_name_stored_as_a_blob_reads_as_text(which, reader, export, monkeypatch):
+    if reader == "sqlite3":
+        monkeypatch.setenv("TRACE_GAPS_NO_ARROW", "1")
+    row = "(SELECT min(rowid) FROM NVTX_EVENTS)" if which == "first" else NINTH_STEP
+    edit(export, f"UPDATE NVTX_EVENTS SET text = CAST(text AS BLOB) WHERE rowid = {row}")
+    args = ["--step", "decode_step", "--depth", "2"]
+    result = ok(["analyze", export, "-f", "json", *args])
+    assert "b'" not in result.stdout
+    assert json.loads(result.stdout)["processes"] == json_report(SAMPLE, *args)["processes"]

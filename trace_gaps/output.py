@@ -1,0 +1,97 @@
+"""Writing what the user asked for: never onto an input, never half a file.
+
+Every -o file is written to a temporary file in the same folder, then renamed over the
+target, so a full disk or an interrupted run leaves the old file (or none), never a
+truncated one. Before any work, each output path is compared with every input.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import stat
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, BinaryIO
+
+from matplotlib import rc_context
+
+from trace_gaps.errors import TraceGapsError
+from trace_gaps.plot.palette import LITERAL_TEXT
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+# Files SQLite keeps beside a database: writing one of them would damage the export too.
+_SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")
+
+
+def _same_file(output: Path, input_path: Path) -> bool:
+    """Are these one file: the same inode when both exist, else the same resolved path?"""
+    try:
+        if output.exists() and input_path.exists():
+            return os.path.samefile(output, input_path)
+    except OSError:
+        pass
+    return output.resolve() == input_path.resolve()
+
+
+def refuse_inputs_as_outputs(outputs: Iterable[Path], inputs: Iterable[Path | None]) -> None:
+    """Raise TraceGapsError when an output path is, or resolves to, an input (or its
+    SQLite side files): `trace-gaps analyze r.sqlite -o r.sqlite` must not replace the export."""
+    given = [path for path in inputs if path is not None]
+    for output in outputs:
+        for input_path in given:
+            sides = [input_path.with_name(input_path.name + s) for s in _SQLITE_SIDE_FILES]
+            if _same_file(output, input_path) or any(_same_file(output, s) for s in sides):
+                raise TraceGapsError(
+                    f"is the input {input_path}; writing there would destroy it. "
+                    "Choose another -o path.",
+                    path=output,
+                )
+
+
+def write_atomically(output: Path, write: Callable[[BinaryIO], None]) -> None:
+    """Call write(handle) on a temporary file beside `output`, then rename it over `output`.
+
+    A failure removes the temporary file and leaves `output` as it was. A symlink is
+    followed (its target is replaced); a device or FIFO (-o /dev/stdout) is written directly.
+    """
+    target = output.resolve() if output.is_symlink() else output
+    if target.exists() and not target.is_file():
+        with target.open("wb") as handle:
+            write(handle)
+        return
+    mode = stat.S_IMODE(target.stat().st_mode) if target.exists() else 0o666
+    temporary = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
+    # O_EXCL: never write into a file that someone else put there; the umask applies.
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    try:
+        with os.fdopen(descriptor, "wb") as handle:
+            write(handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, target)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+
+
+def write_text_atomically(output: Path, text: str) -> None:
+    """write_atomically for UTF-8 text."""
+    data = text.encode("utf-8")
+
+    def write(handle: BinaryIO) -> None:
+        handle.write(data)
+
+    write_atomically(output, write)
+
+
+def write_figure_atomically(output: Path, figure: Figure) -> None:
+    """write_atomically for a figure, its format (png, svg) chosen by the file's suffix."""
+
+    def write(handle: BinaryIO) -> None:
+        with rc_context(LITERAL_TEXT):  # tick labels made while drawing: user strings too
+            figure.savefig(handle, format=output.suffix.lower().lstrip("."))
+
+    write_atomically(output, write)
