@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 # Columns shared by every timed frame.
@@ -209,6 +210,10 @@ class RowSources:
     device_ops: Callable[[], pd.DataFrame]  # per (pid, device, kind), after the chunks ran
     trace_start_ns: Callable[[], int]  # after the chunks ran
     known_pids: Callable[[], list[int]]  # processes with CUDA activity
+    # Kernels of collective libraries (analysis/collectives.py decides which names are).
+    collectives: Callable[[Callable[[pd.Index], np.ndarray]], pd.DataFrame] = lambda _: (
+        pd.DataFrame()
+    )
 
 
 class NeedsWholeTrace(Exception):

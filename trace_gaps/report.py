@@ -26,6 +26,7 @@ from trace_gaps.analysis.integrity import integrity_notes
 from trace_gaps.analysis.launches import ExecutionMode, execution_mode
 from trace_gaps.analysis.ledger import BUCKET, CAUSE, DURATION_NS, Bucket
 from trace_gaps.analysis.pipeline import Analysis
+from trace_gaps.analysis.ranks import RankSummary, RanksView, build_ranks, wait_verdict
 from trace_gaps.analysis.stages import STAGE
 from trace_gaps.analysis.steps import IS_WARMUP, SKIP_REASON, STEP_ID, STEP_INDEX
 from trace_gaps.model import (
@@ -125,6 +126,7 @@ class StepRow:
     skip_reason: str
     busy_ns: int
     idle_ns: int
+    wait_ns: int = 0  # GPU held by collectives waiting for a peer
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,6 +174,7 @@ class Report:
     notes: list[str]
     schema_version: int = field(default=SCHEMA_VERSION)
     timelines: list[StepTimeline] = field(default_factory=list)  # only when asked for
+    ranks: RanksView = field(default_factory=lambda: RanksView(None, [], 0, 0))
 
 
 def build_report(trace: Trace, analysis: Analysis, *, top: int = 10) -> Report:
@@ -180,8 +183,9 @@ def build_report(trace: Trace, analysis: Analysis, *, top: int = 10) -> Report:
     The Report's timelines are those of the steps the analysis picked (the plots' data).
     """
     trace_start = analysis.trace_start_ns
+    ranks = build_ranks(analysis)
     processes = [
-        _process_report(trace, analysis, int(pid), trace_start, top=top)
+        _process_report(trace, analysis, int(pid), trace_start, ranks, top=top)
         for pid in sorted(analysis.steps[PID].unique())
     ]
     export = ExportSummary(
@@ -199,6 +203,7 @@ def build_report(trace: Trace, analysis: Analysis, *, top: int = 10) -> Report:
         slowest_rank_by_stage=_slowest_ranks(processes),
         notes=integrity_notes(trace, analysis),
         timelines=build_timelines(analysis, trace_start_ns=trace_start),
+        ranks=ranks,
     )
 
 
@@ -220,7 +225,7 @@ class _ProcessFrames:
 
 
 def _process_report(
-    trace: Trace, analysis: Analysis, pid: int, trace_start: int, *, top: int
+    trace: Trace, analysis: Analysis, pid: int, trace_start: int, ranks: RanksView, *, top: int
 ) -> ProcessReport:
     frames = _process_frames(analysis, pid)
     n = len(frames.analysed)
@@ -258,7 +263,14 @@ def _process_report(
         ],
         stages=stages,
         candidates=_candidates(
-            frames, stages, captured_graph, _sharing_gpus(analysis, pid), n, trace_start, top=top
+            frames,
+            stages,
+            captured_graph,
+            _sharing_gpus(analysis, pid),
+            n,
+            trace_start,
+            top=top,
+            waits=next((r for r in ranks.processes if r.pid == pid), None),
         ),
         step_rows=_step_rows(frames, trace_start),
         step_ledger=[
@@ -323,6 +335,7 @@ def _candidates(
     trace_start: int,
     *,
     top: int,
+    waits: RankSummary | None = None,
 ) -> list[Candidate]:
     by_name = {stage.name: stage for stage in stages}
     step_index = frames.steps.set_index(STEP_ID)[STEP_INDEX]
@@ -389,7 +402,9 @@ def _candidates(
                 bucket=bucket,
                 ns_per_step=int(ns_per_step),
                 share=round(float(share), 4),
-                verdict=write_verdict(stage, bucket, int(ns_per_step), evidence, facts),
+                verdict=wait_verdict(stage, int(ns_per_step), waits)
+                if bucket == Bucket.WAIT.value
+                else write_verdict(stage, bucket, int(ns_per_step), evidence, facts),
                 evidence=evidence,
             )
         )
@@ -398,10 +413,9 @@ def _candidates(
 
 def _step_rows(frames: _ProcessFrames, trace_start: int) -> list[StepRow]:
     per_step = frames.ledger.groupby([STEP_ID, BUCKET])[DURATION_NS].sum().unstack(fill_value=0)
-    per_step = per_step.reindex(columns=[Bucket.BUSY.value, Bucket.IDLE.value], fill_value=0)
-    steps = frames.steps.join(per_step, on=STEP_ID).fillna(
-        {Bucket.BUSY.value: 0, Bucket.IDLE.value: 0}
-    )
+    buckets = [Bucket.BUSY.value, Bucket.IDLE.value, Bucket.WAIT.value]
+    per_step = per_step.reindex(columns=buckets, fill_value=0)
+    steps = frames.steps.join(per_step, on=STEP_ID).fillna(dict.fromkeys(buckets, 0))
     columns = (STEP_ID, GLOBAL_TID, STEP_INDEX, START_NS, END_NS, IS_WARMUP, SKIP_REASON)
     return [
         StepRow(
@@ -414,9 +428,10 @@ def _step_rows(frames: _ProcessFrames, trace_start: int) -> list[StepRow]:
             skip_reason=str(reason),
             busy_ns=int(busy),
             idle_ns=int(idle),
+            wait_ns=int(wait),
         )
-        for step_id, tid, index, start, end, is_warmup, reason, busy, idle in _rows(
-            steps, *columns, Bucket.BUSY.value, Bucket.IDLE.value
+        for step_id, tid, index, start, end, is_warmup, reason, busy, idle, wait in _rows(
+            steps, *columns, *buckets
         )
     ]
 

@@ -364,20 +364,34 @@ def _warmup(steps, load_starts):
     return run
 
 
-def _charge(window, ops, stages, totals):
-    """Add one step's busy and idle ns per stage to totals. ops: (start, end, stage)."""
+def _charge(window, ops, stages, totals, waits=()):
+    """Add one step's busy, wait and idle ns per stage to totals. ops: (start, end, stage);
+    waits: (start, end, stage) of collectives waiting for a peer (not counted in ops)."""
     ws, we = window
-    ops = sorted((max(s, ws), min(e, we), st) for s, e, st in ops if e > ws and s < we and e > s)
-    points = sorted({ws, we, *(s for s, _, _ in ops), *(e for _, e, _ in ops)})
-    running, i, idle = [], 0, []
+
+    def clipped(items):
+        return sorted(
+            (max(s, ws), min(e, we), st) for s, e, st in items if e > ws and s < we and e > s
+        )
+
+    ops, waits = clipped(ops), clipped(waits)
+    points = sorted({ws, we, *(t for s, e, _ in ops + waits for t in (s, e))})
+    running, waiting, i, j, idle = [], [], 0, 0, []
     for a, b in zip(points, points[1:]):
         while i < len(ops) and ops[i][0] <= a:
             heapq.heappush(running, ops[i])
             i += 1
+        while j < len(waits) and waits[j][0] <= a:
+            heapq.heappush(waiting, waits[j])
+            j += 1
         while running and running[0][1] <= a:
             heapq.heappop(running)
+        while waiting and waiting[0][1] <= a:
+            heapq.heappop(waiting)
         if running:
             totals[(running[0][2], "busy")] += b - a
+        elif waiting:
+            totals[(waiting[0][2], "wait")] += b - a
         else:
             idle.append((a, b))
     # Idle time: the stage open on the step's thread.
@@ -396,6 +410,50 @@ def _charge(window, ops, stages, totals):
             totals[(NO_STAGE, "idle")] += b - t
 
 
+def _collective_waits(c, tabs, strings):
+    """{(pid, start): wait end} for NCCL kernels that wait for a peer: the k-th kernel of a
+    family (AllReduce, SendRecv, ...) on each (process, GPU) is one instance; accepted when
+    the ends agree within max(5 us, 1 % of the shortest); the wait lasts until the last
+    participant's kernel starts."""
+    if "CUPTI_ACTIVITY_KIND_KERNEL" not in tabs:
+        return {}
+    rows = c.execute(
+        "select start, end, globalPid, deviceId, shortName from CUPTI_ACTIVITY_KIND_KERNEL "
+        "where not (start = 0 and end = 0)"
+    ).fetchall()
+    family = re.compile(
+        r"(AllReduce|AllGather|ReduceScatter|Broadcast|Reduce|SendRecv|Send|Recv|AllToAll)", re.I
+    )
+    by_key = defaultdict(list)
+    for s, e, gp, dev, nid in rows:
+        name = strings.get(nid, "")
+        if not (name.startswith("ncclKernel") or name.startswith("ncclDevKernel")):
+            continue
+        f = family.search(name)
+        by_key[(f.group(1).lower() if f else name, (gp >> 24) & 0xFFFFFF, dev)].append((s, e))
+    participants = defaultdict(list)
+    for (fam, pid, dev), lst in by_key.items():
+        lst.sort()
+        participants[fam].append((pid, lst))
+    waits = {}
+    for fam, members in participants.items():
+        if len(members) < 2:
+            continue
+        for k in range(max(len(lst) for _, lst in members)):
+            inst = [(pid, lst[k]) for pid, lst in members if k < len(lst)]
+            if len(inst) < len(members):
+                continue
+            ends = [e for _, (s, e) in inst]
+            shortest = min(e - s for _, (s, e) in inst)
+            if max(ends) - min(ends) > max(5_000, 0.01 * shortest):
+                continue
+            latest = max(s for _, (s, e) in inst)
+            for pid, (s, e) in inst:
+                if latest > s:
+                    waits[(pid, s)] = min(latest, e)
+    return waits
+
+
 def ledger_top(path, step_name=None):
     """Per process: {pid: dict(steps, analysed, top=(stage, bucket, ns_per_step), ledger)}.
 
@@ -408,6 +466,7 @@ def ledger_top(path, step_name=None):
     ranges = _ranges(c, strings) if "NVTX_EVENTS" in tabs else {}
     ops = _ops(c, tabs)
     calls = _calls(c, tabs, strings)
+    collective_waits = _collective_waits(c, tabs, strings)
     pid_of = lambda g: (g >> 24) & 0xFFFFFF
     first_call = {}
     for s, e, tid, corr, name in calls:
@@ -471,7 +530,16 @@ def ledger_top(path, step_name=None):
             else:
                 stage = stage_at(call[0])
             staged.append((s, e, stage))
+        waits = []
+        for k, (s, e, stage) in enumerate(staged):
+            wait_end = collective_waits.get((pid, s))
+            if wait_end is not None:
+                waits.append((s, wait_end, stage))
+                staged[k] = (wait_end, e, stage)
+        staged = [op for op in staged if op[1] > op[0]]
         staged.sort()
+        waits.sort()
+        wait_starts = [s for s, _, _ in waits]
         op_starts = [s for s, _, _ in staged]
         totals = defaultdict(int)
         analysed = thread_steps[skip:]
@@ -481,7 +549,9 @@ def ledger_top(path, step_name=None):
                 continue
             lo = bisect.bisect_left(op_starts, s0 - longest)
             hi = bisect.bisect_left(op_starts, e0)
-            _charge((s0, e0), staged[lo:hi], per_step[i], totals)
+            wlo = bisect.bisect_left(wait_starts, s0 - longest)
+            whi = bisect.bisect_left(wait_starts, e0)
+            _charge((s0, e0), staged[lo:hi], per_step[i], totals, waits[wlo:whi])
         n = max(1, len(analysed))
         ledger = {k: v / n for k, v in totals.items()}
         top = max(ledger.items(), key=lambda kv: (kv[1], kv[0]), default=(("-", "-"), 0))

@@ -7,6 +7,8 @@ Over a step's window, on the device timeline of its process (all its GPUs and st
     GPU          [k1 ]      [k2]  idle       idle [k3]
 
 - busy: some op runs; charged to the stage of the running op that started first;
+- wait: only collectives run, waiting for a peer process (analysis/collectives.py, from an
+  op's start to its WAIT_END_NS); charged to the waiting op's stage, cause "collective";
 - idle: no op runs; charged to the stage open on the step's thread, split by what that
   thread was doing: inside a sync, other API or launch call (in that order of precedence
   when calls overlap), else queued (an op is launched but has not started), else host.
@@ -21,6 +23,7 @@ from typing import TypeAlias
 import numpy as np
 import pandas as pd
 
+from trace_gaps.analysis.collectives import WAIT_END_NS
 from trace_gaps.analysis.stages import (
     CALL_END_NS,
     STAGE,
@@ -41,10 +44,14 @@ from trace_gaps.model import (
 
 
 class Bucket(StrEnum):
-    """Whether the GPU was running something."""
+    """Whether the GPU was running something, waiting in a collective, or idle."""
 
     BUSY = "busy"
+    WAIT = "wait"
     IDLE = "idle"
+
+
+WAIT_CAUSE = "collective"  # the cause of every wait row
 
 
 class IdleCause(StrEnum):
@@ -67,6 +74,7 @@ CAUSE_ORDER: tuple[IdleCause, ...] = (
 )
 _BUSY = 0
 _CODE = {cause: code for code, cause in enumerate(CAUSE_ORDER, start=1)}
+_WAIT = len(CAUSE_ORDER) + 1
 
 BUCKET = "bucket"
 CAUSE = "cause"  # "" for busy rows
@@ -130,6 +138,21 @@ def _owned_intervals(ops: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndar
     return owned_starts[keep], ends[keep], ordered[STAGE].to_numpy()[keep]
 
 
+def _split_waits(ops: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(the ops' working parts, their collective waits): a collective that waits for a peer
+    until WAIT_END_NS works only after it; its wait is [start, WAIT_END_NS)."""
+    if WAIT_END_NS not in ops.columns:
+        return ops, ops.iloc[:0]
+    wait_end = ops[WAIT_END_NS].to_numpy()
+    waits = wait_end > ops[START_NS].to_numpy()
+    if not waits.any():
+        return ops, ops.iloc[:0]
+    working = ops.assign(**{START_NS: np.maximum(ops[START_NS].to_numpy(), wait_end)})
+    working = working[working[START_NS].to_numpy() < working[END_NS].to_numpy()]
+    waiting = ops[waits].assign(**{END_NS: wait_end[waits]})
+    return working, waiting
+
+
 def _queued_intervals(ops: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """[launch call end, op start) for ops that were launched but had not started."""
     queued = ops[(ops[CALL_END_NS] >= 0) & (ops[START_NS] > ops[CALL_END_NS])]
@@ -154,7 +177,7 @@ def find_idle_runs_by_cause(
 
 
 _RUN_COLUMNS = [STEP_ID, START_NS, END_NS, CAUSE]
-_CAUSE_LABELS = np.array(["", *(c.value for c in CAUSE_ORDER)], dtype=object)
+_CAUSE_LABELS = np.array(["", *(c.value for c in CAUSE_ORDER), WAIT_CAUSE], dtype=object)
 
 
 def _causes(codes: np.ndarray) -> pd.Categorical:
@@ -162,8 +185,13 @@ def _causes(codes: np.ndarray) -> pd.Categorical:
     return pd.Categorical.from_codes(codes, categories=pd.Index(_CAUSE_LABELS))
 
 
+def _is_idle(codes: np.ndarray) -> np.ndarray:
+    idle: np.ndarray = (codes != _BUSY) & (codes != _WAIT)
+    return idle
+
+
 def _runs_by_cause(segments: Segments) -> pd.DataFrame:
-    idle = _select(segments, segments["cause_code"] != _BUSY)
+    idle = _select(segments, _is_idle(segments["cause_code"]))
     if not len(idle["segment"]):
         return _sorted_runs([])
     segment = idle["segment"]
@@ -204,7 +232,9 @@ def _thread_segments(
     """Per step thread: the elementary segments of its steps, each with its stage and cause."""
     for pid, process_steps in steps.groupby(PID):
         ops = projected_ops[projected_ops[PID] == pid]
-        owned = _owned_intervals(ops)
+        working, waiting = _split_waits(ops)
+        owned = _owned_intervals(working)
+        waited = _owned_intervals(waiting)
         queued = _queued_intervals(ops)
         columns = [GLOBAL_TID, CALL_CATEGORY, START_NS, END_NS]
         calls = staged_calls.loc[staged_calls[PID] == pid, columns]
@@ -216,7 +246,7 @@ def _thread_segments(
                 # Only the thread's stages near these steps (windows see a few of many steps).
                 lo, hi = int(thread_steps[START_NS].min()), int(thread_steps[END_NS].max())
                 near = _thread_window(thread, lo, hi)
-                yield _segments(thread_steps, owned, queued, thread_calls, stage_map, near)
+                yield _segments(thread_steps, owned, waited, queued, thread_calls, stage_map, near)
                 continue
             call_index = _IntervalIndex(
                 thread_calls[START_NS].to_numpy(), thread_calls[END_NS].to_numpy()
@@ -228,6 +258,7 @@ def _thread_segments(
                 yield _segments(
                     chunk,
                     _owned_window(owned, lo, hi),
+                    _owned_window(waited, lo, hi),
                     queued_index.crossing(lo, hi),
                     thread_calls.iloc[call_index.touching(lo, hi)],
                     stage_map,
@@ -315,6 +346,7 @@ def _thread_window(thread: ThreadStages, lo: int, hi: int) -> ThreadStages:
 def _segments(
     steps: pd.DataFrame,
     owned: tuple[np.ndarray, np.ndarray, np.ndarray],
+    waited: tuple[np.ndarray, np.ndarray, np.ndarray],
     queued: tuple[np.ndarray, np.ndarray],
     calls: pd.DataFrame,
     stage_map: StageMap,
@@ -331,6 +363,7 @@ def _segments(
     interval_sets = [
         (win_starts, win_ends),
         owned[:2],
+        waited[:2],
         queued,
         (call_starts, call_ends),
         *zip(thread.level_starts, thread.level_ends, strict=True),
@@ -347,6 +380,9 @@ def _segments(
     # A process with steps but no GPU op (a scheduler, an idle rank) is never busy.
     owner_ends = owned[1][np.maximum(owner, 0)] if len(owned[1]) else np.zeros_like(seg_starts)
     busy = (owner >= 0) & (seg_starts < owner_ends)
+    waiter = np.searchsorted(waited[0], seg_starts, side="right") - 1
+    waiter_ends = waited[1][np.maximum(waiter, 0)] if len(waited[1]) else np.zeros_like(seg_starts)
+    waiting = ~busy & (waiter >= 0) & (seg_starts < waiter_ends)
 
     cause = np.full(len(seg_starts), _CODE[IdleCause.HOST], dtype=np.int64)
     # Lowest priority first; each later mask overwrites.
@@ -358,10 +394,13 @@ def _segments(
     ):
         cause[_covered(bounds, starts, ends, lo, hi)] = code
     cause[busy] = _BUSY
+    cause[waiting] = _WAIT
 
     stage = thread_stage_at(stage_map, thread, seg_starts)
     if len(owned[2]):
         stage = np.where(busy, owned[2][np.maximum(owner, 0)], stage)
+    if len(waited[2]):
+        stage = np.where(waiting, waited[2][np.maximum(waiter, 0)], stage)
 
     step_ids = steps[STEP_ID].to_numpy()[np.maximum(step_at, 0)]
     return {
@@ -381,7 +420,7 @@ def _select(segments: Segments, mask: np.ndarray) -> Segments:
 
 def _thread_ledger(segments: Segments) -> tuple[pd.DataFrame, pd.DataFrame]:
     # Sum durations per (step, stage, cause) with one sort instead of a pandas group-by.
-    width = len(CAUSE_ORDER) + 1
+    width = len(_CAUSE_LABELS)
     stages = int(segments[STAGE].max(initial=0)) + 1
     key = (segments[STEP_ID] * stages + segments[STAGE]) * width + segments["cause_code"]
     order = np.argsort(key, kind="stable")
@@ -389,19 +428,20 @@ def _thread_ledger(segments: Segments) -> tuple[pd.DataFrame, pd.DataFrame]:
     first = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]]) if len(ordered) else ordered
     unique = ordered[first]
     cause_code = unique % width
-    labels = np.array(["", *(c.value for c in CAUSE_ORDER)], dtype=object)
+    labels = _CAUSE_LABELS
+    bucket = np.where(cause_code == _WAIT, Bucket.WAIT.value, Bucket.IDLE.value)
     ledger = pd.DataFrame(
         {
             STEP_ID: unique // width // stages,
             STAGE: unique // width % stages,
-            BUCKET: np.where(cause_code == _BUSY, Bucket.BUSY.value, Bucket.IDLE.value),
+            BUCKET: np.where(cause_code == _BUSY, Bucket.BUSY.value, bucket),
             CAUSE: labels[cause_code],
             DURATION_NS: np.add.reduceat(segments[DURATION_NS][order], first)
             if len(first)
             else segments[DURATION_NS][:0],
         }
     )
-    return ledger, _idle_runs(_select(segments, segments["cause_code"] != _BUSY), labels)
+    return ledger, _idle_runs(_select(segments, _is_idle(segments["cause_code"])), labels)
 
 
 def sorted_unique(values: np.ndarray) -> np.ndarray:

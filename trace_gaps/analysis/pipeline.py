@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from trace_gaps.analysis.collectives import CollectiveMatch, is_collective, match_collectives
 from trace_gaps.analysis.host import BLOCKED_COLUMNS
 from trace_gaps.analysis.launches import STAGE_STAT_COLUMNS, top_kernels
 from trace_gaps.analysis.ledger import LEDGER_COLUMNS
@@ -92,6 +93,7 @@ class Analysis:
     picked_steps: tuple[tuple[TimelineRequest, pd.DataFrame], ...]  # per timeline request
     step_details: dict[int, StepDetail]  # kept for the picked steps
     windows: int  # how many windows the analysis ran in
+    collectives: CollectiveMatch  # every collective op of the export, matched across processes
 
 
 def analyse_trace(
@@ -157,10 +159,13 @@ def analyse_rows(
         rows = sources.rows
     stage_map = map_stages(range_tree, steps, depth=options.depth)
     picked = tuple((request, choose_steps(steps, request)) for request in timelines)
+    # Matched across every process, --process or not: a wait depends on the peers.
+    collectives = match_collectives(sources.collectives(is_collective))
     inputs = WindowInputs(
         steps=steps,
         stage_map=stage_map,
         os_calls=trace.os_calls,
+        collective_waits=collectives.lookup(),
         detail_step_ids=frozenset(int(i) for _, chosen in picked for i in chosen[STEP_ID]),
     )
     results = analyse_in_windows(
@@ -175,7 +180,18 @@ def analyse_rows(
         plan_windows(steps, rows, window_rows),
         on_window,
     )
-    return _merge(trace, options, selection, range_tree, steps, stage_map, picked, results, sources)
+    return _merge(
+        trace,
+        options,
+        selection,
+        range_tree,
+        steps,
+        stage_map,
+        picked,
+        results,
+        sources,
+        collectives,
+    )
 
 
 def _mark_warmup(
@@ -238,6 +254,7 @@ def _merge(
     picked: tuple[tuple[TimelineRequest, pd.DataFrame], ...],
     results: WindowResults,
     sources: RowSources,
+    collectives: CollectiveMatch,
 ) -> Analysis:
     return Analysis(
         options=options,
@@ -260,6 +277,7 @@ def _merge(
         picked_steps=picked,
         step_details=results.step_details,
         windows=results.windows,
+        collectives=collectives,
     )
 
 
@@ -314,4 +332,15 @@ def _memory_sources(trace: Trace, chunk_rows: int | None) -> RowSources:
         device_ops=device_ops,
         trace_start_ns=trace_start,
         known_pids=known_pids,
+        collectives=lambda chooser: _chosen_ops(trace.gpu_ops, chooser),
     )
+
+
+def _chosen_ops(ops: pd.DataFrame, chooser: Callable[[pd.Index], np.ndarray]) -> pd.DataFrame:
+    """The ops whose names `chooser` picks, the names as text (chooser sees each name once)."""
+    category = ops[NAME].astype("category")
+    picked = np.flatnonzero(chooser(pd.Index(category.cat.categories.astype(str))))
+    chosen = ops.loc[
+        np.isin(category.cat.codes.to_numpy(), picked), [START_NS, END_NS, PID, DEVICE_ID]
+    ]
+    return chosen.assign(**{NAME: category[chosen.index].astype(str)})

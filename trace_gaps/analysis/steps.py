@@ -190,12 +190,17 @@ def mark_warmup(
     loads (-1 where not read).
     """
     if steps.empty:
-        return steps.assign(**{LOADS: np.int64(0), WARMUP_RULE: ""})
+        return steps.assign(**{LOADS: steps[STEP_INDEX], WARMUP_RULE: steps[SKIP_REASON]})
     if skip is not None:
         is_warmup = steps[STEP_INDEX].to_numpy() < skip
         reasons = np.where(is_warmup, "--skip", "")
         return steps.assign(
-            **{IS_WARMUP: is_warmup, SKIP_REASON: reasons, LOADS: np.int64(-1), WARMUP_RULE: "skip"}
+            **{
+                IS_WARMUP: is_warmup,
+                SKIP_REASON: reasons,
+                LOADS: np.full(len(steps), -1, dtype=np.int64),
+                WARMUP_RULE: np.full(len(steps), "skip", dtype=object),
+            }
         )
     tids = steps[GLOBAL_TID].to_numpy()
     loads = count_calls_in_steps(steps, api_calls, CallCategory.MODULE_LOAD)
@@ -211,8 +216,9 @@ def mark_warmup(
     looks_warm = ((loads > 0) & ~steady) | is_long
     is_warmup = _leading_run(looks_warm, tids)
     thread = pd.Series(is_warmup).groupby(tids)
-    too_many = thread.transform("sum") > (1 - MIN_ANALYSED_FRACTION) * thread.transform("size")
-    too_many = too_many.to_numpy()
+    too_many = (
+        thread.transform("sum") > (1 - MIN_ANALYSED_FRACTION) * thread.transform("size")
+    ).to_numpy()
     is_warmup = np.where(too_many, _leading_run(is_long, tids), is_warmup)
     rule = np.select([too_many, steady], ["length_only", "steady_loads"], "loads")
     reasons = np.where(

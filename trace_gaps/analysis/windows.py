@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from trace_gaps.analysis.collectives import WAIT_END_NS, wait_ends
 from trace_gaps.analysis.host import find_blocked_host_time
 from trace_gaps.analysis.launches import (
     api_call_totals,
@@ -200,6 +201,10 @@ class WindowInputs:
     stage_map: StageMap
     os_calls: pd.DataFrame
     detail_step_ids: frozenset[int]
+    # Per pid: the sorted starts, wait ends and peers of its collective ops that wait.
+    collective_waits: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = field(
+        default_factory=dict
+    )
 
 
 def analyse_in_windows(
@@ -257,6 +262,7 @@ def _analyse_window(
     staged = calls  # staged as they were read (see analyse_in_windows)
     index = LaunchIndex.of(staged)
     projected = project_ops(ops, staged, stage_map, index)
+    projected = projected.assign(**{WAIT_END_NS: wait_ends(projected, inputs.collective_waits)})
     _check_launches(projected, plan, w, limit, dropped_corr)
     _check_copies(staged, limit)
     staged = mark_blocking_copies(staged, projected, index)

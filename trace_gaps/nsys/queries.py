@@ -223,6 +223,16 @@ def runtime_calls_named(name_ids: list[int], below_rowid: int) -> str:
     return f"{RUNTIME_CALLS} WHERE rowid < {int(below_rowid)} AND nameId IN ({listed})"
 
 
+def kernels_named(name_ids: list[int]) -> str:
+    """Timed kernels with these name ids (the collectives, for matching across processes)."""
+    listed = ", ".join(str(int(i)) for i in name_ids)
+    return (
+        'SELECT start AS start_ns, "end" AS end_ns, (globalPid >> 24) & 16777215 AS pid, '
+        "deviceId AS device_id, shortName AS name_id FROM CUPTI_ACTIVITY_KIND_KERNEL "
+        f'WHERE shortName IN ({listed}) AND NOT (start = 0 AND "end" = 0)'
+    )
+
+
 def start_at_rowid(table: str) -> str:
     """The start of the first row stored at or after a rowid (one b-tree descent)."""
     return f"SELECT start FROM {table} WHERE rowid >= ? ORDER BY rowid LIMIT 1"

@@ -129,6 +129,7 @@ def stream_export(path: Path) -> Iterator[ExportStream]:
             device_ops=tally.ops,
             trace_start_ns=lambda: tally.earliest,
             known_pids=lambda: _known_pids(connection, path, tables),
+            collectives=lambda chooser: _collectives(connection, path, tables, names, chooser),
         )
         yield ExportStream(
             head=head,
@@ -459,6 +460,31 @@ def _module_loads(
     calls[NAME] = pd.Categorical(calls.pop("name_id").map(loading))
     calls[CALL_CATEGORY] = pd.Categorical([CallCategory.MODULE_LOAD.value] * len(calls))
     return calls[list(API_CALL_COLUMNS)]
+
+
+def _collectives(
+    connection: sqlite3.Connection,
+    path: Path,
+    tables: tuple[str, ...],
+    names: _Names,
+    chooser: Callable[[pd.Index], np.ndarray],
+) -> pd.DataFrame:
+    """The kernels whose names `chooser` picks (start, end, pid, device_id, name)."""
+    columns = {START_NS: "int64", END_NS: "int64", PID: "int64", DEVICE_ID: "int64"}
+    if queries.KERNEL_TABLE not in tables:
+        return empty_frame({**columns, NAME: "object"})
+    kernel_names = names.strings(queries.KERNEL_NAMES)
+    picked = kernel_names[chooser(pd.Index(kernel_names.astype(str)))]
+    if picked.empty:
+        return empty_frame({**columns, NAME: "object"})
+    with reading_export(path):
+        found = pd.read_sql_query(
+            queries.kernels_named(picked.index.tolist()),
+            connection,
+            dtype={**columns, "name_id": "int64"},
+        )
+    found[NAME] = found.pop("name_id").map(picked).astype(str)
+    return found
 
 
 def _first_rowid_after(connection: sqlite3.Connection, table: str, time_ns: int) -> int:

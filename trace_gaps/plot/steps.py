@@ -23,6 +23,7 @@ from trace_gaps.units import NS_PER_MS
 
 WARMUP_ALPHA = 0.3
 IDLE_HATCH = "////"
+WAIT_HATCH = "xxx"  # GPU held by a collective waiting for a peer process
 P50_COLOUR = "#444444"
 MAX_TICKS = 25
 HEADROOM = 1.15  # the y axis ends this much above the tallest analysed step
@@ -68,6 +69,16 @@ def plot_steps(report: Report) -> Figure:
             linewidth=0.6,
         ),
     ]
+    if any(e.bucket == Bucket.WAIT.value for p in report.processes for e in p.step_ledger):
+        handles.append(
+            Patch(
+                facecolor="white",
+                edgecolor="#555555",
+                hatch=WAIT_HATCH,
+                label="GPU waiting in collectives",
+                linewidth=0.6,
+            )
+        )
     if has_warmup:
         handles.append(
             Patch(facecolor=to_rgba("#555555", WARMUP_ALPHA), label="warm-up step (skipped)")
@@ -115,11 +126,11 @@ def _draw_process(ax: Axes, process: ProcessReport, colours: dict[str, str]) -> 
     warm = rows["is_warmup"].to_numpy()
     bottom = np.zeros(len(rows))
     for stage in stages:
-        for bucket in (Bucket.BUSY.value, Bucket.IDLE.value):
+        for bucket in (Bucket.BUSY.value, Bucket.WAIT.value, Bucket.IDLE.value):
             if (stage, bucket) not in table.index:
                 continue
             height = table.loc[(stage, bucket)].to_numpy() / NS_PER_MS
-            idle = bucket == Bucket.IDLE.value
+            hatch = {Bucket.IDLE.value: IDLE_HATCH, Bucket.WAIT.value: WAIT_HATCH}.get(bucket)
             if len(rows) > MAX_BARS:
                 ax.fill_between(
                     x,
@@ -128,8 +139,8 @@ def _draw_process(ax: Axes, process: ProcessReport, colours: dict[str, str]) -> 
                     step="mid",
                     facecolor=colours[stage],
                     linewidth=0,
-                    hatch=IDLE_HATCH if idle else None,
-                    edgecolor="white" if idle else None,
+                    hatch=hatch,
+                    edgecolor="white" if hatch else None,
                     label=f"{stage} {bucket}",
                 )
             else:
@@ -145,8 +156,8 @@ def _draw_process(ax: Axes, process: ProcessReport, colours: dict[str, str]) -> 
                     width=0.85,
                     color=face,
                     linewidth=0,
-                    hatch=IDLE_HATCH if idle else None,
-                    edgecolor="white" if idle else None,
+                    hatch=hatch,
+                    edgecolor="white" if hatch else None,
                     label=f"{stage} {bucket}",
                 )
             bottom += height

@@ -4,12 +4,12 @@ from trace_gaps.render.tables import (
     RIGHT,
     Table,
     candidate_table,
+    cross_process_table,
     describe_export,
     describe_steps,
     evidence_lines,
     ledger_table,
     process_title,
-    slowest_rank_table,
     stage_table,
 )
 from trace_gaps.report import Report
@@ -70,7 +70,7 @@ def render_markdown(report: Report) -> str:
             for heading, lines in sections:
                 out += [f"**{escape_markdown(heading)}**", ""]
                 out += [f"- {escape_markdown(line)}" for line in lines] + [""]
-    out += render_table(slowest_rank_table(report))
+    out += render_table(cross_process_table(report))
     if report.notes:
         out += (
             ["## Integrity notes", ""]

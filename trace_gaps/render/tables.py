@@ -85,11 +85,13 @@ def ledger_table(process: ProcessReport) -> Table:
     causes = [cause.value for cause in CAUSE_ORDER]
     by_stage: dict[str, dict[str, int]] = {}
     for entry in process.ledger:
-        key = entry.bucket if entry.bucket == Bucket.BUSY.value else (entry.cause or "")
+        key = entry.bucket if entry.bucket != Bucket.IDLE.value else (entry.cause or "")
         by_stage.setdefault(entry.stage, {}).setdefault(key, 0)
         by_stage[entry.stage][key] += entry.ns_per_step
     order = sorted(by_stage, key=lambda stage: (-sum(by_stage[stage].values()), stage))
-    keys = [Bucket.BUSY.value, *causes]
+    # The wait column (GPU waiting in collectives for a peer) only where a process waits.
+    waits = any(Bucket.WAIT.value in cells for cells in by_stage.values())
+    keys = [Bucket.BUSY.value, *([Bucket.WAIT.value] if waits else []), *causes]
     rows = []
     totals = dict.fromkeys(keys, 0)
     for stage in order:
@@ -102,7 +104,13 @@ def ledger_table(process: ProcessReport) -> Table:
     rows.append(["total", *[format_ms(totals[k]) for k in keys], format_ms(sum(totals.values()))])
     return Table(
         title="Step ledger (ms per step; idle split by what the step's thread was doing)",
-        columns=["stage", "busy", *(f"idle {c}" for c in causes), "total"],
+        columns=[
+            "stage",
+            "busy",
+            *(["wait"] if waits else []),
+            *(f"idle {c}" for c in causes),
+            "total",
+        ],
         align=[LEFT, *[RIGHT] * (len(keys) + 1)],
         rows=rows,
     )
@@ -184,6 +192,60 @@ def evidence_lines(process: ProcessReport, *, top: int = 3) -> list[tuple[str, l
             )
         sections.append((f"#{candidate.rank} {candidate.stage} {candidate.bucket}", lines))
     return sections
+
+
+def ranks_table(report: Report) -> Table:
+    """The cross-rank view: per process, its collectives and whom it waits for."""
+    ranks = report.ranks
+    walls = {p.pid: p.steps.wall_ns.mean for p in report.processes}
+    buckets: dict[int, dict[str, int]] = {}
+    for process in report.processes:
+        for entry in process.ledger:
+            per = buckets.setdefault(process.pid, {})
+            per[entry.bucket] = per.get(entry.bucket, 0) + entry.ns_per_step
+    rows = []
+    for rank in ranks.processes:
+        mine = buckets.get(rank.pid, {})
+        waits_for = ", ".join(f"{w.pid}: {format_ms(w.ns_per_step)}" for w in rank.waits_for)
+        rows.append(
+            [
+                str(rank.pid) + (" (pace)" if rank.pid == ranks.pace_setter_pid else ""),
+                format_ms(walls.get(rank.pid, 0)),
+                format_ms(mine.get(Bucket.BUSY.value, 0)),
+                format_ms(mine.get(Bucket.WAIT.value, 0)),
+                format_ms(mine.get(Bucket.IDLE.value, 0)),
+                f"{rank.collectives_per_step:g}",
+                format_ms(rank.collective_ns_per_step),
+                f"{rank.last_arrival_share * 100:.0f}",
+                waits_for or "-",
+            ]
+        )
+    pace = (
+        f"process {ranks.pace_setter_pid} sets the pace (arrives last most often)"
+        if ranks.pace_setter_pid is not None
+        else "no matched collective"
+    )
+    return Table(
+        title=f"Ranks: collectives and waits (ms per step); {pace}",
+        columns=[
+            "pid",
+            "step",
+            "busy",
+            "wait",
+            "idle",
+            "collectives",
+            "in collectives",
+            "% last",
+            "waits for",
+        ],
+        align=[RIGHT, RIGHT, RIGHT, RIGHT, RIGHT, RIGHT, RIGHT, RIGHT, LEFT],
+        rows=rows,
+    )
+
+
+def cross_process_table(report: Report) -> Table:
+    """The ranks view where processes run collectives, else the slowest process per stage."""
+    return ranks_table(report) if report.ranks.processes else slowest_rank_table(report)
 
 
 def slowest_rank_table(report: Report) -> Table:

@@ -11,12 +11,12 @@ from trace_gaps.render.tables import (
     RIGHT,
     Table,
     candidate_table,
+    cross_process_table,
     describe_export,
     describe_steps,
     evidence_lines,
     ledger_table,
     process_title,
-    slowest_rank_table,
     stage_table,
 )
 from trace_gaps.report import Report
@@ -72,7 +72,7 @@ def render_text(report: Report, *, width: int = 160) -> str:
             console.print(plain(heading))
             for line in lines:
                 console.print(plain(f"  - {elide(line, 120)}"))
-    slowest = slowest_rank_table(report)
+    slowest = cross_process_table(report)
     if slowest.rows:
         console.print()
         console.print(_rich_table(slowest))

@@ -1,0 +1,155 @@
+"""Collective ops across processes: match each instance, and measure who waits for whom.
+
+A collective (an NCCL all-reduce, say) starts on every participant when that participant's
+stream reaches it and ends on all of them together, once the last one has arrived. The
+time a participant's kernel runs before the last participant's matching kernel starts is
+spent waiting for a peer, not working:
+
+    rank 0  ......host work........[allreduce]
+    rank 1  [allreduce: waiting ...............|work]
+                                   ^ latest start
+
+Matching: a participant is a (process, GPU); the k-th collective of a family on each
+participant that runs the family is one instance. A match is accepted only when the
+instance's ends agree within max(END_TOLERANCE_NS, END_TOLERANCE_FRACTION x the shortest
+duration); otherwise no wait is attributed for it and it counts as unmatched.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import cast
+
+import numpy as np
+import pandas as pd
+
+from trace_gaps.model import DEVICE_ID, END_NS, NAME, PID, START_NS
+
+# Kernels of collective libraries, by name. The one place that says what is a collective.
+COLLECTIVE_PATTERNS: tuple[re.Pattern[str], ...] = (
+    re.compile(r"^nccl(Dev)?Kernel"),
+    re.compile(r"^ncclKernel"),
+)
+# The family of a collective: the operation, whatever the algorithm or data type.
+_FAMILY = re.compile(
+    r"(AllReduce|AllGather|ReduceScatter|Broadcast|Reduce|SendRecv|Send|Recv|AllToAll)",
+    re.IGNORECASE,
+)
+END_TOLERANCE_NS = 5_000
+END_TOLERANCE_FRACTION = 0.01
+
+WAIT_END_NS = "wait_end_ns"  # on a collective op: end of its wait (its start when none)
+PEER_PID = "peer_pid"  # the process whose kernel started last in the instance (-1: none)
+INSTANCE = "instance"
+FAMILY = "family"
+LAST_ARRIVAL = "last_arrival"  # this participant's kernel started last in its instance
+
+COLLECTIVE_COLUMNS = [PID, DEVICE_ID, START_NS, END_NS, NAME]
+
+
+def is_collective(names: pd.Index) -> np.ndarray:
+    """Per name: is it a collective library's kernel?"""
+    found: np.ndarray = np.array(
+        [any(p.match(str(n)) for p in COLLECTIVE_PATTERNS) for n in names], dtype=bool
+    )
+    return found
+
+
+def family_of(name: str) -> str:
+    found = _FAMILY.search(name)
+    return found.group(1).lower() if found else name
+
+
+@dataclass(frozen=True, slots=True)
+class CollectiveMatch:
+    """Every collective op with its instance, its wait and the peer it waited for."""
+
+    ops: pd.DataFrame  # COLLECTIVE_COLUMNS + FAMILY, INSTANCE, WAIT_END_NS, PEER_PID, matched,
+    # LAST_ARRIVAL
+    instances: int
+    unmatched: int  # instances whose ends disagree, or which some participant lacks
+
+    @property
+    def any(self) -> bool:
+        return len(self.ops) > 0
+
+    def lookup(self) -> dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Per pid: (sorted starts, wait ends, peer pids) of its matched ops with a wait."""
+        waiting = self.ops[self.ops[WAIT_END_NS] > self.ops[START_NS]]
+        found = {}
+        for pid, rows in waiting.groupby(PID):
+            rows = rows.sort_values(START_NS, kind="stable")
+            found[int(cast(int, pid))] = (
+                rows[START_NS].to_numpy(),
+                rows[WAIT_END_NS].to_numpy(),
+                rows[PEER_PID].to_numpy(),
+            )
+        return found
+
+
+def match_collectives(ops: pd.DataFrame) -> CollectiveMatch:
+    """Match the collective ops of all processes into instances and measure each wait."""
+    columns = [
+        *COLLECTIVE_COLUMNS,
+        FAMILY,
+        INSTANCE,
+        WAIT_END_NS,
+        PEER_PID,
+        "matched",
+        LAST_ARRIVAL,
+    ]
+    if ops.empty:
+        return CollectiveMatch(pd.DataFrame(columns=columns), 0, 0)
+    ops = ops[COLLECTIVE_COLUMNS].copy()
+    names = pd.Index(ops[NAME].astype(str).unique())
+    families = pd.Series([family_of(n) for n in names], index=names)
+    ops[FAMILY] = ops[NAME].astype(str).map(families).to_numpy()
+    ops = ops.sort_values([FAMILY, PID, DEVICE_ID, START_NS], kind="stable", ignore_index=True)
+    ops[INSTANCE] = ops.groupby([FAMILY, PID, DEVICE_ID]).cumcount().to_numpy()
+    participants = ops.groupby(FAMILY)[[PID, DEVICE_ID]].apply(lambda f: len(f.drop_duplicates()))
+    grouped = ops.groupby([FAMILY, INSTANCE])
+    latest_start = grouped[START_NS].transform("max").to_numpy()
+    first_end = grouped[END_NS].transform("min").to_numpy()
+    last_end = grouped[END_NS].transform("max").to_numpy()
+    shortest = (ops[END_NS] - ops[START_NS]).groupby([ops[FAMILY], ops[INSTANCE]]).transform("min")
+    size = grouped[PID].transform("size").to_numpy()
+    tolerance = np.maximum(END_TOLERANCE_NS, END_TOLERANCE_FRACTION * shortest.to_numpy())
+    complete = size == ops[FAMILY].map(participants).to_numpy()
+    matched = complete & (size > 1) & (last_end - first_end <= tolerance)
+    starts, ends = ops[START_NS].to_numpy(), ops[END_NS].to_numpy()
+    wait_end = np.where(matched, np.clip(latest_start, starts, ends), starts)
+    # The peer: the participant whose kernel started last (the first such on a tie).
+    last_row = grouped[START_NS].transform("idxmax").to_numpy()
+    peer = np.where(matched & (wait_end > starts), ops[PID].to_numpy()[last_row], -1)
+    ops[WAIT_END_NS] = wait_end.astype(np.int64)
+    ops[PEER_PID] = peer.astype(np.int64)
+    ops["matched"] = matched
+    ops[LAST_ARRIVAL] = matched & (starts == latest_start)
+    instances = ops.groupby([FAMILY, INSTANCE])["matched"].all()
+    multi = ops.groupby([FAMILY, INSTANCE])[PID].size() > 1
+    return CollectiveMatch(
+        ops[columns],
+        instances=int(multi.sum()),
+        unmatched=int((multi & ~instances).sum()),
+    )
+
+
+def wait_ends(
+    ops: pd.DataFrame, lookup: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]
+) -> np.ndarray:
+    """Per op: the end of its collective wait (its start when it does not wait)."""
+    result = ops[START_NS].to_numpy().copy()
+    if not lookup or ops.empty:
+        return result
+    pids = ops[PID].to_numpy()
+    starts = ops[START_NS].to_numpy()
+    for pid, (sorted_starts, ends, _) in lookup.items():
+        at = np.flatnonzero(pids == pid)
+        if not len(at):
+            continue
+        pos = np.searchsorted(sorted_starts, starts[at])
+        pos_ok = np.minimum(pos, len(sorted_starts) - 1)
+        hit = (pos < len(sorted_starts)) & (sorted_starts[pos_ok] == starts[at])
+        result[at[hit]] = ends[pos_ok[hit]]
+    return result

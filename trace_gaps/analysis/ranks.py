@@ -1,0 +1,192 @@
+"""The cross-rank view: per process, its collectives, how long it waits in them and for whom,
+what that peer was doing meanwhile, and which process sets the pace.
+
+Counted over each process's analysed steps: a collective belongs to the step its kernel
+starts in. The process that arrives last (its kernel starts last in a matched instance) most
+often sets the pace; the others wait for it inside their collectives.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import cast
+
+import numpy as np
+import pandas as pd
+
+from trace_gaps.analysis.collectives import LAST_ARRIVAL, PEER_PID, WAIT_END_NS
+from trace_gaps.analysis.pipeline import Analysis
+from trace_gaps.analysis.stages import NO_STAGE, ThreadStages
+from trace_gaps.analysis.steps import IS_WARMUP
+from trace_gaps.model import END_NS, GLOBAL_TID, PID, START_NS
+from trace_gaps.units import format_duration
+
+# A peer's stages listed in a verdict: the few it spent most time in.
+PEER_STAGES_SHOWN = 3
+
+
+@dataclass(frozen=True, slots=True)
+class PeerWait:
+    """Time per step a process waits in collectives for one peer (the last to arrive)."""
+
+    pid: int
+    ns_per_step: int
+    last_arrivals_per_step: float  # instances per step in which that peer arrived last
+    # What the peer's step thread was in while this process waited: stage -> ns per step.
+    peer_stages_ns_per_step: dict[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class RankSummary:
+    """One process's collectives, per analysed step."""
+
+    pid: int
+    collectives_per_step: float
+    collective_ns_per_step: int  # the collective kernels' time, waits included
+    wait_ns_per_step: int  # of it, waiting for a peer
+    last_arrival_share: float  # of its matched collectives, the share in which it arrived last
+    waits_for: list[PeerWait]
+
+
+@dataclass(frozen=True, slots=True)
+class RanksView:
+    """Who waits for whom. pace_setter_pid is None without matched collectives."""
+
+    pace_setter_pid: int | None
+    processes: list[RankSummary]
+    matched_instances: int
+    unmatched_instances: int
+
+
+def build_ranks(analysis: Analysis) -> RanksView:
+    """The cross-rank view of an analysis (empty without collectives)."""
+    match = analysis.collectives
+    if not match.any:
+        return RanksView(None, [], 0, 0)
+    ops = match.ops
+    steps = analysis.steps
+    summaries = []
+    for pid, process_steps in steps.groupby(PID, sort=True):
+        analysed = process_steps[~process_steps[IS_WARMUP]]
+        mine = ops[ops[PID] == pid]
+        inside = _in_windows(mine[START_NS].to_numpy(), analysed)
+        mine = mine[inside]
+        n = max(len(analysed), 1)
+        if mine.empty:
+            continue
+        waits = (mine[WAIT_END_NS] - mine[START_NS]).to_numpy()
+        matched = mine["matched"].to_numpy()
+        waits_for = []
+        for peer, rows in mine[waits > 0].groupby(PEER_PID, sort=True):
+            peer_last = ops[(ops[PID] == peer) & ops[LAST_ARRIVAL]]
+            waits_for.append(
+                PeerWait(
+                    pid=int(cast(int, peer)),
+                    ns_per_step=int(round((rows[WAIT_END_NS] - rows[START_NS]).sum() / n)),
+                    last_arrivals_per_step=round(
+                        float(_in_windows(peer_last[START_NS].to_numpy(), analysed).sum()) / n, 2
+                    ),
+                    peer_stages_ns_per_step=_peer_stages(analysis, int(cast(int, peer)), rows, n),
+                )
+            )
+        waits_for.sort(key=lambda w: (-w.ns_per_step, w.pid))
+        summaries.append(
+            RankSummary(
+                pid=int(cast(int, pid)),
+                collectives_per_step=round(len(mine) / n, 2),
+                collective_ns_per_step=int(round((mine[END_NS] - mine[START_NS]).sum() / n)),
+                wait_ns_per_step=int(round(waits.sum() / n)),
+                last_arrival_share=round(
+                    float(mine[LAST_ARRIVAL].sum()) / max(int(matched.sum()), 1), 3
+                ),
+                waits_for=waits_for,
+            )
+        )
+    ranked = [s for s in summaries if s.last_arrival_share > 0]
+    pace = max(ranked, key=lambda s: (s.last_arrival_share, -s.pid)).pid if ranked else None
+    return RanksView(pace, summaries, match.instances, match.unmatched)
+
+
+def _in_windows(times: np.ndarray, steps: pd.DataFrame) -> np.ndarray:
+    """Which times fall inside one of the (disjoint, per thread) step windows."""
+    found = np.zeros(len(times), dtype=bool)
+    for _, thread_steps in steps.groupby(GLOBAL_TID):
+        starts = thread_steps[START_NS].to_numpy()
+        ends = thread_steps[END_NS].to_numpy()
+        order = np.argsort(starts)
+        starts, ends = starts[order], ends[order]
+        at = np.searchsorted(starts, times, side="right") - 1
+        found |= (at >= 0) & (times < ends[np.maximum(at, 0)])
+    return found
+
+
+def _peer_stages(analysis: Analysis, peer: int, waits: pd.DataFrame, n: int) -> dict[str, int]:
+    """Per stage of the peer's step thread: ns per step of overlap with the wait intervals."""
+    peer_steps = analysis.steps[analysis.steps[PID] == peer]
+    if peer_steps.empty:
+        return {}
+    tid = int(peer_steps[GLOBAL_TID].value_counts().index[0])
+    thread = analysis.stage_map.threads.get(tid)
+    if thread is None:
+        return {}
+    totals = _overlaps(
+        waits[START_NS].to_numpy(), waits[WAIT_END_NS].to_numpy(), thread, analysis.stage_map.names
+    )
+    shown = sorted(totals.items(), key=lambda kv: (-kv[1], kv[0]))[:PEER_STAGES_SHOWN]
+    return {stage: int(round(ns / n)) for stage, ns in shown if ns > 0}
+
+
+def _overlaps(
+    starts: np.ndarray, ends: np.ndarray, thread: ThreadStages, names: tuple[str, ...]
+) -> dict[str, int]:
+    """Per stage name: how much of the intervals the thread spent in it (outside every stage
+    but inside a step: NO_STAGE; outside every step: "(between steps)")."""
+    totals: dict[str, int] = {}
+    stage_starts, stage_ends = thread.level_starts[0], thread.level_ends[0]
+    codes = thread.level_codes[0]
+    for a, b in zip(starts.tolist(), ends.tolist(), strict=True):
+        in_steps = _covered(a, b, thread.step_starts, thread.step_ends)
+        first = max(int(np.searchsorted(stage_ends, a, side="right")), 0)
+        last = int(np.searchsorted(stage_starts, b, side="left"))
+        staged = 0
+        for k in range(first, last):
+            overlap = min(b, int(stage_ends[k])) - max(a, int(stage_starts[k]))
+            if overlap > 0:
+                name = names[int(codes[k])]
+                totals[name] = totals.get(name, 0) + overlap
+                staged += overlap
+        if in_steps - staged > 0:
+            totals[NO_STAGE] = totals.get(NO_STAGE, 0) + in_steps - staged
+        if (b - a) - in_steps > 0:
+            totals["(between steps)"] = totals.get("(between steps)", 0) + (b - a) - in_steps
+    return totals
+
+
+def _covered(a: int, b: int, starts: np.ndarray, ends: np.ndarray) -> int:
+    first = int(np.searchsorted(ends, a, side="right"))
+    last = int(np.searchsorted(starts, b, side="left"))
+    return int(
+        sum(max(0, min(b, int(ends[k])) - max(a, int(starts[k]))) for k in range(first, last))
+    )
+
+
+def wait_verdict(stage: str, ns_per_step: int, rank: RankSummary | None) -> str:
+    """One line for a (stage, wait) candidate: whom it waits for, and what that peer did."""
+    amount = format_duration(ns_per_step)
+    line = f"{stage}: GPU waiting in collectives {amount}/step"
+    if rank is None or not rank.waits_for:
+        return line + " for a peer process — the time is set elsewhere: look at the peers"
+    peer = rank.waits_for[0]
+    line += (
+        f", {format_duration(peer.ns_per_step)}/step of it for process {peer.pid}, which "
+        f"arrives last {peer.last_arrivals_per_step:g} times/step"
+    )
+    if peer.peer_stages_ns_per_step:
+        doing = ", ".join(
+            f"{name} {format_duration(ns)}" for name, ns in peer.peer_stages_ns_per_step.items()
+        )
+        line += f"; meanwhile {peer.pid} was in {doing} per step"
+    return (
+        line + f" — rank-bound: this rank's kernels are not the problem; shorten {peer.pid}'s "
+        "path to the collective"
+    )
