@@ -43,7 +43,7 @@ WAIT_END_NS = "wait_end_ns"  # on a collective op: end of its wait (its start wh
 PEER_PID = "peer_pid"  # the process whose kernel started last in the instance (-1: none)
 INSTANCE = "instance"
 FAMILY = "family"
-LAST_ARRIVAL = "last_arrival"  # this participant's kernel started last in its instance
+LAST_ARRIVAL = "last_arrival"  # started last in its instance, after another participant
 
 COLLECTIVE_COLUMNS = [PID, DEVICE_ID, START_NS, END_NS, NAME]
 
@@ -110,6 +110,7 @@ def match_collectives(ops: pd.DataFrame) -> CollectiveMatch:
     participants = ops.groupby(FAMILY)[[PID, DEVICE_ID]].apply(lambda f: len(f.drop_duplicates()))
     grouped = ops.groupby([FAMILY, INSTANCE])
     latest_start = grouped[START_NS].transform("max").to_numpy()
+    earliest_start = grouped[START_NS].transform("min").to_numpy()
     first_end = grouped[END_NS].transform("min").to_numpy()
     last_end = grouped[END_NS].transform("max").to_numpy()
     shortest = (ops[END_NS] - ops[START_NS]).groupby([ops[FAMILY], ops[INSTANCE]]).transform("min")
@@ -125,7 +126,8 @@ def match_collectives(ops: pd.DataFrame) -> CollectiveMatch:
     ops[WAIT_END_NS] = wait_end.astype(np.int64)
     ops[PEER_PID] = peer.astype(np.int64)
     ops["matched"] = matched
-    ops[LAST_ARRIVAL] = matched & (starts == latest_start)
+    # Last to arrive: the latest start, in an instance where someone started earlier.
+    ops[LAST_ARRIVAL] = matched & (starts == latest_start) & (earliest_start < latest_start)
     instances = ops.groupby([FAMILY, INSTANCE])["matched"].all()
     multi = ops.groupby([FAMILY, INSTANCE])[PID].size() > 1
     return CollectiveMatch(

@@ -139,6 +139,7 @@ def integrity_notes(trace: Trace, analysis: Analysis) -> list[str]:
             f"Processes {', '.join(map(str, unstepped))} ran GPU ops but have no "
             f"{analysis.selection.name} steps; they are not in the report."
         )
+    notes.extend(_collective_notes(analysis))
     notes.extend(_op_notes(analysis))
     notes.extend(_device_notes(analysis))
     notes.extend(_overhead_notes(trace, analysis))
@@ -236,6 +237,19 @@ def _warmup_notes(steps: pd.DataFrame) -> list[str]:
     return notes
 
 
+def _collective_notes(analysis: Analysis) -> list[str]:
+    match = analysis.collectives
+    if not match.unmatched:
+        return []
+    share = 100 * match.unmatched / max(match.instances, 1)
+    return [
+        f"{match.unmatched} of {match.instances} collective instances ({share:.0f} %) could not "
+        "be matched across processes (a participant lacks the k-th collective of the family, or "
+        "the participants' ends differ by more than max(5 µs, 1 %)): no wait is attributed for "
+        "them, and their time stays busy."
+    ]
+
+
 def _device_notes(analysis: Analysis) -> list[str]:
     devices = analysis.device_ops.groupby(PID)[DEVICE_ID].unique()
     notes = []
@@ -244,8 +258,12 @@ def _device_notes(analysis: Analysis) -> list[str]:
             f"{pid} on GPU {', '.join(map(str, sorted(ids)))}" for pid, ids in devices.items()
         )
         notes.append(
-            f"{len(devices)} processes ran GPU work ({placed}): each has its own ledger, and "
-            "the slowest process per stage is named."
+            f"{len(devices)} processes ran GPU work ({placed}): each has its own ledger; "
+            + (
+                "the ranks table says who waits for whom in collectives."
+                if analysis.collectives.any
+                else "the slowest process per stage is named."
+            )
         )
     notes.extend(
         f"Process {pid} runs ops on {len(ids)} GPUs: its ledger counts the GPU as busy when "
