@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import glob
 import io
 import os
 import sys
@@ -10,7 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from matplotlib.figure import Figure
@@ -22,6 +23,7 @@ from trace_gaps.bundle import BUNDLE_FILES, BUNDLE_VIEWS, build_provenance, writ
 from trace_gaps.diff import diff_reports, is_slower_than
 from trace_gaps.errors import TraceGapsError, about_file
 from trace_gaps.model import Trace
+from trace_gaps.multi import analyse_exports
 from trace_gaps.nsys.convert import convert_report, find_nsys, is_report
 from trace_gaps.nsys.load import count_rows
 from trace_gaps.nsys.stream import stream_export
@@ -208,9 +210,37 @@ def tolerate_any_encoding() -> None:
             stream.reconfigure(errors="backslashreplace")
 
 
+ExportsArg = Annotated[
+    list[Path] | None,
+    typer.Argument(
+        help="File(s) from `nsys export --type sqlite`. Several (or a quoted glob): the "
+        "exports of one run, one per rank or node, analysed as one.",
+        show_default=False,
+    ),
+]
+JobsOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--jobs",
+        "-j",
+        min=1,
+        help="Analyse the exports in N worker processes of a local Dask cluster "
+        "(pip install 'trace-gaps[dask]').",
+    ),
+]
+SchedulerOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--scheduler",
+        help="Run on this dask.distributed scheduler (tcp://host:8786); workers need "
+        "trace-gaps and the exports at the same paths.",
+    ),
+]
+
+
 @app.command()
 def analyze(
-    export: ExportArg = None,
+    exports: ExportsArg = None,
     demo: Annotated[
         bool, typer.Option("--demo", help="Analyse the sample trace shipped with trace-gaps.")
     ] = False,
@@ -224,17 +254,43 @@ def analyze(
         Path | None, typer.Option("--output", "-o", help="Write here instead of stdout.")
     ] = None,
     quiet: QuietOpt = False,
+    jobs: JobsOpt = None,
+    scheduler: SchedulerOpt = None,
 ) -> None:
     """Per-step, per-stage ledger of GPU busy and idle time, and the ranked bottlenecks."""
     with user_errors():
+        paths = expand_exports(exports)
+        if demo and paths:
+            raise TraceGapsError("--demo analyses the shipped trace: give no export with it.")
         outputs = [] if output is None else [output]
-        refuse_inputs_as_outputs(outputs, [export])
-        path = resolve_export(export, demo)
+        refuse_inputs_as_outputs(outputs, paths)
+        options = AnalysisOptions(step_name=step, skip=skip, depth=depth, process=process)
+        if len(paths) > 1 or jobs is not None or scheduler is not None:
+            if demo:
+                raise TraceGapsError("--jobs and --scheduler need exports, not --demo.")
+            resolved = [resolve_export(path, False) for path in paths]
+            refuse_inputs_as_outputs(outputs, resolved)
+            with progress(quiet) as phase, dask_client(jobs, scheduler) as client:
+                phase(f"analysing {len(resolved)} exports")
+                result = analyse_exports(
+                    resolved,
+                    options,
+                    top=top,
+                    client=client,
+                    on_export=lambda done, total: phase(f"analysed {done} of {total} exports"),
+                )
+                text = RENDERERS[fmt](result.report)
+            write_output(text, output)
+            if result.failed:
+                for path, message in result.failed:
+                    typer.echo(f"error: {path}: not analysed: {message}", err=True)
+                raise typer.Exit(1)
+            return
+        path = resolve_export(paths[0] if paths else None, demo)
         refuse_inputs_as_outputs(outputs, [path])
         # The progress line is cleared before anything is written.
         with progress(quiet) as phase, about_file(path):
             phase(f"reading {path.name}")
-            options = AnalysisOptions(step_name=step, skip=skip, depth=depth, process=process)
             trace, analysis = analyse_export(
                 path,
                 options,
@@ -247,6 +303,55 @@ def analyze(
             phase("rendering")
             text = RENDERERS[fmt](report)
         write_output(text, output)
+
+
+def expand_exports(exports: list[Path] | None) -> list[Path]:
+    """The export arguments, with quoted globs (`'run_*.sqlite'`) expanded, sorted."""
+    paths: list[Path] = []
+    for export in exports or []:
+        text = str(export)
+        if not export.exists() and any(c in text for c in "*?["):
+            found = sorted(Path(p) for p in glob.glob(text))
+            if not found:
+                raise TraceGapsError(f"{text}: no file matches this pattern.")
+            paths.extend(found)
+        else:
+            paths.append(export)
+    return paths
+
+
+@contextmanager
+def dask_client(jobs: int | None, scheduler: str | None) -> Iterator[Any]:
+    """A dask.distributed Client for --jobs (a local cluster) or --scheduler; None without."""
+    if jobs is None and scheduler is None:
+        yield None
+        return
+    if jobs is not None and scheduler is not None:
+        raise TraceGapsError("give --jobs or --scheduler, not both.")
+    try:
+        from dask.distributed import Client, LocalCluster
+    except ImportError:
+        raise TraceGapsError(
+            "--jobs and --scheduler run on Dask, which is not installed: "
+            "pip install 'trace-gaps[dask]'."
+        ) from None
+    if scheduler is not None:
+        try:
+            client = Client(scheduler, timeout="10s")  # type: ignore[no-untyped-call]
+        except OSError as error:
+            raise TraceGapsError(
+                f"cannot reach the Dask scheduler at {scheduler}: {error}. Check the address."
+            ) from None
+        with client:
+            yield client
+        return
+    with (
+        LocalCluster(  # type: ignore[no-untyped-call]
+            n_workers=jobs, threads_per_worker=1, processes=True, dashboard_address=None
+        ) as cluster,
+        Client(cluster) as client,  # type: ignore[no-untyped-call]
+    ):
+        yield client
 
 
 @app.command()

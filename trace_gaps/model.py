@@ -178,6 +178,9 @@ class ExportInfo:
     export_settings: tuple[tuple[str, str], ...] = ()
     # "TABLE.column" that newer exports have and this one lacks (older schemas).
     missing_columns: tuple[str, ...] = ()
+    # When the capture session started, ns since the Unix epoch (TARGET_INFO_SESSION_START_TIME):
+    # the export's own times count from it, so it aligns several exports' clocks.
+    session_start_utc_ns: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

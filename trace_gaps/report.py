@@ -152,6 +152,7 @@ class ProcessReport:
     candidates: list[Candidate]
     step_rows: list[StepRow]
     step_ledger: list[StepLedgerEntry]
+    label: str = ""  # "file:pid" when several exports share this pid, else ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,17 +176,30 @@ class Report:
     schema_version: int = field(default=SCHEMA_VERSION)
     timelines: list[StepTimeline] = field(default_factory=list)  # only when asked for
     ranks: RanksView = field(default_factory=lambda: RanksView(None, [], 0, 0))
+    other_exports: list[ExportSummary] = field(default_factory=list)  # analysed with `export`
 
 
-def build_report(trace: Trace, analysis: Analysis, *, top: int = 10) -> Report:
+def build_report(
+    trace: Trace,
+    analysis: Analysis,
+    *,
+    top: int = 10,
+    ranks: RanksView | None = None,
+    labels: dict[int, str] | None = None,
+) -> Report:
     """Turn an Analysis into per-process ledgers, stage tables, ranked candidates and notes.
 
     The Report's timelines are those of the steps the analysis picked (the plots' data).
+    ranks and labels (pid -> "file:pid") come from multi.py when several exports are one run.
     """
     trace_start = analysis.trace_start_ns
-    ranks = build_ranks(analysis)
+    if ranks is None:
+        ranks = build_ranks(analysis)
+    labels = labels or {}
     processes = [
-        _process_report(trace, analysis, int(pid), trace_start, ranks, top=top)
+        _process_report(
+            trace, analysis, int(pid), trace_start, ranks, labels.get(int(pid), ""), top=top
+        )
         for pid in sorted(analysis.steps[PID].unique())
     ]
     export = ExportSummary(
@@ -200,7 +214,7 @@ def build_report(trace: Trace, analysis: Analysis, *, top: int = 10) -> Report:
     return Report(
         export=export,
         processes=processes,
-        slowest_rank_by_stage=_slowest_ranks(processes),
+        slowest_rank_by_stage=slowest_ranks(processes),
         notes=integrity_notes(trace, analysis),
         timelines=build_timelines(analysis, trace_start_ns=trace_start),
         ranks=ranks,
@@ -225,7 +239,14 @@ class _ProcessFrames:
 
 
 def _process_report(
-    trace: Trace, analysis: Analysis, pid: int, trace_start: int, ranks: RanksView, *, top: int
+    trace: Trace,
+    analysis: Analysis,
+    pid: int,
+    trace_start: int,
+    ranks: RanksView,
+    label: str,
+    *,
+    top: int,
 ) -> ProcessReport:
     frames = _process_frames(analysis, pid)
     n = len(frames.analysed)
@@ -270,7 +291,10 @@ def _process_report(
             n,
             trace_start,
             top=top,
-            waits=next((r for r in ranks.processes if r.pid == pid), None),
+            waits=next(
+                (r for r in ranks.processes if r.pid == pid and r.label == (label or str(pid))),
+                None,
+            ),
         ),
         step_rows=_step_rows(frames, trace_start),
         step_ledger=[
@@ -279,6 +303,7 @@ def _process_report(
                 frames.ledger, STEP_ID, "stage", BUCKET, CAUSE, DURATION_NS
             )
         ],
+        label=label,
     )
 
 
@@ -536,7 +561,7 @@ def _stage_facts(
     )
 
 
-def _slowest_ranks(processes: list[ProcessReport]) -> list[SlowestRank]:
+def slowest_ranks(processes: list[ProcessReport]) -> list[SlowestRank]:
     if len(processes) < 2:
         return []
     per_stage: dict[str, dict[int, int]] = {}

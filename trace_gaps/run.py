@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from trace_gaps.analysis.collectives import CollectiveMatch
 from trace_gaps.analysis.picks import TimelineRequest
 from trace_gaps.analysis.pipeline import Analysis, AnalysisOptions, analyse_rows, analyse_trace
 from trace_gaps.analysis.windows import WINDOW_ROWS
@@ -25,6 +26,7 @@ def analyse_export(
     timelines: tuple[TimelineRequest, ...] = (),
     window_rows: int | None = WINDOW_ROWS,
     on_window: Callable[[int, int], None] | None = None,
+    collectives: CollectiveMatch | None = None,
 ) -> tuple[Trace, Analysis]:
     """The export's Trace (its ops and calls left out when streamed) and its Analysis.
 
@@ -39,8 +41,9 @@ def analyse_export(
                 timelines=timelines,
                 window_rows=window_rows,
                 on_window=on_window,
+                collectives=collectives,
             )
             return stream.trace(), analysis
     except NeedsWholeTrace:
         trace = load_trace(path)
-        return trace, analyse_trace(trace, options, timelines=timelines)
+        return trace, analyse_trace(trace, options, timelines=timelines, collectives=collectives)

@@ -43,6 +43,8 @@ WAIT_END_NS = "wait_end_ns"  # on a collective op: end of its wait (its start wh
 PEER_PID = "peer_pid"  # the process whose kernel started last in the instance (-1: none)
 INSTANCE = "instance"
 FAMILY = "family"
+EXPORT = "export"  # which export an op comes from (0 with one export)
+PEER_EXPORT = "peer_export"
 LAST_ARRIVAL = "last_arrival"  # started last in its instance, after another participant
 
 COLLECTIVE_COLUMNS = [PID, DEVICE_ID, START_NS, END_NS, NAME]
@@ -74,9 +76,33 @@ class CollectiveMatch:
     def any(self) -> bool:
         return len(self.ops) > 0
 
-    def lookup(self) -> dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]:
-        """Per pid: (sorted starts, wait ends, peer pids) of its matched ops with a wait."""
-        waiting = self.ops[self.ops[WAIT_END_NS] > self.ops[START_NS]]
+    def of_export(self, export: int, offset_ns: int) -> CollectiveMatch:
+        """This match's ops of one export, as export 0 in that export's own clock (times
+        minus offset_ns): what that export's analysis reads."""
+        ops = self.ops[self.ops[EXPORT] == export]
+        shifted = ops.assign(
+            **{
+                START_NS: ops[START_NS] - offset_ns,
+                END_NS: ops[END_NS] - offset_ns,
+                WAIT_END_NS: ops[WAIT_END_NS] - offset_ns,
+                EXPORT: ops[EXPORT] * 0,
+            }
+        )
+        return CollectiveMatch(shifted, self.instances, self.unmatched)
+
+    def lookup(
+        self, export: int = 0, offset_ns: int = 0
+    ) -> dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Per pid of one export: (sorted starts, wait ends, peer pids) of its matched ops
+        with a wait, in that export's own clock (the ops' times minus offset_ns)."""
+        ops = self.ops[self.ops[EXPORT] == export]
+        waiting = ops[ops[WAIT_END_NS] > ops[START_NS]]
+        waiting = waiting.assign(
+            **{
+                START_NS: waiting[START_NS] - offset_ns,
+                WAIT_END_NS: waiting[WAIT_END_NS] - offset_ns,
+            }
+        )
         found = {}
         for pid, rows in waiting.groupby(PID):
             rows = rows.sort_values(START_NS, kind="stable")
@@ -92,22 +118,26 @@ def match_collectives(ops: pd.DataFrame) -> CollectiveMatch:
     """Match the collective ops of all processes into instances and measure each wait."""
     columns = [
         *COLLECTIVE_COLUMNS,
+        EXPORT,
         FAMILY,
         INSTANCE,
         WAIT_END_NS,
         PEER_PID,
+        PEER_EXPORT,
         "matched",
         LAST_ARRIVAL,
     ]
     if ops.empty:
         return CollectiveMatch(pd.DataFrame(columns=columns), 0, 0)
-    ops = ops[COLLECTIVE_COLUMNS].copy()
+    exports = ops[EXPORT].to_numpy() if EXPORT in ops.columns else 0
+    ops = ops[COLLECTIVE_COLUMNS].assign(**{EXPORT: exports})
     names = pd.Index(ops[NAME].astype(str).unique())
     families = pd.Series([family_of(n) for n in names], index=names)
     ops[FAMILY] = ops[NAME].astype(str).map(families).to_numpy()
-    ops = ops.sort_values([FAMILY, PID, DEVICE_ID, START_NS], kind="stable", ignore_index=True)
-    ops[INSTANCE] = ops.groupby([FAMILY, PID, DEVICE_ID]).cumcount().to_numpy()
-    participants = ops.groupby(FAMILY)[[PID, DEVICE_ID]].apply(lambda f: len(f.drop_duplicates()))
+    participant = [EXPORT, PID, DEVICE_ID]
+    ops = ops.sort_values([FAMILY, *participant, START_NS], kind="stable", ignore_index=True)
+    ops[INSTANCE] = ops.groupby([FAMILY, *participant]).cumcount().to_numpy()
+    participants = ops.groupby(FAMILY)[participant].apply(lambda f: len(f.drop_duplicates()))
     grouped = ops.groupby([FAMILY, INSTANCE])
     latest_start = grouped[START_NS].transform("max").to_numpy()
     earliest_start = grouped[START_NS].transform("min").to_numpy()
@@ -122,9 +152,10 @@ def match_collectives(ops: pd.DataFrame) -> CollectiveMatch:
     wait_end = np.where(matched, np.clip(latest_start, starts, ends), starts)
     # The peer: the participant whose kernel started last (the first such on a tie).
     last_row = grouped[START_NS].transform("idxmax").to_numpy()
-    peer = np.where(matched & (wait_end > starts), ops[PID].to_numpy()[last_row], -1)
+    waits = matched & (wait_end > starts)
     ops[WAIT_END_NS] = wait_end.astype(np.int64)
-    ops[PEER_PID] = peer.astype(np.int64)
+    ops[PEER_PID] = np.where(waits, ops[PID].to_numpy()[last_row], -1).astype(np.int64)
+    ops[PEER_EXPORT] = np.where(waits, ops[EXPORT].to_numpy()[last_row], -1).astype(np.int64)
     ops["matched"] = matched
     # Last to arrive: the latest start, in an instance where someone started earlier.
     ops[LAST_ARRIVAL] = matched & (starts == latest_start) & (earliest_start < latest_start)

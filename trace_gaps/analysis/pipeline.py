@@ -103,6 +103,7 @@ def analyse_trace(
     timelines: tuple[TimelineRequest, ...] = (),
     window_rows: int | None = None,
     chunk_rows: int | None = None,
+    collectives: CollectiveMatch | None = None,
 ) -> Analysis:
     """Analyse a Trace held in memory; window_rows None analyses it as one window.
 
@@ -114,6 +115,7 @@ def analyse_trace(
         options,
         timelines=timelines,
         window_rows=window_rows,
+        collectives=collectives,
     )
 
 
@@ -125,10 +127,14 @@ def analyse_rows(
     timelines: tuple[TimelineRequest, ...] = (),
     window_rows: int | None = None,
     on_window: Callable[[int, int], None] | None = None,
+    collectives: CollectiveMatch | None = None,
 ) -> Analysis:
     """Analyse rows streamed from sources; trace holds the ranges, threads and OS calls.
 
-    Raises NeedsWholeTrace when the rows cannot be analysed window by window.
+    collectives, when given, is the match made across several exports (multi.py), with this
+    export's ops as export 0 in its own clock; otherwise the export's collectives are matched
+    among its own processes. Raises NeedsWholeTrace when the rows cannot be analysed window
+    by window.
     """
     nvtx_ranges = trace.nvtx_ranges
     pid = options.process
@@ -160,7 +166,8 @@ def analyse_rows(
     stage_map = map_stages(range_tree, steps, depth=options.depth)
     picked = tuple((request, choose_steps(steps, request)) for request in timelines)
     # Matched across every process, --process or not: a wait depends on the peers.
-    collectives = match_collectives(sources.collectives(is_collective))
+    if collectives is None:
+        collectives = match_collectives(sources.collectives(is_collective))
     inputs = WindowInputs(
         steps=steps,
         stage_map=stage_map,

@@ -8,13 +8,20 @@ often sets the pace; the others wait for it inside their collectives.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import cast
 
 import numpy as np
 import pandas as pd
 
-from trace_gaps.analysis.collectives import LAST_ARRIVAL, PEER_PID, WAIT_END_NS
+from trace_gaps.analysis.collectives import (
+    EXPORT,
+    LAST_ARRIVAL,
+    PEER_EXPORT,
+    PEER_PID,
+    WAIT_END_NS,
+    CollectiveMatch,
+)
 from trace_gaps.analysis.pipeline import Analysis
 from trace_gaps.analysis.stages import NO_STAGE, ThreadStages
 from trace_gaps.analysis.steps import IS_WARMUP
@@ -34,6 +41,7 @@ class PeerWait:
     last_arrivals_per_step: float  # instances per step in which that peer arrived last
     # What the peer's step thread was in while this process waited: stage -> ns per step.
     peer_stages_ns_per_step: dict[str, int]
+    label: str = ""  # "file:pid" where pids repeat across exports, else the pid
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +54,7 @@ class RankSummary:
     wait_ns_per_step: int  # of it, waiting for a peer
     last_arrival_share: float  # of its matched collectives, the share in which it arrived last
     waits_for: list[PeerWait]
+    label: str = ""  # "file:pid" where pids repeat across exports, else the pid
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,55 +65,102 @@ class RanksView:
     processes: list[RankSummary]
     matched_instances: int
     unmatched_instances: int
+    pace_setter: str | None = None  # its label
+
+
+@dataclass(frozen=True, slots=True)
+class RankSource:
+    """One export's analysis, with the offset that puts its times on the common clock."""
+
+    export: int
+    analysis: Analysis
+    offset_ns: int = 0
+    labels: dict[int, str] = field(default_factory=dict)  # pid -> label, where pids repeat
+
+    def label(self, pid: int) -> str:
+        return self.labels.get(pid, str(pid))
 
 
 def build_ranks(analysis: Analysis) -> RanksView:
-    """The cross-rank view of an analysis (empty without collectives)."""
-    match = analysis.collectives
+    """The cross-rank view of one export's analysis (empty without collectives)."""
+    return build_ranks_across([RankSource(0, analysis)], analysis.collectives)
+
+
+def build_ranks_across(sources: list[RankSource], match: CollectiveMatch) -> RanksView:
+    """The cross-rank view over several exports; match's times are on the common clock."""
     if not match.any:
         return RanksView(None, [], 0, 0)
     ops = match.ops
-    steps = analysis.steps
+    by_export = {source.export: source for source in sources}
     summaries = []
-    for pid, process_steps in steps.groupby(PID, sort=True):
-        analysed = process_steps[~process_steps[IS_WARMUP]]
-        mine = ops[ops[PID] == pid]
-        inside = _in_windows(mine[START_NS].to_numpy(), analysed)
-        mine = mine[inside]
-        n = max(len(analysed), 1)
-        if mine.empty:
-            continue
-        waits = (mine[WAIT_END_NS] - mine[START_NS]).to_numpy()
-        matched = mine["matched"].to_numpy()
-        waits_for = []
-        for peer, rows in mine[waits > 0].groupby(PEER_PID, sort=True):
-            peer_last = ops[(ops[PID] == peer) & ops[LAST_ARRIVAL]]
-            waits_for.append(
-                PeerWait(
-                    pid=int(cast(int, peer)),
-                    ns_per_step=int(round((rows[WAIT_END_NS] - rows[START_NS]).sum() / n)),
-                    last_arrivals_per_step=round(
-                        float(_in_windows(peer_last[START_NS].to_numpy(), analysed).sum()) / n, 2
-                    ),
-                    peer_stages_ns_per_step=_peer_stages(analysis, int(cast(int, peer)), rows, n),
-                )
+    for source in sources:
+        steps = source.analysis.steps
+        for pid, process_steps in steps.groupby(PID, sort=True):
+            pid = int(cast(int, pid))
+            analysed = process_steps[~process_steps[IS_WARMUP]]
+            analysed = analysed.assign(
+                **{
+                    START_NS: analysed[START_NS] + source.offset_ns,
+                    END_NS: analysed[END_NS] + source.offset_ns,
+                }
             )
-        waits_for.sort(key=lambda w: (-w.ns_per_step, w.pid))
-        summaries.append(
-            RankSummary(
-                pid=int(cast(int, pid)),
-                collectives_per_step=round(len(mine) / n, 2),
-                collective_ns_per_step=int(round((mine[END_NS] - mine[START_NS]).sum() / n)),
-                wait_ns_per_step=int(round(waits.sum() / n)),
-                last_arrival_share=round(
-                    float(mine[LAST_ARRIVAL].sum()) / max(int(matched.sum()), 1), 3
+            mine = ops[(ops[EXPORT] == source.export) & (ops[PID] == pid)]
+            mine = mine[_in_windows(mine[START_NS].to_numpy(), analysed)]
+            if mine.empty:
+                continue
+            summaries.append(_rank_summary(source, pid, mine, analysed, ops, by_export))
+    ranked = [s for s in summaries if s.last_arrival_share > 0]
+    pace = max(ranked, key=lambda s: (s.last_arrival_share, -s.pid)) if ranked else None
+    return RanksView(
+        pace.pid if pace else None,
+        summaries,
+        match.instances,
+        match.unmatched,
+        pace_setter=pace.label if pace else None,
+    )
+
+
+def _rank_summary(
+    source: RankSource,
+    pid: int,
+    mine: pd.DataFrame,
+    analysed: pd.DataFrame,
+    ops: pd.DataFrame,
+    by_export: dict[int, RankSource],
+) -> RankSummary:
+    n = max(len(analysed), 1)
+    waits = (mine[WAIT_END_NS] - mine[START_NS]).to_numpy()
+    waits_for = []
+    for (peer_export, peer), rows in mine[waits > 0].groupby([PEER_EXPORT, PEER_PID], sort=True):
+        peer_export, peer = int(cast(int, peer_export)), int(cast(int, peer))
+        peer_source = by_export.get(peer_export)
+        peer_last = ops[(ops[EXPORT] == peer_export) & (ops[PID] == peer) & ops[LAST_ARRIVAL]]
+        waits_for.append(
+            PeerWait(
+                pid=peer,
+                ns_per_step=int(round((rows[WAIT_END_NS] - rows[START_NS]).sum() / n)),
+                last_arrivals_per_step=round(
+                    float(_in_windows(peer_last[START_NS].to_numpy(), analysed).sum()) / n, 2
                 ),
-                waits_for=waits_for,
+                peer_stages_ns_per_step=_peer_stages(
+                    peer_source.analysis, peer, rows, n, peer_source.offset_ns
+                )
+                if peer_source
+                else {},
+                label=peer_source.label(peer) if peer_source else str(peer),
             )
         )
-    ranked = [s for s in summaries if s.last_arrival_share > 0]
-    pace = max(ranked, key=lambda s: (s.last_arrival_share, -s.pid)).pid if ranked else None
-    return RanksView(pace, summaries, match.instances, match.unmatched)
+    waits_for.sort(key=lambda w: (-w.ns_per_step, w.label))
+    matched = int(mine["matched"].sum())
+    return RankSummary(
+        pid=pid,
+        collectives_per_step=round(len(mine) / n, 2),
+        collective_ns_per_step=int(round((mine[END_NS] - mine[START_NS]).sum() / n)),
+        wait_ns_per_step=int(round(waits.sum() / n)),
+        last_arrival_share=round(float(mine[LAST_ARRIVAL].sum()) / max(matched, 1), 3),
+        waits_for=waits_for,
+        label=source.label(pid),
+    )
 
 
 def _in_windows(times: np.ndarray, steps: pd.DataFrame) -> np.ndarray:
@@ -120,8 +176,11 @@ def _in_windows(times: np.ndarray, steps: pd.DataFrame) -> np.ndarray:
     return found
 
 
-def _peer_stages(analysis: Analysis, peer: int, waits: pd.DataFrame, n: int) -> dict[str, int]:
-    """Per stage of the peer's step thread: ns per step of overlap with the wait intervals."""
+def _peer_stages(
+    analysis: Analysis, peer: int, waits: pd.DataFrame, n: int, offset_ns: int = 0
+) -> dict[str, int]:
+    """Per stage of the peer's step thread: ns per step of overlap with the wait intervals
+    (on the common clock; the peer's own times plus offset_ns)."""
     peer_steps = analysis.steps[analysis.steps[PID] == peer]
     if peer_steps.empty:
         return {}
@@ -130,7 +189,10 @@ def _peer_stages(analysis: Analysis, peer: int, waits: pd.DataFrame, n: int) -> 
     if thread is None:
         return {}
     totals = _overlaps(
-        waits[START_NS].to_numpy(), waits[WAIT_END_NS].to_numpy(), thread, analysis.stage_map.names
+        waits[START_NS].to_numpy() - offset_ns,
+        waits[WAIT_END_NS].to_numpy() - offset_ns,
+        thread,
+        analysis.stage_map.names,
     )
     shown = sorted(totals.items(), key=lambda kv: (-kv[1], kv[0]))[:PEER_STAGES_SHOWN]
     return {stage: int(round(ns / n)) for stage, ns in shown if ns > 0}
@@ -178,15 +240,16 @@ def wait_verdict(stage: str, ns_per_step: int, rank: RankSummary | None) -> str:
         return line + " for a peer process — the time is set elsewhere: look at the peers"
     peer = rank.waits_for[0]
     line += (
-        f", {format_duration(peer.ns_per_step)}/step of it for process {peer.pid}, which "
+        f", {format_duration(peer.ns_per_step)}/step of it for process {peer.label or peer.pid}, which "
         f"arrives last {peer.last_arrivals_per_step:g} times/step"
     )
     if peer.peer_stages_ns_per_step:
         doing = ", ".join(
             f"{name} {format_duration(ns)}" for name, ns in peer.peer_stages_ns_per_step.items()
         )
-        line += f"; meanwhile {peer.pid} was in {doing} per step"
+        line += f"; meanwhile {peer.label or peer.pid} was in {doing} per step"
     return (
-        line + f" — rank-bound: this rank's kernels are not the problem; shorten {peer.pid}'s "
+        line + f" — rank-bound: this rank's kernels are not the problem; shorten "
+        f"{peer.label or peer.pid}'s "
         "path to the collective"
     )

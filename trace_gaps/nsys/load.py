@@ -311,6 +311,7 @@ def read_head(
         missing_columns=_missing_columns(connection, tables),
         capture_duration_ns=_capture_duration(connection, tables),
         lost_event_messages=_lost_event_messages(connection, tables),
+        session_start_utc_ns=_session_start(connection, tables),
     )
     return Trace(
         info=info,
@@ -433,6 +434,17 @@ def _lost_event_messages(
     except sqlite3.Error:  # an older schema: no diagnostics to quote
         return ()
     return tuple(dict.fromkeys(t for t in texts if _LOST_EVENTS.search(t)))
+
+
+def _session_start(connection: sqlite3.Connection, tables: tuple[str, ...]) -> int | None:
+    if queries.SESSION_START_TABLE not in tables:
+        return None
+    try:
+        row = connection.execute(queries.SESSION_START).fetchone()
+    except sqlite3.Error:  # a schema without the column
+        return None
+    value = row[0] if row else None
+    return int(value) if isinstance(value, int) and value > 0 else None
 
 
 def _capture_duration(connection: sqlite3.Connection, tables: tuple[str, ...]) -> int | None:

@@ -223,6 +223,10 @@ def runtime_calls_named(name_ids: list[int], below_rowid: int) -> str:
     return f"{RUNTIME_CALLS} WHERE rowid < {int(below_rowid)} AND nameId IN ({listed})"
 
 
+SESSION_START_TABLE = "TARGET_INFO_SESSION_START_TIME"
+SESSION_START = "SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME LIMIT 1"
+
+
 def kernels_named(name_ids: list[int]) -> str:
     """Timed kernels with these name ids (the collectives, for matching across processes)."""
     listed = ", ".join(str(int(i)) for i in name_ids)

@@ -52,7 +52,8 @@ def describe_steps(process: ProcessReport) -> list[str]:
 
 def process_title(process: ProcessReport) -> str:
     """ "Process 834 (python3)"."""
-    return f"Process {process.pid}" + (f" ({process.name})" if process.name else "")
+    who = process.label or str(process.pid)
+    return f"Process {who}" + (f" ({process.name})" if process.name else "")
 
 
 def candidate_table(process: ProcessReport) -> Table:
@@ -197,20 +198,20 @@ def evidence_lines(process: ProcessReport, *, top: int = 3) -> list[tuple[str, l
 def ranks_table(report: Report) -> Table:
     """The cross-rank view: per process, its collectives and whom it waits for."""
     ranks = report.ranks
-    walls = {p.pid: p.steps.wall_ns.mean for p in report.processes}
-    buckets: dict[int, dict[str, int]] = {}
+    walls = {p.label or str(p.pid): p.steps.wall_ns.mean for p in report.processes}
+    buckets: dict[str, dict[str, int]] = {}
     for process in report.processes:
         for entry in process.ledger:
-            per = buckets.setdefault(process.pid, {})
+            per = buckets.setdefault(process.label or str(process.pid), {})
             per[entry.bucket] = per.get(entry.bucket, 0) + entry.ns_per_step
     rows = []
     for rank in ranks.processes:
-        mine = buckets.get(rank.pid, {})
-        waits_for = ", ".join(f"{w.pid}: {format_ms(w.ns_per_step)}" for w in rank.waits_for)
+        mine = buckets.get(rank.label, {})
+        waits_for = ", ".join(f"{w.label}: {format_ms(w.ns_per_step)}" for w in rank.waits_for)
         rows.append(
             [
-                str(rank.pid) + (" (pace)" if rank.pid == ranks.pace_setter_pid else ""),
-                format_ms(walls.get(rank.pid, 0)),
+                rank.label + (" (pace)" if rank.label == ranks.pace_setter else ""),
+                format_ms(walls.get(rank.label, 0)),
                 format_ms(mine.get(Bucket.BUSY.value, 0)),
                 format_ms(mine.get(Bucket.WAIT.value, 0)),
                 format_ms(mine.get(Bucket.IDLE.value, 0)),
@@ -221,7 +222,7 @@ def ranks_table(report: Report) -> Table:
             ]
         )
     pace = (
-        f"process {ranks.pace_setter_pid} sets the pace (arrives last most often)"
+        f"process {ranks.pace_setter} sets the pace (arrives last most often)"
         if ranks.pace_setter_pid is not None
         else "no matched collective"
     )

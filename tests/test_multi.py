@@ -1,0 +1,162 @@
+"""Several exports of one run: clock alignment, cross-export waits, Dask, failures."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from tests.conftest import PEER_TRACES, corpus_trace_paths
+from trace_gaps.analysis.pipeline import AnalysisOptions
+from trace_gaps.cli import app
+from trace_gaps.multi import align, analyse_exports, read_side
+
+runner = CliRunner()
+
+
+def _corpus(name: str) -> Path | None:
+    return next((p for p in corpus_trace_paths() if p.stem == name), None)
+
+
+def split_process(source: Path, target: Path, pid: int, shift_ns: int) -> Path:
+    """A copy of an export holding one process's rows, its clock shifted by shift_ns (as if
+    its own nsys session had recorded it; the session start is left as it was)."""
+    shutil.copyfile(source, target)
+    with sqlite3.connect(target) as connection:
+        tables = [
+            r[0] for r in connection.execute("SELECT name FROM sqlite_master WHERE type='table'")
+        ]
+        for table in tables:
+            columns = {r[1] for r in connection.execute(f"PRAGMA table_info({table})")}
+            key = (
+                "globalPid"
+                if "globalPid" in columns
+                else "globalTid"
+                if "globalTid" in columns
+                else None
+            )
+            if key:
+                connection.execute(
+                    f"DELETE FROM {table} WHERE (({key} >> 24) & 16777215) != ?", (pid,)
+                )
+            if {"start", "end"} <= columns:
+                connection.execute(
+                    f'UPDATE {table} SET start = start + ?, "end" = "end" + ? '
+                    'WHERE NOT (start = 0 AND "end" = 0) AND "end" IS NOT NULL',
+                    (shift_ns, shift_ns),
+                )
+    return target
+
+
+SHIFT_NS = 123_456_789  # a known clock offset between the two "sessions"
+
+
+@pytest.fixture
+def split_tp_eager(tmp_path: Path) -> tuple[Path, Path]:
+    source = _corpus("tp_eager")
+    if source is None:
+        pytest.skip("corpus tp_eager absent")
+    return (
+        split_process(source, tmp_path / "rank0.sqlite", 2604, 0),
+        split_process(source, tmp_path / "rank1.sqlite", 2605, SHIFT_NS),
+    )
+
+
+def test_alignment_recovers_a_known_offset_from_collective_ends(split_tp_eager):
+    alignment = align([read_side(path) for path in split_tp_eager])
+    # rank 1's clock runs SHIFT_NS ahead: the correction that puts it on rank 0's is -SHIFT_NS.
+    assert abs(alignment.offsets_ns[1] + SHIFT_NS) <= 1_000  # within 1 µs
+    assert alignment.residual_p99_ns is not None and alignment.residual_p99_ns <= 1_000
+    assert "collective ends" in alignment.method
+
+
+def test_split_exports_give_the_single_export_waits(split_tp_eager):
+    options = AnalysisOptions()
+    split = analyse_exports(list(split_tp_eager), options).report
+    source = _corpus("tp_eager")
+    assert source is not None
+    whole = analyse_exports([source], options).report
+    assert split.ranks.pace_setter_pid == whole.ranks.pace_setter_pid == 2604
+    by_pid = {r.pid: r for r in whole.ranks.processes}
+    for rank in split.ranks.processes:
+        # The same waits, to within the residual of the alignment per collective.
+        assert abs(rank.wait_ns_per_step - by_pid[rank.pid].wait_ns_per_step) <= 16 * 1_000
+        assert [w.pid for w in rank.waits_for] == [w.pid for w in by_pid[rank.pid].waits_for]
+
+
+@pytest.mark.skipif(not PEER_TRACES.is_dir(), reason="../shared/peer_traces is absent")
+def test_alignment_on_a_peer_two_gpu_export_split_per_process(tmp_path):
+    source = PEER_TRACES / "nsys-ai" / "mfu_2gpu_before.sqlite"
+    parts = [
+        split_process(source, tmp_path / "a.sqlite", 144, 0),
+        split_process(source, tmp_path / "b.sqlite", 145, -SHIFT_NS),
+    ]
+    alignment = align([read_side(path) for path in parts])
+    # Only SendRecv pairs here, whose ends differ by 20-30 µs: recovered within 30 µs.
+    assert abs(alignment.offsets_ns[1] - SHIFT_NS) <= 30_000
+
+
+def test_the_real_per_rank_sessions_are_aligned_by_session_start_and_collectives():
+    paths = [_corpus("tp_rank0"), _corpus("tp_rank1")]
+    if None in paths:
+        pytest.skip("corpus tp_rank0/1 absent")
+    alignment = align([read_side(p) for p in paths])  # type: ignore[arg-type]
+    assert alignment.method == "session start + collective ends"
+    assert alignment.residual_p99_ns is not None and alignment.residual_p99_ns < 5_000
+    report = analyse_exports(paths, AnalysisOptions()).report  # type: ignore[arg-type]
+    assert {p.pid for p in report.processes} == {2947, 2950}
+    assert report.ranks.unmatched_instances == 0
+    assert all(r.waits_for for r in report.ranks.processes)
+
+
+def test_dask_local_cluster_gives_the_serial_report(split_tp_eager):
+    pytest.importorskip("dask.distributed")
+    args = ["analyze", *map(str, split_tp_eager), "-f", "json", "--skip", "1"]
+    serial = runner.invoke(app, args)
+    parallel = runner.invoke(app, [*args, "--jobs", "2"])
+    assert serial.exit_code == 0, serial.output
+    assert parallel.exit_code == 0, parallel.output
+    assert parallel.stdout == serial.stdout
+    data = json.loads(serial.stdout)
+    assert {p["pid"] for p in data["processes"]} == {2604, 2605}
+
+
+def test_a_repeated_pid_is_labelled_with_its_file(tmp_path):
+    source = _corpus("tp_rank0")
+    if source is None:
+        pytest.skip("corpus absent")
+    a, b = tmp_path / "a.sqlite", tmp_path / "b.sqlite"
+    shutil.copyfile(source, a)
+    shutil.copyfile(source, b)
+    report = analyse_exports([a, b], AnalysisOptions()).report
+    assert [p.label for p in report.processes] == ["a.sqlite:2947", "b.sqlite:2947"]
+
+
+def test_a_failed_export_is_named_and_the_others_still_reported(split_tp_eager, tmp_path):
+    broken = tmp_path / "broken.sqlite"
+    broken.write_bytes(b"not a database at all" * 100)
+    result = runner.invoke(app, ["analyze", str(split_tp_eager[0]), str(broken), "-f", "json"])
+    assert result.exit_code == 1
+    assert "broken.sqlite" in result.stderr
+    assert json.loads(result.stdout)["processes"][0]["pid"] == 2604
+
+
+def test_a_quoted_glob_is_expanded(split_tp_eager):
+    pattern = str(split_tp_eager[0].parent / "rank*.sqlite")
+    result = runner.invoke(app, ["analyze", pattern, "-f", "json"])
+    assert result.exit_code == 0, result.output
+    assert len(json.loads(result.stdout)["processes"]) == 2
+
+
+def test_jobs_without_dask_names_the_extra(split_tp_eager, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "dask.distributed", None)
+    result = runner.invoke(app, ["analyze", *map(str, split_tp_eager), "--jobs", "2"])
+    assert result.exit_code == 1
+    assert "trace-gaps[dask]" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1

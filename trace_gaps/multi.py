@@ -1,0 +1,332 @@
+"""Several exports of one run (one per rank or node), analysed as one.
+
+    exports ─read_side─▶ session start + collective kernels (small)   [a task per export]
+            ─align──────▶ one clock offset per export, and its residual
+            ─match──────▶ collectives matched across exports: who waits for whom
+            ─analyse_side▶ each export's Trace + Analysis, its waits given  [a task per export]
+            ─merge_reports▶ one Report: every process, labelled, and the cross-export ranks
+
+Each export counts time from its own session start. Clocks are aligned first by the session
+starts (wall-clock ns in TARGET_INFO_SESSION_START_TIME), then refined by collective
+completions: matched collectives end at the same moment on every participant, so the median
+of (reference end - export end) over the instances an export shares with the reference
+(export 0) is its correction. The residual is the spread of ends of cross-export instances
+after alignment (p50, p99); a wait across exports shorter than the p99 residual is not
+attributed (it cannot be told from clock error).
+
+The tasks run in this process, or on Dask (`run_tasks` with a dask.distributed Client);
+a task returns only compact results, never an export's op or call tables.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+import pandas as pd
+
+from trace_gaps.analysis.collectives import (
+    END_TOLERANCE_NS,
+    EXPORT,
+    FAMILY,
+    INSTANCE,
+    PEER_EXPORT,
+    PEER_PID,
+    WAIT_END_NS,
+    CollectiveMatch,
+    family_of,
+    is_collective,
+    match_collectives,
+)
+from trace_gaps.analysis.pipeline import Analysis, AnalysisOptions
+from trace_gaps.analysis.ranks import RankSource, RanksView, build_ranks_across
+from trace_gaps.errors import TraceGapsError, about_file
+from trace_gaps.model import END_NS, NAME, PID, START_NS, Trace
+from trace_gaps.nsys.stream import stream_export
+from trace_gaps.report import Report, build_report, slowest_ranks
+from trace_gaps.run import analyse_export
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class ExportSide:
+    """What phase one reads of an export: its session start and its collective kernels."""
+
+    path: Path
+    session_start_utc_ns: int | None
+    collectives: pd.DataFrame  # start_ns, end_ns, pid, device_id, name (own clock)
+
+
+@dataclass(frozen=True, slots=True)
+class Alignment:
+    """Per export, the ns to add to its times to put them on export 0's clock."""
+
+    offsets_ns: tuple[int, ...]
+    method: str
+    residual_p50_ns: int | None  # spread of ends of cross-export instances, after alignment
+    residual_p99_ns: int | None
+    shared_instances: int  # cross-export instances the refinement used
+    drift_ns_per_s: float | None  # slope of the remaining end mismatch over time, if any
+
+
+def read_side(path: Path) -> ExportSide:
+    """Phase one of an export: session start and collectives (one SQL scan, no op tables)."""
+    with about_file(path), stream_export(path) as opened:
+        collectives = opened.sources.collectives(is_collective)
+        return ExportSide(path, opened.head.info.session_start_utc_ns, collectives)
+
+
+def align(sides: Sequence[ExportSide]) -> Alignment:
+    """Offsets by session start, refined by the ends of collectives the exports share."""
+    starts = [side.session_start_utc_ns for side in sides]
+    have_starts = all(start is not None for start in starts)
+    coarse = [int(start - starts[0]) if have_starts else 0 for start in starts]  # type: ignore[operator]
+    method = "session start" if have_starts else "none (no session start in some export)"
+    if len(sides) < 2:
+        return Alignment(tuple(coarse), method, None, None, 0, None)
+    frames = _on_clock(sides, coarse)
+    ends = _instance_ends(frames)
+    offsets = list(coarse)
+    shared = 0
+    drift = None
+    if not ends.empty and 0 in ends.columns:
+        for i in range(1, len(sides)):
+            if i not in ends.columns:
+                continue
+            both = ends[[0, i]].dropna()
+            if both.empty:
+                continue
+            delta = both[0] - both[i]
+            correction = int(np.median(delta.to_numpy()))
+            offsets[i] += correction
+            shared += len(both)
+            if len(both) >= 10:
+                times = both[0].to_numpy(dtype=np.float64) / 1e9
+                remaining = delta.to_numpy(dtype=np.float64) - correction
+                slope = float(np.polyfit(times - times.mean(), remaining, 1)[0])
+                drift = slope if drift is None or abs(slope) > abs(drift) else drift
+        method += " + collective ends" if shared else ""
+    spread = _instance_spread(_on_clock(sides, offsets))
+    p50 = int(np.percentile(spread, 50)) if len(spread) else None
+    p99 = int(np.percentile(spread, 99)) if len(spread) else None
+    return Alignment(tuple(offsets), method, p50, p99, shared, drift)
+
+
+def _on_clock(sides: Sequence[ExportSide], offsets: Sequence[int]) -> pd.DataFrame:
+    frames = []
+    for i, (side, offset) in enumerate(zip(sides, offsets, strict=True)):
+        if len(side.collectives):
+            frame = side.collectives.copy()
+            frame[START_NS] += offset
+            frame[END_NS] += offset
+            frame[EXPORT] = i
+            frames.append(frame)
+    if not frames:
+        return pd.DataFrame(columns=[START_NS, END_NS, PID, "device_id", NAME, EXPORT])
+    return pd.concat(frames, ignore_index=True)
+
+
+def _instances(frame: pd.DataFrame) -> pd.DataFrame:
+    """The k-th collective of each family on each (export, pid, device)."""
+    frame = frame.assign(**{FAMILY: frame[NAME].astype(str).map(family_of)})
+    frame = frame.sort_values([FAMILY, EXPORT, PID, "device_id", START_NS], kind="stable")
+    return frame.assign(
+        **{INSTANCE: frame.groupby([FAMILY, EXPORT, PID, "device_id"]).cumcount().to_numpy()}
+    )
+
+
+def _instance_ends(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per (family, instance): the first end of each export (columns), on the frame's clock."""
+    if frame.empty:
+        return pd.DataFrame()
+    found = _instances(frame)
+    return found.groupby([FAMILY, INSTANCE, EXPORT])[END_NS].min().unstack(EXPORT)
+
+
+def _instance_spread(frame: pd.DataFrame) -> np.ndarray:
+    """Per cross-export instance: latest end - earliest end."""
+    if frame.empty:
+        return np.array([], dtype=np.int64)
+    found = _instances(frame)
+    grouped = found.groupby([FAMILY, INSTANCE])
+    crosses = grouped[EXPORT].nunique() > 1
+    spread = (grouped[END_NS].max() - grouped[END_NS].min())[crosses]
+    return spread.to_numpy()
+
+
+def match_across(sides: Sequence[ExportSide], alignment: Alignment) -> tuple[CollectiveMatch, int]:
+    """Match every export's collectives on the common clock. A wait across exports that is
+    not longer than the p99 residual is dropped; returns the match and how many were."""
+    frame = _on_clock(sides, alignment.offsets_ns)
+    if frame.empty:
+        return match_collectives(frame.iloc[:0]), 0
+    match = match_collectives(frame)
+    ops = match.ops
+    tolerance = max(alignment.residual_p99_ns or 0, END_TOLERANCE_NS)
+    crosses = (ops[PEER_EXPORT] >= 0) & (ops[PEER_EXPORT] != ops[EXPORT])
+    short = crosses & ((ops[WAIT_END_NS] - ops[START_NS]) <= tolerance)
+    if short.any():
+        ops = ops.assign(
+            **{
+                WAIT_END_NS: np.where(short, ops[START_NS], ops[WAIT_END_NS]),
+                PEER_PID: np.where(short, -1, ops[PEER_PID]),
+                PEER_EXPORT: np.where(short, -1, ops[PEER_EXPORT]),
+            }
+        )
+        match = replace(match, ops=ops)
+    return match, int(short.sum())
+
+
+def analyse_side(
+    path: Path, options: AnalysisOptions, collectives: CollectiveMatch
+) -> tuple[Trace, Analysis]:
+    """Phase two of an export: its analysis, with the waits found across exports."""
+    with about_file(path):
+        return analyse_export(path, options, collectives=collectives)
+
+
+def run_tasks(
+    function: Callable[..., T], arguments: Sequence[tuple[Any, ...]], client: Any = None
+) -> list[T | BaseException]:
+    """function(*args) for each, here or on a dask.distributed Client; a failed task's
+    exception is returned in its place, so the others' results are kept."""
+    if client is None:
+        results: list[T | BaseException] = []
+        for args in arguments:
+            try:
+                results.append(function(*args))
+            except TraceGapsError as error:
+                results.append(error)
+        return results
+    futures = [client.submit(function, *args, pure=False) for args in arguments]
+    gathered: list[T | BaseException] = []
+    for future in futures:
+        try:
+            gathered.append(future.result())
+        except TraceGapsError as error:
+            gathered.append(error)
+    return gathered
+
+
+@dataclass(frozen=True, slots=True)
+class MultiResult:
+    """One report over every export that could be analysed, and the ones that failed."""
+
+    report: Report
+    failed: list[tuple[Path, str]]
+
+
+def analyse_exports(
+    paths: Sequence[Path],
+    options: AnalysisOptions,
+    *,
+    top: int = 10,
+    client: Any = None,
+    on_export: Callable[[int, int], None] | None = None,
+) -> MultiResult:
+    """Analyse several exports of one run into one Report (see the module docstring)."""
+    sides_or_errors = run_tasks(read_side, [(path,) for path in paths], client)
+    failed = [
+        (path, str(result))
+        for path, result in zip(paths, sides_or_errors, strict=True)
+        if isinstance(result, BaseException)
+    ]
+    sides = [s for s in sides_or_errors if isinstance(s, ExportSide)]
+    if not sides:
+        raise TraceGapsError(
+            "none of the exports could be read: " + "; ".join(message for _, message in failed)
+        )
+    alignment = align(sides)
+    match, dropped = match_across(sides, alignment)
+    arguments = [
+        (side.path, options, match.of_export(i, alignment.offsets_ns[i]))
+        for i, side in enumerate(sides)
+    ]
+    analysed: list[tuple[int, tuple[Trace, Analysis]]] = []
+    for i, result in enumerate(run_tasks(analyse_side, arguments, client)):
+        if isinstance(result, BaseException):
+            failed.append((sides[i].path, str(result)))
+        else:
+            analysed.append((i, result))
+        if on_export is not None:
+            on_export(i + 1, len(sides))
+    if not analysed:
+        raise TraceGapsError(
+            "none of the exports could be analysed: " + "; ".join(message for _, message in failed)
+        )
+    labels = _labels([(sides[i].path, analysis) for i, (_, analysis) in analysed])
+    sources = [
+        RankSource(i, analysis, alignment.offsets_ns[i], labels[k])
+        for k, (i, (_, analysis)) in enumerate(analysed)
+    ]
+    ranks = build_ranks_across(sources, match)
+    reports = [
+        build_report(trace, analysis, top=top, ranks=ranks, labels=labels[k])
+        for k, (_, (trace, analysis)) in enumerate(analysed)
+    ]
+    notes = _alignment_notes(alignment, [sides[i].path for i, _ in analysed], dropped, match)
+    notes += [f"{path.name}: not analysed: {message}" for path, message in failed]
+    return MultiResult(merge_reports(reports, ranks, notes), failed)
+
+
+def _labels(exports: list[tuple[Path, Analysis]]) -> list[dict[int, str]]:
+    """Per export, pid -> "file:pid" for the pids that appear in more than one export."""
+    seen: dict[int, int] = {}
+    for _, analysis in exports:
+        for pid in set(analysis.steps[PID].tolist()):
+            seen[pid] = seen.get(pid, 0) + 1
+    return [
+        {pid: f"{path.name}:{pid}" for pid in set(analysis.steps[PID].tolist()) if seen[pid] > 1}
+        for path, analysis in exports
+    ]
+
+
+def _alignment_notes(
+    alignment: Alignment, paths: list[Path], dropped: int, match: CollectiveMatch
+) -> list[str]:
+    if len(paths) < 2:
+        return []
+    offsets = ", ".join(
+        f"{path.name} {offset / 1e6:+.3f} ms"
+        for path, offset in zip(paths, alignment.offsets_ns, strict=False)
+    )
+    note = f"{len(paths)} exports on one clock ({alignment.method}): {offsets}"
+    if alignment.residual_p50_ns is not None:
+        note += (
+            f"; residual end mismatch of shared collectives p50 {alignment.residual_p50_ns / 1e3:.1f} µs, "
+            f"p99 {(alignment.residual_p99_ns or 0) / 1e3:.1f} µs over {alignment.shared_instances} "
+            "instances"
+        )
+    if alignment.drift_ns_per_s is not None:
+        note += f"; remaining drift {alignment.drift_ns_per_s / 1e3:.2f} µs/s (not corrected)"
+    notes = [note + "."]
+    if dropped:
+        notes.append(
+            f"{dropped} waits across exports no longer than the alignment's p99 residual were not "
+            "attributed: they cannot be told apart from clock error."
+        )
+    return notes
+
+
+def merge_reports(reports: list[Report], ranks: RanksView, notes: list[str]) -> Report:
+    """One Report: the first export's summary, every export's processes, notes and timelines."""
+    first = reports[0]
+    processes = [process for report in reports for process in report.processes]
+    merged_notes = [
+        f"{report.export.file}: {note}" if len(reports) > 1 else note
+        for report in reports
+        for note in report.notes
+    ]
+    return replace(
+        first,
+        processes=processes,
+        other_exports=[report.export for report in reports[1:]],
+        notes=notes + merged_notes,
+        timelines=[t for report in reports for t in report.timelines],
+        ranks=ranks,
+        slowest_rank_by_stage=slowest_ranks(processes),
+    )
