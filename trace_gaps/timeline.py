@@ -7,10 +7,12 @@ from the step's start; every span is clipped to the step's window.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
+import pandas as pd
 
+from trace_gaps.analysis.collectives import WAIT_END_NS
 from trace_gaps.analysis.ledger import CAUSE
 from trace_gaps.analysis.picks import StepPick, TimelineRequest, choose_request, choose_steps
 from trace_gaps.analysis.pipeline import Analysis
@@ -45,6 +47,8 @@ class StreamLane:
     device_id: int
     stream_id: int
     ops: Spans
+    # The parts of collective ops spent waiting for a peer process (group: the op's stage).
+    waits: Spans = field(default_factory=lambda: Spans([], [], [], []))
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +112,7 @@ def _step_timeline(
                 names[lane[STAGE].to_numpy()],
                 lane[NAME].astype(str).to_numpy(),
             ),
+            waits=_waits(lane, start, end, names),
         )
         for _, lane in ops.groupby([DEVICE_ID, STREAM_ID], sort=True)
     ]
@@ -141,6 +146,20 @@ def _step_timeline(
             idle[CAUSE].to_numpy(),
             idle[CAUSE].to_numpy(),
         ),
+    )
+
+
+def _waits(lane: pd.DataFrame, start: int, end: int, names: np.ndarray) -> Spans:
+    if WAIT_END_NS not in lane.columns:
+        return Spans([], [], [], [])
+    waiting = lane[lane[WAIT_END_NS] > lane[START_NS]]
+    return _spans(
+        waiting[START_NS].to_numpy(),
+        waiting[WAIT_END_NS].to_numpy(),
+        start,
+        end,
+        names[waiting[STAGE].to_numpy()],
+        np.full(len(waiting), "waiting for a peer", dtype=object),
     )
 
 

@@ -43,6 +43,8 @@ FIGURE_WIDTH_IN = 16.0
 DPI = 100
 PLOT_FRACTION = 0.78  # share of the figure width the axes get, for the pixel size
 STEP_COLOUR = "#3b3b3b"
+WAIT_HATCH = "xxx"
+WAITING = "waiting in a collective"  # marks, in `used`, that some op waited
 IDLE_SHADE_ALPHA = 0.13
 
 
@@ -189,6 +191,26 @@ def _draw(
             faces=op_colour,
         )
         op_stages.update(ops.group)
+        waits = _concat(
+            [s.waits for t in timelines for s in t.streams if (s.device_id, s.stream_id) == key],
+            [
+                shift
+                for t, shift in zip(timelines, shifts, strict=True)
+                for s in t.streams
+                if (s.device_id, s.stream_id) == key
+            ],
+        )
+        if waits.start_ns:
+            # A collective waiting for a peer: its op's colour, hatched over.
+            ax.broken_barh(
+                [(a, b - a) for a, b in zip(waits.start_ns, waits.end_ns, strict=True)],
+                (row - LANE_HEIGHT / 2, LANE_HEIGHT),
+                facecolors="none",
+                edgecolors="white",
+                hatch=WAIT_HATCH,
+                linewidth=0,
+            )
+            op_stages.add(WAITING)
 
     causes = np.array(idle.group, dtype=object)
     idle_starts, idle_ends = np.array(idle.start_ns), np.array(idle.end_ns)
@@ -211,7 +233,8 @@ def _draw(
             alpha=IDLE_SHADE_ALPHA,
         )
     return {
-        "stages": {legend_name(colours, s) for s in set(stage_names) | op_stages},
+        "stages": {legend_name(colours, s) for s in set(stage_names) | op_stages - {WAITING}}
+        | ({WAITING} & op_stages),
         "calls": set(kinds),
         "causes": set(causes),
     }
@@ -271,4 +294,8 @@ def _legend(colours: dict[str, str], used: dict[str, set[str]]) -> tuple[list[Pa
         for c in CAUSE_ORDER
         if c.value in used["causes"]
     ]
+    if WAITING in used["stages"]:
+        causes.append(
+            Patch(facecolor="#777777", edgecolor="white", hatch=WAIT_HATCH, label=f"GPU {WAITING}")
+        )
     return stages, calls + causes
