@@ -83,3 +83,18 @@ def test_graph_captures_are_counted_per_process(export_builder):
     assert [by_pid[pid].graphs.graph_events for pid in (100, 200)] == [1, 0]
     assert not any("captured" in c.verdict for c in by_pid[200].candidates)
     assert any("captured one" in c.verdict for c in by_pid[100].candidates)
+
+
+def test_a_stage_that_captured_a_graph_says_so_whatever_its_verdict(export_builder):
+    #   verify_forward captured a graph, runs 30 eager launches 200 µs apart (host-bound,
+    #   not launch-bound) and replays nothing: its verdict still says it captured one.
+    b = export_builder()
+    capture(b, 100_000, range_name="capture_verify_graph")
+    for i in range(4):
+        o = 1_000_000 + i * 6_000_000
+        b.range("decode_step", o, o + 6_000_000).range("verify_forward", o, o + 6_000_000)
+        launches(b, o + 1_000, 30, every_ns=200_000)
+    process = report_of(b.write(), skip=0).processes[0]
+    verify = next(c for c in process.candidates if c.bucket == "idle")
+    assert verify.kind == "host_bound"
+    assert "it captured a CUDA graph (in capture_verify_graph) but replays none" in verify.verdict

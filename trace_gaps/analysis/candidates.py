@@ -193,9 +193,20 @@ def write_verdict(
     short = {**split, IdleCause.HOST.value: split[IdleCause.HOST.value] - long_idle}
     dominant = max(short, key=lambda cause: short[cause])
     verdict = _idle_verdict(head, dominant, short, evidence, facts)
-    extra = [words for words in (_long_gap_words(long_idle, evidence), _unexpected_words(facts))]
+    graph = "" if verdict.kind == VerdictKind.LAUNCH_BOUND else _unreplayed_capture_words(facts)
+    extra = (_long_gap_words(long_idle, evidence), graph, _unexpected_words(facts))
     text = "; ".join([verdict.text, *(words for words in extra if words)])
     return Verdict(verdict.kind, text, verdict.lever_ns_per_step, verdict.why)
+
+
+def _unreplayed_capture_words(facts: StageFacts) -> str:
+    """Said only of the stage a capture belongs to, when it replays no graph."""
+    if not facts.captured_here or facts.graph_launches_per_step:
+        return ""
+    return (
+        f"it captured a CUDA graph (in {facts.captured_here[0]}) but replays none: "
+        f"{facts.eager_launches_per_step:.0f} eager launches/step take the eager path"
+    )
 
 
 def _long_gap_verdict(head: str, long_idle: int, evidence: Evidence, facts: StageFacts) -> Verdict:
@@ -230,9 +241,12 @@ def _long_gap_verdict(head: str, long_idle: int, evidence: Evidence, facts: Stag
             " — not launch overhead: the host runs other code there, which a CUDA graph does "
             "not remove; profile that range's host code"
         )
-    unexpected = _unexpected_words(facts, loads=not main.ends_in_code_load)
-    if unexpected:
-        text += f"; {unexpected}"
+    for words in (
+        _unreplayed_capture_words(facts),
+        _unexpected_words(facts, loads=not main.ends_in_code_load),
+    ):
+        if words:
+            text += f"; {words}"
     return Verdict(VerdictKind.LONG_HOST_GAPS, text, long_idle, why)
 
 
