@@ -127,3 +127,15 @@ def test_a_real_two_process_trace_bundles_with_every_link_resolving(tmp_path):
     assert f"`{before}`" in markdown and sha256(MFU) == before
     assert "torchrun" in markdown  # the capture's command is kept
     assert "ENVIRONMENT" not in markdown and "MODAL_TASK_SECRET" not in markdown
+
+
+def test_report_md_gives_the_headline_and_verdict_before_the_settings_and_pictures(bundled):
+    _, out, _, _ = bundled
+    markdown = (out / "report.md").read_text()
+    headline = json.loads((out / "report.json").read_text())["processes"][0]["headline"]
+    verdict = markdown.index("## Verdict")
+    assert verdict < markdown.index("## Provenance") < markdown.index("Capture settings")
+    assert verdict < markdown.index("![")
+    first_line = markdown[verdict:].splitlines()[2]
+    assert first_line.startswith("**Process 100") and "GPU busy" in first_line
+    assert headline.split(",")[0].replace("_", "\\_") in first_line

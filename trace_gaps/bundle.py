@@ -1,6 +1,6 @@
-"""The bug-report bundle: one folder with report.md (provenance first), report.json and pictures.
+"""The bug-report bundle: one folder with report.md (the verdict first), report.json and pictures.
 
-DIR/report.md             provenance, the pictures, then the Markdown report
+DIR/report.md             headline and verdict, provenance, the pictures, then the Markdown report
 DIR/report.json           the Report as JSON, as `trace-gaps analyze -f json` writes it
 DIR/timeline-median.png   the analysed step nearest the median wall time
 DIR/timeline-worst.png    the slowest analysed step
@@ -23,6 +23,7 @@ from trace_gaps.output import write_figure_atomically, write_text_atomically
 from trace_gaps.plot import plot_steps, plot_timeline
 from trace_gaps.render.json import render_json
 from trace_gaps.render.markdown import escape_markdown, render_markdown
+from trace_gaps.render.tables import process_title
 from trace_gaps.report import Report
 from trace_gaps.timeline import StepPick, TimelineRequest
 
@@ -85,8 +86,17 @@ BUNDLE_FILES = (
 
 
 def render_bundle_markdown(report: Report, provenance: Provenance) -> str:
-    """report.md: provenance, the pictures by relative path, then the report one level down."""
-    out = [f"# trace-gaps report: {escape_markdown(provenance.file)}", "", "## Provenance", ""]
+    """report.md: the answer (headline and verdict per process), provenance, the pictures by
+    relative path, then the report one level down."""
+    out = [f"# trace-gaps report: {escape_markdown(provenance.file)}", ""]
+    out += ["## Verdict", ""]
+    for process in report.processes:
+        out += [
+            f"**{escape_markdown(process_title(process))}: {escape_markdown(process.headline)}**",
+            "",
+        ]
+        out += [f"{c.rank}. {escape_markdown(c.verdict)}" for c in process.candidates[:3]] + [""]
+    out += ["## Provenance", ""]
     out += [
         "| | |",
         "|---|---|",

@@ -86,6 +86,9 @@ OVERHEAD_COLUMNS: dict[str, str] = {
 }
 
 
+GRAPH_EVENT_COLUMNS: dict[str, str] = {PID: "int64", "events": "int64"}
+GRAPH_NODE_COLUMNS: dict[str, str] = {GLOBAL_TID: "int64", START_NS: NS_DTYPE}
+
 OS_CALL_COLUMNS: dict[str, str] = {
     START_NS: NS_DTYPE,
     END_NS: NS_DTYPE,
@@ -195,6 +198,9 @@ class Trace:
     processes: dict[int, str] = field(default_factory=dict)
     overhead: pd.DataFrame = field(default_factory=pd.DataFrame)
     os_calls: pd.DataFrame = field(default_factory=lambda: empty_frame(OS_CALL_COLUMNS))
+    # CUDA_GRAPH_EVENTS rows per process; CUDA_GRAPH_NODE_EVENTS rows (thread, time).
+    graph_events: pd.DataFrame = field(default_factory=lambda: empty_frame(GRAPH_EVENT_COLUMNS))
+    graph_nodes: pd.DataFrame = field(default_factory=lambda: empty_frame(GRAPH_NODE_COLUMNS))
 
 
 # Chunks of an op or call table in start order, and how to get them.

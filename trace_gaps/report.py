@@ -16,16 +16,32 @@ from trace_gaps.analysis.candidates import (
     GapEvidence,
     KernelShare,
     StageFacts,
+    Verdict,
+    VerdictKind,
     host_ns_per_launch,
     idle_split,
     rank_candidates,
     round_per_step,
+    write_headline,
     write_verdict,
 )
+from trace_gaps.analysis.graphs import GraphFacts, describe_captures, find_captures
 from trace_gaps.analysis.integrity import integrity_notes
 from trace_gaps.analysis.launches import ExecutionMode, execution_mode
 from trace_gaps.analysis.ledger import BUCKET, CAUSE, DURATION_NS, Bucket
+from trace_gaps.analysis.long_gaps import (
+    CALL_AFTER,
+    CALL_BEFORE,
+    IDLE_HOST_NS,
+    LONG_GAP_MIN_NS,
+    OS_CALLS,
+    LongGapFinding,
+    group_long_gaps,
+    select_long_gaps,
+    spacing_thresholds,
+)
 from trace_gaps.analysis.pipeline import Analysis
+from trace_gaps.analysis.ranges import open_range_path
 from trace_gaps.analysis.ranks import RankSummary, RanksView, build_ranks, wait_verdict
 from trace_gaps.analysis.stages import STAGE
 from trace_gaps.analysis.steps import IS_WARMUP, SKIP_REASON, STEP_ID, STEP_INDEX
@@ -38,6 +54,7 @@ from trace_gaps.model import (
     START_NS,
     Trace,
 )
+from trace_gaps.nsys.queries import GRAPH_NODE_EVENTS_TABLE
 from trace_gaps.timeline import StepTimeline, build_timelines
 
 SCHEMA_VERSION = 1
@@ -99,18 +116,23 @@ class StageSummary:
     busy_ns_per_step: int
     idle_ns_per_step: int
     launches_per_step: dict[str, float]
-    launch_api_ns_per_step: int
-    queue_ns_per_step: int
+    eager_launches_per_step: float  # kernel, memcpy and memset launches
+    launch_api_ns_per_step: int  # time inside launch calls, all of it (GPU busy or idle)
+    queue_delay_mean_ns_per_launch: int  # mean over the launches of (op start - call end)+
+    queue_delay_sum_ns_per_step: int  # the sum of those per-launch delays: can exceed the step
     queued_launches_per_step: float
     syncs_per_step: float
     sync_ns_per_step: int
     unexpected_calls_per_step: dict[str, float]
     unexpected_ns_per_step: int
     module_load_ns_per_step: int  # inside the load calls
-    module_load_gap_ns_per_step: int  # host time just before each load (after the prior call)
     lookups_per_step: float  # kernel/function handle lookups: counted, never loads
     lookup_ns_per_step: int
-    ops_per_graph_launch: float | None
+    nodes_per_replay: float | None  # ops per graph launch, where the export has node rows
+    launch_spacing_ns: int | None  # median host time from one launch call to the next (whole µs)
+    long_gap_threshold_ns: int  # host gaps longer than this are long (docs/definitions.md)
+    long_gaps_per_step: float
+    long_gap_idle_ns_per_step: int  # GPU-idle host time inside them
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,10 +168,13 @@ class ProcessReport:
 
     pid: int
     name: str
+    headline: str  # one line: step time, GPU busy %, the biggest lever and why
     steps: StepSummary
     ledger: list[LedgerEntry]
     stages: list[StageSummary]
     candidates: list[Candidate]
+    long_host_gaps: list[LongGapFinding]  # every stage's, largest first
+    graphs: GraphFacts
     step_rows: list[StepRow]
     step_ledger: list[StepLedgerEntry]
     label: str = ""  # "file:pid" when several exports share this pid, else ""
@@ -236,6 +261,8 @@ class _ProcessFrames:
     )  # non-launch, non-sync calls in analysed steps: stage, name, total, count
     gaps: pd.DataFrame
     blocked: pd.DataFrame  # stage, name, total, count: OS calls during idle host time
+    thresholds: pd.DataFrame  # spacing_thresholds rows indexed by stage name
+    long_gaps: pd.DataFrame  # select_long_gaps rows of analysed steps, with a "stage" name
 
 
 def _process_report(
@@ -251,16 +278,37 @@ def _process_report(
     frames = _process_frames(analysis, pid)
     n = len(frames.analysed)
     wall = (frames.analysed[END_NS] - frames.analysed[START_NS]).to_numpy()
-    captured_graph = bool(trace.info.graph_capture_events) or pid in analysis.graph_setup_pids
     busy_idle = frames.means.groupby(["stage", BUCKET])["ns_per_step"].sum()
+    long_by_stage = frames.long_gaps.groupby("stage").agg(
+        count=(START_NS, "size"), idle=(IDLE_HOST_NS, "sum")
+    )
     stages = [
-        _stage_summary(stage, frames.stats, busy_idle, n)
+        _stage_summary(stage, frames, busy_idle, long_by_stage, n)
         for stage in sorted(set(frames.means["stage"]) | set(frames.stats.index))
     ]
+    findings = _long_gap_findings(frames.long_gaps, analysis.range_tree, n)
+    graphs = _graph_facts(trace, analysis, pid, stages, n)
     skipped = frames.steps[frames.steps[IS_WARMUP]]
+    candidates = _candidates(
+        frames,
+        stages,
+        findings,
+        graphs,
+        _sharing_gpus(analysis, pid),
+        n,
+        trace_start,
+        top=top,
+        waits=next(
+            (r for r in ranks.processes if r.pid == pid and r.label == (label or str(pid))),
+            None,
+        ),
+    )
+    wall_mean = _wall_stats(wall).mean
+    busy = int(frames.means.loc[frames.means[BUCKET] == Bucket.BUSY.value, "ns_per_step"].sum())
     return ProcessReport(
         pid=pid,
         name=trace.processes.get(pid, ""),
+        headline=write_headline(analysis.selection.name, wall_mean, busy, candidates),
         steps=StepSummary(
             name=analysis.selection.name,
             reason=analysis.selection.reason,
@@ -283,19 +331,9 @@ def _process_report(
             )
         ],
         stages=stages,
-        candidates=_candidates(
-            frames,
-            stages,
-            captured_graph,
-            _sharing_gpus(analysis, pid),
-            n,
-            trace_start,
-            top=top,
-            waits=next(
-                (r for r in ranks.processes if r.pid == pid and r.label == (label or str(pid))),
-                None,
-            ),
-        ),
+        candidates=candidates,
+        long_host_gaps=findings,
+        graphs=graphs,
         step_rows=_step_rows(frames, trace_start),
         step_ledger=[
             StepLedgerEntry(int(step_id), str(stage), str(bucket), str(cause) or None, int(ns))
@@ -338,7 +376,15 @@ def _process_frames(analysis: Analysis, pid: int) -> _ProcessFrames:
         .reset_index()
         .sort_values(["stage", "total", NAME], ascending=[True, False, True])
     )
+    spacing = analysis.launch_spacing
+    thresholds = spacing_thresholds(spacing[spacing[PID] == pid])
+    explained = analysis.host_gaps[
+        (analysis.host_gaps[PID] == pid) & analysis.host_gaps[STEP_ID].isin(analysed[STEP_ID])
+    ]
+    long_gaps = named(select_long_gaps(explained, thresholds))
     return _ProcessFrames(
+        thresholds=named(thresholds).set_index("stage"),
+        long_gaps=long_gaps,
         steps=steps,
         analysed=analysed,
         ledger=ledger,
@@ -354,7 +400,8 @@ def _process_frames(analysis: Analysis, pid: int) -> _ProcessFrames:
 def _candidates(
     frames: _ProcessFrames,
     stages: list[StageSummary],
-    captured_graph: bool,
+    findings: list[LongGapFinding],
+    graphs: GraphFacts,
     shared_with: tuple[int, ...],
     n: int,
     trace_start: int,
@@ -376,6 +423,7 @@ def _candidates(
         summary = by_name.get(stage)
         split = idle_split(frames.means, stage)
         launches = sum(summary.launches_per_step.values()) if summary else 0.0
+        long_idle = summary.long_gap_idle_ns_per_step if summary and is_idle else 0
         gaps = (
             frames.gaps[frames.gaps["stage"] == stage].nlargest(3, "duration")
             if is_idle
@@ -385,7 +433,7 @@ def _candidates(
             idle_by_cause_ns_per_step=split if is_idle else {},
             launches_per_step=round(launches, 2),
             syncs_per_step=summary.syncs_per_step if summary else 0.0,
-            host_ns_per_launch=host_ns_per_launch(split, launches) if is_idle else None,
+            host_ns_per_launch=host_ns_per_launch(split, launches, long_idle) if is_idle else None,
             top_kernels=[
                 KernelShare(str(name), int(round(total / n)), round(count / n, 2))
                 for name, total, count in _rows(
@@ -418,8 +466,24 @@ def _candidates(
             ]
             if is_idle
             else [],
+            long_host_gaps=[f for f in findings if f.stage == stage][:3] if is_idle else [],
+            long_gap_idle_ns_per_step=long_idle,
         )
-        facts = _stage_facts(summary, captured_graph, shared_with)
+        captured_here = tuple(" > ".join(c.nvtx_path) for c in graphs.captures if c.stage == stage)
+        facts = _stage_facts(summary, captured_here, shared_with)
+        verdict = (
+            Verdict(
+                VerdictKind.WAITING_FOR_PEER,
+                wait_verdict(stage, int(ns_per_step), waits),
+                int(ns_per_step),
+                "its collectives wait for "
+                + (
+                    f"process {waits.waits_for[0].label}" if waits and waits.waits_for else "a peer"
+                ),
+            )
+            if bucket == Bucket.WAIT.value
+            else write_verdict(stage, bucket, int(ns_per_step), evidence, facts)
+        )
         candidates.append(
             Candidate(
                 rank=int(rank),
@@ -427,9 +491,10 @@ def _candidates(
                 bucket=bucket,
                 ns_per_step=int(ns_per_step),
                 share=round(float(share), 4),
-                verdict=wait_verdict(stage, int(ns_per_step), waits)
-                if bucket == Bucket.WAIT.value
-                else write_verdict(stage, bucket, int(ns_per_step), evidence, facts),
+                kind=verdict.kind.value,
+                lever_ns_per_step=verdict.lever_ns_per_step,
+                why=verdict.why,
+                verdict=verdict.text,
                 evidence=evidence,
             )
         )
@@ -482,7 +547,14 @@ def _per_step(total: float, n: int) -> float:
     return round(float(total) / n, 2) if n else 0.0
 
 
-def _stage_summary(stage: str, stats: pd.DataFrame, busy_idle: pd.Series, n: int) -> StageSummary:
+def _stage_summary(
+    stage: str,
+    frames: _ProcessFrames,
+    busy_idle: pd.Series,
+    long_by_stage: pd.DataFrame,
+    n: int,
+) -> StageSummary:
+    stats = frames.stats
     values = (
         stats.loc[[stage]].to_numpy()[0].tolist()
         if stage in stats.index
@@ -494,6 +566,9 @@ def _stage_summary(stage: str, stats: pd.DataFrame, busy_idle: pd.Series, n: int
         return int(row.get(column, 0))
 
     graph_launches = count("graph_launches")
+    eager_launches = count("kernel_launches") + count("memcpy_launches") + count("memset_launches")
+    launches = eager_launches + graph_launches
+    has_spacing = stage in frames.thresholds.index
     return StageSummary(
         name=stage,
         execution=execution_mode(count("graph_ops"), count("eager_ops")).value,
@@ -505,8 +580,10 @@ def _stage_summary(stage: str, stats: pd.DataFrame, busy_idle: pd.Series, n: int
             "memcpy": _per_step(count("memcpy_launches"), n),
             "memset": _per_step(count("memset_launches"), n),
         },
+        eager_launches_per_step=_per_step(eager_launches, n),
         launch_api_ns_per_step=int(round(_per_step(count("launch_api_ns"), n))),
-        queue_ns_per_step=int(round(_per_step(count("queue_ns"), n))),
+        queue_delay_mean_ns_per_launch=int(round(count("queue_ns") / launches)) if launches else 0,
+        queue_delay_sum_ns_per_step=int(round(_per_step(count("queue_ns"), n))),
         queued_launches_per_step=_per_step(count("queued_launches"), n),
         syncs_per_step=_per_step(count("syncs"), n),
         sync_ns_per_step=int(round(_per_step(count("sync_ns"), n))),
@@ -521,12 +598,89 @@ def _stage_summary(stage: str, stats: pd.DataFrame, busy_idle: pd.Series, n: int
             )
         ),
         module_load_ns_per_step=int(round(_per_step(count("module_load_ns"), n))),
-        module_load_gap_ns_per_step=int(round(_per_step(count("module_load_gap_ns"), n))),
         lookups_per_step=_per_step(count("lookups"), n),
         lookup_ns_per_step=int(round(_per_step(count("lookup_ns"), n))),
-        ops_per_graph_launch=round(count("graph_ops") / graph_launches, 2)
-        if graph_launches
-        else None,
+        nodes_per_replay=round(count("graph_ops") / graph_launches, 2) if graph_launches else None,
+        launch_spacing_ns=int(frames.thresholds["spacing_ns"][stage]) if has_spacing else None,
+        long_gap_threshold_ns=int(frames.thresholds["threshold_ns"][stage])
+        if has_spacing
+        else LONG_GAP_MIN_NS,
+        long_gaps_per_step=_per_step(
+            long_by_stage["count"].get(stage, 0) if len(long_by_stage) else 0, n
+        ),
+        long_gap_idle_ns_per_step=int(
+            round(_per_step(long_by_stage["idle"].get(stage, 0) if len(long_by_stage) else 0, n))
+        ),
+    )
+
+
+def _long_gap_findings(
+    long_gaps: pd.DataFrame, range_tree: pd.DataFrame, n: int
+) -> list[LongGapFinding]:
+    """The long host gaps grouped by pattern, per analysed step, largest first."""
+    if long_gaps.empty or not n:
+        return []
+    groups = group_long_gaps(long_gaps)
+    columns = (
+        "stage",
+        CALL_BEFORE,
+        CALL_AFTER,
+        OS_CALLS,
+        "count",
+        "total_ns",
+        "idle_ns",
+        "os_ns",
+        "typical_ns",
+        "longest_ns",
+        "longest_tid",
+        "longest_start_ns",
+        "ends_in_code_load",
+    )
+    findings = []
+    for row in _rows(groups, *columns):
+        stage, before, after, os_calls, count, total, idle, os_ns = row[:8]
+        typical, longest, tid, start, loads = row[8:]
+        findings.append(
+            LongGapFinding(
+                stage=str(stage),
+                call_before=str(before),
+                call_after=str(after),
+                os_calls=[name for name in str(os_calls).split(", ") if name],
+                nvtx_path=open_range_path(range_tree, int(tid), int(start)),
+                gaps_per_step=_per_step(count, n),
+                ns_per_step=int(round(total / n)),
+                idle_ns_per_step=int(round(idle / n)),
+                os_ns_per_step=int(round(os_ns / n)),
+                typical_ns=int(round(typical)),
+                longest_ns=int(longest),
+                ends_in_code_load=bool(loads),
+            )
+        )
+    return findings
+
+
+def _graph_facts(
+    trace: Trace, analysis: Analysis, pid: int, stages: list[StageSummary], n: int
+) -> GraphFacts:
+    """The process's graph captures (with their stage), instantiations, events and replays."""
+    captures = find_captures(analysis.graph_setup_calls, pid)
+    has_nodes = GRAPH_NODE_EVENTS_TABLE in trace.info.tables
+    described = describe_captures(
+        captures,
+        analysis.range_tree,
+        trace.graph_nodes if has_nodes else None,
+        {stage.name: stage.launches_per_step["graph"] for stage in stages},
+        trace_start_ns=analysis.trace_start_ns,
+    )
+    setup = analysis.graph_setup_calls
+    setup = setup[setup[PID] == pid]
+    events = trace.graph_events
+    return GraphFacts(
+        captures=described,
+        instantiations=int(setup[NAME].astype(str).str.contains("GraphInstantiate").sum()),
+        graph_events=int(events.loc[events[PID] == pid, "events"].sum()),
+        replays_per_step=_per_step(sum(s.launches_per_step["graph"] * n for s in stages), n),
+        unmatched_captures=sum(1 for capture in described if capture.stage is None),
     )
 
 
@@ -539,25 +693,25 @@ def _sharing_gpus(analysis: Analysis, pid: int) -> tuple[int, ...]:
 
 
 def _stage_facts(
-    summary: StageSummary | None, captured_graph: bool, shared_with: tuple[int, ...]
+    summary: StageSummary | None, captured_here: tuple[str, ...], shared_with: tuple[int, ...]
 ) -> StageFacts:
     if summary is None:
-        return StageFacts(ExecutionMode.NONE, 0, 0, 0, 0, 0, 0, 0, 0, captured_graph, shared_with)
+        return StageFacts(ExecutionMode.NONE, 0, 0, 0, 0, 0, 0, 0, 0, captured_here, shared_with)
     launches = summary.launches_per_step
     return StageFacts(
         execution=ExecutionMode(summary.execution),
-        eager_launches_per_step=launches["kernel"] + launches["memcpy"] + launches["memset"],
+        eager_launches_per_step=summary.eager_launches_per_step,
         graph_launches_per_step=launches["graph"],
         launch_api_ns_per_step=summary.launch_api_ns_per_step,
         syncs_per_step=summary.syncs_per_step,
         sync_ns_per_step=summary.sync_ns_per_step,
         module_loads_per_step=summary.unexpected_calls_per_step["module_load"],
         module_load_ns_per_step=summary.module_load_ns_per_step,
-        module_load_gap_ns_per_step=summary.module_load_gap_ns_per_step,
         allocs_per_step=summary.unexpected_calls_per_step["alloc"],
         graph_setups_per_step=summary.unexpected_calls_per_step["graph_setup"],
-        process_captured_graph=captured_graph,
+        captured_here=captured_here,
         gpu_shared_with=shared_with,
+        long_gap_idle_ns_per_step=summary.long_gap_idle_ns_per_step,
     )
 
 

@@ -38,29 +38,37 @@ def find_blocked_host_time(
     runs = runs.join(steps.set_index(STEP_ID)[GLOBAL_TID], on=STEP_ID)
     pieces = []
     for tid, thread_runs in runs.groupby(GLOBAL_TID):
-        calls = _outermost(os_calls[os_calls[GLOBAL_TID] == tid])
+        calls = outermost_calls(os_calls[os_calls[GLOBAL_TID] == tid])
         if calls.empty:
             continue
-        pieces.append(_overlaps(thread_runs, calls).assign(**{GLOBAL_TID: tid}))
+        pieces.append(overlaps_with_calls(thread_runs, calls).assign(**{GLOBAL_TID: tid}))
     if not pieces:
         return pd.DataFrame({c: pd.Series(dtype="int64") for c in BLOCKED_COLUMNS})
     overlaps = pd.concat(pieces, ignore_index=True)
     overlaps[STAGE] = stage_at(
         stage_map, overlaps[GLOBAL_TID].to_numpy(), overlaps[START_NS].to_numpy()
     )
-    grouped = overlaps.groupby([STEP_ID, STAGE, NAME], observed=True)["duration_ns"].sum()
+    grouped = (
+        overlaps.drop(columns="run")
+        .groupby([STEP_ID, STAGE, NAME], observed=True)["duration_ns"]
+        .sum()
+    )
     return grouped.reset_index()[BLOCKED_COLUMNS]
 
 
-def _outermost(calls: pd.DataFrame) -> pd.DataFrame:
+def outermost_calls(calls: pd.DataFrame) -> pd.DataFrame:
+    """The calls not nested in an earlier one (nested OS calls count once)."""
     calls = calls.sort_values([START_NS, END_NS], ascending=[True, False], kind="stable")
     ends = calls[END_NS].to_numpy()
     earlier_end = np.maximum.accumulate(np.r_[np.iinfo(np.int64).min, ends])[:-1]
     return calls[calls[START_NS].to_numpy() >= earlier_end]
 
 
-def _overlaps(runs: pd.DataFrame, calls: pd.DataFrame) -> pd.DataFrame:
-    """Every (run, call) overlap, by sort and search: calls are disjoint and sorted."""
+def overlaps_with_calls(runs: pd.DataFrame, calls: pd.DataFrame) -> pd.DataFrame:
+    """Every (run, call) overlap, by sort and search: calls are disjoint and sorted.
+
+    The "run" column is the position of the overlap's run in runs.
+    """
     call_starts, call_ends = calls[START_NS].to_numpy(), calls[END_NS].to_numpy()
     run_starts, run_ends = runs[START_NS].to_numpy(), runs[END_NS].to_numpy()
     first = np.searchsorted(call_ends, run_starts, side="right")
@@ -78,5 +86,6 @@ def _overlaps(runs: pd.DataFrame, calls: pd.DataFrame) -> pd.DataFrame:
             START_NS: start[keep],
             "duration_ns": (end - start)[keep],
             NAME: calls[NAME].to_numpy()[call_index][keep],
+            "run": run_index[keep],
         }
     )

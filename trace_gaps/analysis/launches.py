@@ -51,7 +51,6 @@ STAGE_STAT_COLUMNS = [
     "sync_ns",
     "module_loads",
     "module_load_ns",
-    "module_load_gap_ns",
     "lookups",
     "lookup_ns",
     "allocs",
@@ -163,7 +162,6 @@ def summarise_stages(
         columns[count_name] = chosen["size"]
         if time_name:
             columns[time_name] = chosen["sum"]
-    columns["module_load_gap_ns"] = _gaps_before(calls, steps, CallCategory.MODULE_LOAD)
     # Per category, then per call; the appended False is where a missing category (code -1) lands.
     is_launch = np.array([str(c).startswith("launch") for c in category.cat.categories] + [False])
     launches = calls[is_launch[category.cat.codes.to_numpy()]]
@@ -195,32 +193,6 @@ def summarise_stages(
     stats = stats.reindex(columns=STAGE_STAT_COLUMNS).fillna(0).astype("int64")
     stats.index = stats.index.set_names(keys)
     return stats.reset_index()
-
-
-def _gaps_before(calls: pd.DataFrame, steps: pd.DataFrame, category: CallCategory) -> pd.Series:
-    """Per (pid, stage): the host time just before each call of a category, summed: from the
-    end of the thread's previous CUDA call in the same step (or the step's start) to its start.
-    calls carry their STEP_ID (calls_in_analysed_steps)."""
-    keys = [PID, STAGE]
-    is_category = (calls[CALL_CATEGORY] == category.value).to_numpy()
-    if not is_category.any():
-        return pd.Series(dtype="int64", index=pd.MultiIndex.from_tuples([], names=keys))
-    order = np.lexsort((calls[START_NS].to_numpy(), calls[STEP_ID].to_numpy()))
-    step_ids = calls[STEP_ID].to_numpy()[order]
-    starts = calls[START_NS].to_numpy()[order]
-    ends = calls[END_NS].to_numpy()[order]
-    step_start = steps.set_index(STEP_ID)[START_NS].reindex(step_ids).to_numpy()
-    first_in_step = np.r_[True, step_ids[1:] != step_ids[:-1]]
-    group_max = pd.Series(ends).groupby(step_ids).cummax().shift().to_numpy()
-    previous_end = np.where(first_in_step, step_start, np.maximum(group_max, step_start))
-    gap = np.maximum(starts - previous_end, 0).astype(np.int64)
-    chosen = is_category[order]
-    picked = calls.iloc[order[chosen]]
-    return (
-        pd.Series(gap[chosen], index=pd.MultiIndex.from_frame(picked[keys]))
-        .groupby(level=keys)
-        .sum()
-    )
 
 
 def execution_mode(graph_ops: int, eager_ops: int) -> ExecutionMode:

@@ -18,6 +18,11 @@ from trace_gaps.analysis.collectives import CollectiveMatch, is_collective, matc
 from trace_gaps.analysis.host import BLOCKED_COLUMNS
 from trace_gaps.analysis.launches import STAGE_STAT_COLUMNS, top_kernels
 from trace_gaps.analysis.ledger import LEDGER_COLUMNS
+from trace_gaps.analysis.long_gaps import (
+    HOST_GAP_COLUMNS,
+    LAUNCHES,
+    SPACING_COLUMNS,
+)
 from trace_gaps.analysis.picks import TimelineRequest, choose_steps
 from trace_gaps.analysis.ranges import build_range_tree
 from trace_gaps.analysis.stages import STAGE, StageMap, map_stages, stage_calls
@@ -34,6 +39,7 @@ from trace_gaps.analysis.steps import (
     whole_process_steps,
 )
 from trace_gaps.analysis.windows import (
+    GRAPH_SETUP_COLUMNS,
     OP_CENSUS_COLUMNS,
     RowStream,
     StepDetail,
@@ -88,7 +94,9 @@ class Analysis:
     api_call_totals: pd.DataFrame  # per (pid, stage, name): non-launch, non-sync calls
     op_census: pd.DataFrame  # per (pid, kind, stage): ops of the analysed processes
     device_ops: pd.DataFrame  # per (pid, device, kind): ops of every process in the export
-    graph_setup_pids: frozenset[int]  # processes that captured or instantiated a CUDA graph
+    host_gaps: pd.DataFrame  # host gaps of at least LONG_GAP_MIN_NS in analysed steps, explained
+    launch_spacing: pd.DataFrame  # per (pid, stage, gap_us): launches with that host gap before
+    graph_setup_calls: pd.DataFrame  # capture/instantiate/upload calls: pid, tid, name, start, end
     trace_start_ns: int  # the earliest op, call or range in the export
     picked_steps: tuple[tuple[TimelineRequest, pd.DataFrame], ...]  # per timeline request
     step_details: dict[int, StepDetail]  # kept for the picked steps
@@ -279,7 +287,9 @@ def _merge(
         api_call_totals=_summed(results.api_calls, [PID, STAGE, NAME], ["total", "count"]),
         op_census=_summed(results.op_census, OP_CENSUS_COLUMNS[:-1], OP_CENSUS_COLUMNS[-1:]),
         device_ops=sources.device_ops(),
-        graph_setup_pids=frozenset(results.graph_setup_pids),
+        host_gaps=_concat(results.host_gaps, HOST_GAP_COLUMNS),
+        launch_spacing=_summed(results.launch_spacing, SPACING_COLUMNS[:3], [LAUNCHES]),
+        graph_setup_calls=_concat(results.graph_setup_calls, GRAPH_SETUP_COLUMNS),
         trace_start_ns=min(sources.trace_start_ns(), _earliest(trace.nvtx_ranges)),
         picked_steps=picked,
         step_details=results.step_details,

@@ -108,3 +108,25 @@ def _nest_one_thread(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, 
         valid = at >= 0
         parent[children[valid]] = candidates[at[valid]]
     return depth, parent
+
+
+def open_range_path(range_tree: pd.DataFrame, global_tid: int, time_ns: int) -> list[str]:
+    """Names of the ranges open on a thread at a time, outermost first (build_range_tree rows).
+
+    For the few times a report explains (a capture, a long gap), not for every event.
+    """
+    tids = range_tree[GLOBAL_TID].to_numpy()
+    lo, hi = np.searchsorted(tids, [global_tid, global_tid + 1])
+    starts = range_tree[START_NS].to_numpy()[lo:hi]
+    ends = range_tree[END_NS].to_numpy()[lo:hi]
+    at = int(np.searchsorted(starts, time_ns, side="right")) - 1
+    parents = range_tree[PARENT].to_numpy()
+    names = range_tree[NAME].to_numpy()
+    path = []
+    # The last range opened at or before the time, then up its parents to one still open.
+    row = lo + at if at >= 0 else -1
+    while row >= 0:
+        if ends[row - lo] > time_ns:
+            path.append(str(names[row]))
+        row = int(parents[row])
+    return path[::-1]

@@ -41,6 +41,7 @@ from trace_gaps.analysis.launches import (
     summarise_stages,
 )
 from trace_gaps.analysis.ledger import CAUSE, build_ledger
+from trace_gaps.analysis.long_gaps import explain_host_gaps, find_host_gaps, launch_spacing
 from trace_gaps.analysis.stages import (
     CALL_END_NS,
     CALL_ROW,
@@ -57,6 +58,7 @@ from trace_gaps.model import (
     CORRELATION_ID,
     END_NS,
     GLOBAL_TID,
+    NAME,
     OP_KIND,
     PID,
     START_NS,
@@ -72,6 +74,7 @@ CALL_LEAD_NS = 1_000_000
 
 READ_AT = "read_at"  # the window whose reading brought the row in
 LONGEST_GAPS = 3  # kept per (pid, stage)
+GRAPH_SETUP_COLUMNS = [PID, GLOBAL_TID, NAME, START_NS, END_NS]
 
 _NEVER = np.iinfo(np.int64).max
 
@@ -96,7 +99,9 @@ class WindowResults:
     kernels: list[pd.DataFrame] = field(default_factory=list)
     api_calls: list[pd.DataFrame] = field(default_factory=list)
     op_census: list[pd.DataFrame] = field(default_factory=list)
-    graph_setup_pids: set[int] = field(default_factory=set)
+    host_gaps: list[pd.DataFrame] = field(default_factory=list)
+    launch_spacing: list[pd.DataFrame] = field(default_factory=list)
+    graph_setup_calls: list[pd.DataFrame] = field(default_factory=list)
     step_details: dict[int, StepDetail] = field(default_factory=dict)
     windows: int = 0
 
@@ -282,8 +287,13 @@ def _analyse_window(
     results.kernels.append(kernel_totals(analysed_ops))
     results.api_calls.append(api_call_totals(staged, steps, analysed_calls))
     results.op_census.append(op_census(owned_ops))
+    host_gaps = find_host_gaps(analysed_calls, steps)
+    results.launch_spacing.append(launch_spacing(analysed_calls))
+    results.host_gaps.append(explain_host_gaps(host_gaps, idle_runs, inputs.os_calls, stage_map))
     setup = owned_calls[CALL_CATEGORY] == CallCategory.GRAPH_SETUP.value
-    results.graph_setup_pids.update(int(pid) for pid in owned_calls.loc[setup, PID].unique())
+    results.graph_setup_calls.append(
+        owned_calls.loc[setup, GRAPH_SETUP_COLUMNS].assign(**{NAME: lambda f: f[NAME].astype(str)})
+    )
     for step in steps[steps[STEP_ID].isin(inputs.detail_step_ids)].itertuples():
         detail = _step_detail(step, staged, projected, idle_runs)
         results.step_details[int(getattr(step, STEP_ID))] = detail

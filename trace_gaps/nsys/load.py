@@ -22,6 +22,8 @@ from trace_gaps.model import (
     END_NS,
     GLOBAL_TID,
     GPU_OP_COLUMNS,
+    GRAPH_EVENT_COLUMNS,
+    GRAPH_NODE_COLUMNS,
     NAME,
     NVTX_RANGE_COLUMNS,
     OP_KIND,
@@ -322,7 +324,34 @@ def read_head(
         processes=_read_processes(connection, tables),
         overhead=_read_overhead(connection, tables),
         os_calls=_read_os_calls(connection, tables),
+        graph_events=_read_if(
+            connection,
+            tables,
+            queries.GRAPH_EVENTS_TABLE,
+            queries.GRAPH_EVENTS_BY_PROCESS,
+            GRAPH_EVENT_COLUMNS,
+        ),
+        graph_nodes=_read_if(
+            connection,
+            tables,
+            queries.GRAPH_NODE_EVENTS_TABLE,
+            queries.GRAPH_NODE_EVENTS,
+            GRAPH_NODE_COLUMNS,
+        ),
     )
+
+
+def _read_if(
+    connection: sqlite3.Connection,
+    tables: tuple[str, ...],
+    table: str,
+    sql: str,
+    columns: dict[str, str],
+) -> pd.DataFrame:
+    """A query's rows, or an empty frame when the export lacks its table."""
+    if table not in tables:
+        return empty_frame(columns)
+    return pd.read_sql_query(sql, connection, dtype=columns)
 
 
 def _read_frame(connection: sqlite3.Connection, sql: str, dtype: dict[str, str]) -> pd.DataFrame:

@@ -128,6 +128,19 @@ CAPTURE_META = "SELECT name, value FROM META_DATA_CAPTURE"
 
 GRAPH_EVENT_COUNT = "SELECT COUNT(*) FROM CUDA_GRAPH_EVENTS"
 
+# Graph events (graphs created, captured, cloned, instantiated) per process.
+GRAPH_EVENTS_BY_PROCESS = """
+SELECT (globalTid >> 24) & 16777215 AS pid, COUNT(*) AS events FROM CUDA_GRAPH_EVENTS
+WHERE globalTid IS NOT NULL GROUP BY pid ORDER BY pid
+"""
+
+# Graph nodes as they are created (during a stream capture, on the capturing thread).
+GRAPH_NODE_EVENTS_TABLE = "CUDA_GRAPH_NODE_EVENTS"
+GRAPH_NODE_EVENTS = """
+SELECT globalTid AS global_tid, start AS start_ns FROM CUDA_GRAPH_NODE_EVENTS
+WHERE globalTid IS NOT NULL
+"""
+
 SYNC_COUNT = "SELECT COUNT(*) FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"
 
 PROFILER_OVERHEAD = """

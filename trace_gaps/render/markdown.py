@@ -8,7 +8,9 @@ from trace_gaps.render.tables import (
     describe_export,
     describe_steps,
     evidence_lines,
+    graph_lines,
     ledger_table,
+    long_gap_table,
     process_title,
     stage_table,
 )
@@ -55,6 +57,7 @@ def render_markdown(report: Report) -> str:
     out += [escape_markdown(line) + "  " for line in describe_export(report)] + [""]
     for process in report.processes:
         out += [f"## {escape_markdown(process_title(process))}", ""]
+        out += [f"**{escape_markdown(process.headline)}**", ""]
         out += [escape_markdown(line) + "  " for line in describe_steps(process)] + [""]
         if process.candidates:
             out += ["### Verdict", ""]
@@ -64,6 +67,12 @@ def render_markdown(report: Report) -> str:
         out += render_table(candidate_table(process))
         out += render_table(ledger_table(process))
         out += render_table(stage_table(process))
+        out += render_table(long_gap_table(process))
+        graphs = graph_lines(process)
+        if graphs:
+            out += (
+                ["**CUDA graphs**", ""] + [f"- {escape_markdown(line)}" for line in graphs] + [""]
+            )
         sections = evidence_lines(process)
         if sections:
             out += ["### Evidence", ""]

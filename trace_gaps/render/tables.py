@@ -130,36 +130,106 @@ def stage_table(process: ProcessReport) -> Table:
                 stage.name,
                 stage.execution,
                 f"{launches['kernel']:g}",
-                f"{launches['graph']:g}",
                 f"{launches['memcpy']:g}",
                 f"{launches['memset']:g}",
+                f"{launches['graph']:g}",
+                "" if stage.nodes_per_replay is None else f"{stage.nodes_per_replay:g}",
                 format_ms(stage.launch_api_ns_per_step),
-                format_ms(stage.queue_ns_per_step),
+                f"{stage.queue_delay_mean_ns_per_launch / 1_000:.1f}",
                 f"{stage.syncs_per_step:g}",
                 format_ms(stage.sync_ns_per_step),
-                "" if stage.ops_per_graph_launch is None else f"{stage.ops_per_graph_launch:g}",
+                f"{stage.long_gaps_per_step:g}",
                 unexpected,
             ]
         )
     return Table(
-        title="Launches per step by stage",
+        title=(
+            "Launches per step by stage (launch calls ms: all time inside launch calls, GPU "
+            "busy or idle; queue: mean delay from a launch call's return to its op's start)"
+        ),
         columns=[
             "stage",
             "mode",
             "kernels",
-            "graphs",
             "memcpy",
             "memset",
-            "launch API ms",
-            "queue ms",
+            "graph replays",
+            "nodes/replay",
+            "launch calls ms",
+            "queue µs/launch",
             "syncs",
             "sync ms",
-            "ops/graph",
+            "long host gaps",
             "unexpected work",
         ],
-        align=[LEFT, LEFT, *[RIGHT] * 9, LEFT],
+        align=[LEFT, LEFT, *[RIGHT] * 10, LEFT],
         rows=rows,
     )
+
+
+def long_gap_table(process: ProcessReport) -> Table:
+    """The long host gaps, grouped by pattern, per step."""
+    rows = [
+        [
+            finding.stage,
+            f"{finding.gaps_per_step:g}",
+            format_duration(finding.typical_ns),
+            format_ms(finding.idle_ns_per_step),
+            finding.call_before or "(step start)",
+            finding.call_after or "(step end)",
+            ", ".join(finding.os_calls),
+        ]
+        for finding in process.long_host_gaps
+    ]
+    return Table(
+        title=(
+            "Long host gaps (no CUDA call for longer than max(10x the stage's launch spacing, "
+            "1 ms)), by pattern"
+        ),
+        columns=[
+            "stage",
+            "gaps/step",
+            "typical",
+            "GPU idle ms/step",
+            "call before",
+            "call after",
+            "OS calls inside",
+        ],
+        align=[LEFT, RIGHT, RIGHT, RIGHT, LEFT, LEFT, LEFT],
+        rows=rows,
+    )
+
+
+def graph_lines(process: ProcessReport) -> list[str]:
+    """The process's CUDA graph facts in words: captures, where, and replays."""
+    graphs = process.graphs
+    if not graphs.captures and not graphs.graph_events and not graphs.replays_per_step:
+        return []
+    lines = [
+        f"stream captures: {len(graphs.captures)}, instantiations: {graphs.instantiations}, "
+        f"graph events (CUDA_GRAPH_EVENTS): {graphs.graph_events}, "
+        f"graph replays per analysed step: {graphs.replays_per_step:g}"
+    ]
+    for capture in graphs.captures:
+        path = " > ".join(capture.nvtx_path) or "no NVTX range open"
+        nodes = "" if capture.node_count is None else f", {capture.node_count} nodes"
+        replays = (
+            "replays per step unknown"
+            if capture.replays_per_step is None
+            else f"{capture.replays_per_step:g} replays per step"
+        )
+        owner = f"stage {capture.stage}" if capture.stage else "no analysed stage (process level)"
+        lines.append(
+            f"capture at +{capture.begin_offset_ns / 1e6:.3f} ms on thread {capture.thread} "
+            f"in {path} ({owner}): {format_duration(capture.duration_ns)}{nodes}, "
+            f"instantiations: {capture.instantiations}, {replays}"
+        )
+    if graphs.unmatched_captures and not graphs.replays_per_step:
+        lines.append(
+            f"this process captured {graphs.unmatched_captures} graph(s) that no analysed stage "
+            "matches and replays none in the analysed steps"
+        )
+    return lines
 
 
 def evidence_lines(process: ProcessReport, *, top: int = 3) -> list[tuple[str, list[str]]]:
@@ -184,7 +254,18 @@ def evidence_lines(process: ProcessReport, *, top: int = 3) -> list[tuple[str, l
             )
         if evidence.host_ns_per_launch is not None and candidate.bucket == Bucket.IDLE.value:
             lines.append(
-                f"host time between launches: {format_duration(evidence.host_ns_per_launch)} per launch"
+                "host time in the short gaps between launches: "
+                f"{format_duration(evidence.host_ns_per_launch)} per launch"
+            )
+        for finding in evidence.long_host_gaps:
+            path = " > ".join(finding.nvtx_path)
+            lines.append(
+                f"long host gaps: {finding.gaps_per_step:g}/step of ~"
+                f"{format_duration(finding.typical_ns)} (longest {format_duration(finding.longest_ns)}), "
+                f"{format_duration(finding.idle_ns_per_step)}/step of GPU idle, between "
+                f"{finding.call_before or 'the step start'} and {finding.call_after or 'the step end'}"
+                + (f", OS calls inside: {', '.join(finding.os_calls)}" if finding.os_calls else "")
+                + (f", in {path}" if path else "")
             )
         for gap in evidence.longest_gaps:
             lines.append(

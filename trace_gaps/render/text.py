@@ -15,7 +15,9 @@ from trace_gaps.render.tables import (
     describe_export,
     describe_steps,
     evidence_lines,
+    graph_lines,
     ledger_table,
+    long_gap_table,
     process_title,
     stage_table,
 )
@@ -56,6 +58,7 @@ def render_text(report: Report, *, width: int = 160) -> str:
     for process in report.processes:
         console.print()
         console.rule(plain(process_title(process)))
+        console.print(plain(process.headline))
         for line in describe_steps(process):
             console.print(plain(line))
         if process.candidates:
@@ -63,10 +66,22 @@ def render_text(report: Report, *, width: int = 160) -> str:
             console.print("Verdict:")
             for candidate in process.candidates[:3]:
                 console.print(plain(f"  {candidate.rank}. {candidate.verdict}"))
-        for table in (candidate_table(process), ledger_table(process), stage_table(process)):
+        tables = (
+            candidate_table(process),
+            ledger_table(process),
+            stage_table(process),
+            long_gap_table(process),
+        )
+        for table in tables:
             if table.rows:
                 console.print()
                 console.print(_rich_table(table))
+        graphs = graph_lines(process)
+        if graphs:
+            console.print()
+            console.print("CUDA graphs:")
+            for line in graphs:
+                console.print(plain(f"  - {line}"))
         for heading, lines in evidence_lines(process):
             console.print()
             console.print(plain(heading))

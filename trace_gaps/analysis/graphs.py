@@ -1,0 +1,151 @@
+"""CUDA graph captures of one process: where each was captured, what it holds, whose stage it is.
+
+A capture is a cudaStreamBeginCapture call and the next EndCapture on the same thread:
+
+    thread  [decode_step ....... [verify_forward .....................................]
+    calls                          [BeginCapture] launches... [EndCapture] [Instantiate]
+    nodes                                         |||||||||||  (CUDA_GRAPH_NODE_EVENTS)
+
+Its NVTX path is the ranges open on that thread when BeginCapture starts. It belongs to a
+stage (see match_stage), which alone may be told that it captured a graph and does not
+replay it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from trace_gaps.analysis.ranges import open_range_path
+from trace_gaps.model import END_NS, GLOBAL_TID, NAME, PID, START_NS
+
+_BEGIN = re.compile(r"^cu(da)?StreamBeginCapture")
+_END = re.compile(r"^cu(da)?StreamEndCapture")
+_INSTANTIATE = re.compile(r"^cu(da)?GraphInstantiate")
+# Words that say "a graph is captured here", not which work: dropped before names are compared.
+GENERIC_WORDS = frozenset(
+    {"capture", "captured", "capturing", "graph", "graphs", "cuda", "cudagraph", "cudagraphs"}
+    | {"record", "recording", "warmup", "warm", "up", "build", "make", "create"}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class GraphCapture:
+    """One stream capture: cudaStreamBeginCapture … EndCapture on one thread."""
+
+    thread: int
+    begin_offset_ns: int  # BeginCapture's start, from the trace start
+    duration_ns: int  # from BeginCapture's start to EndCapture's end
+    nvtx_path: list[str]  # ranges open at BeginCapture, outermost first
+    stage: str | None  # the stage it belongs to (match_stage); None: no stage matches
+    instantiations: int  # instantiate calls on the thread after it, before the next capture
+    node_count: int | None  # CUDA_GRAPH_NODE_EVENTS rows on the thread during it; None: no table
+    replays_per_step: float | None  # graph launches/step of its stage; 0 when none in the process
+
+
+@dataclass(frozen=True, slots=True)
+class GraphFacts:
+    """A process's CUDA graphs: captures, instantiations, graph events and replays."""
+
+    captures: list[GraphCapture]
+    instantiations: int
+    graph_events: int  # CUDA_GRAPH_EVENTS rows of the process (graphs created, cloned, ...)
+    replays_per_step: float  # graph launches per analysed step, all stages
+    unmatched_captures: int  # captures no analysed stage matches: stated at process level
+
+
+def name_words(name: str) -> set[str]:
+    """Lower-case words of a range name: "capture_verify_graph" -> {capture, verify, graph}."""
+    return {word for word in re.split(r"[^a-z0-9]+", name.lower()) if word}
+
+
+def match_stage(path: list[str], stages: list[str]) -> str | None:
+    """The stage a capture belongs to, from its NVTX path.
+
+    1. Inside: the innermost range of the path that is a stage name.
+    2. Named after: the innermost range of the path whose distinctive words (GENERIC_WORDS
+       dropped) all appear in exactly one stage's name: capture_verify_graph -> verify_forward.
+    """
+    for name in reversed(path):
+        if name in stages:
+            return name
+    for name in reversed(path):
+        words = name_words(name) - GENERIC_WORDS
+        if not words:
+            continue
+        hits = [stage for stage in stages if words <= name_words(stage)]
+        if len(hits) == 1:
+            return hits[0]
+    return None
+
+
+def find_captures(setup_calls: pd.DataFrame, pid: int) -> pd.DataFrame:
+    """One row per capture of a process: thread, begin start, end end, instantiations.
+
+    setup_calls: graph setup calls (pid, global_tid, name, start_ns, end_ns).
+    """
+    calls = setup_calls[setup_calls[PID] == pid].sort_values([GLOBAL_TID, START_NS], kind="stable")
+    names = calls[NAME].astype(str)
+    rows = []
+    for _, thread in calls.groupby(GLOBAL_TID, sort=True):
+        thread_id = int(thread[GLOBAL_TID].iloc[0])
+        thread_names = names.loc[thread.index]
+        begins = thread[thread_names.str.match(_BEGIN).to_numpy()]
+        ends = thread[thread_names.str.match(_END).to_numpy()]
+        instantiates = thread[thread_names.str.match(_INSTANTIATE).to_numpy()][START_NS].to_numpy()
+        begin_starts = begins[START_NS].to_numpy()
+        end_starts = ends[START_NS].to_numpy()
+        at = np.searchsorted(end_starts, begin_starts, side="left")
+        next_begin = np.r_[begin_starts[1:], np.iinfo(np.int64).max]
+        for i, begin in enumerate(begin_starts.tolist()):
+            end = int(ends[END_NS].to_numpy()[at[i]]) if at[i] < len(ends) else None
+            if end is None:
+                continue
+            after = (instantiates >= end) & (instantiates < next_begin[i])
+            rows.append((thread_id, int(begin), end, int(after.sum())))
+    return pd.DataFrame(rows, columns=[GLOBAL_TID, START_NS, END_NS, "instantiations"])
+
+
+def describe_captures(
+    captures: pd.DataFrame,
+    range_tree: pd.DataFrame,
+    graph_nodes: pd.DataFrame | None,
+    stage_replays: dict[str, float],
+    *,
+    trace_start_ns: int,
+) -> list[GraphCapture]:
+    """Each capture with its NVTX path, stage, node count and replays per step.
+
+    graph_nodes None: the export has no CUDA_GRAPH_NODE_EVENTS table. stage_replays: graph
+    launches per step of each analysed stage.
+    """
+    stages = sorted(stage_replays)
+    any_replays = any(stage_replays.values())
+    found = []
+    for tid, begin, end, instantiations in zip(
+        *(captures[c].tolist() for c in (GLOBAL_TID, START_NS, END_NS, "instantiations")),
+        strict=True,
+    ):
+        path = open_range_path(range_tree, tid, begin)
+        stage = match_stage(path, stages)
+        nodes = None
+        if graph_nodes is not None:
+            on_thread = graph_nodes[graph_nodes[GLOBAL_TID] == tid][START_NS]
+            nodes = int(((on_thread >= begin) & (on_thread <= end)).sum())
+        replays = stage_replays.get(stage) if stage is not None else None
+        found.append(
+            GraphCapture(
+                thread=tid & 0xFFFFFF,
+                begin_offset_ns=begin - trace_start_ns,
+                duration_ns=end - begin,
+                nvtx_path=path,
+                stage=stage,
+                instantiations=instantiations,
+                node_count=nodes,
+                replays_per_step=replays if any_replays else 0.0,
+            )
+        )
+    return found

@@ -1,0 +1,324 @@
+"""Host gaps on the step thread: the short ones between launches, and the long ones apart.
+
+A host gap is time on a step's thread outside every CUDA call: from the end of one call
+(or the step's start) to the start of the next call (or the step's end).
+
+    thread  [launch] . [launch] . [cudaGetDeviceProperties] ... 67 ms ... [cuLibraryLoadData]
+    gaps            ^short     ^short                     ^long: fopen, fread inside
+
+A stage's launch spacing is the median time from one launch call's end to the next launch
+call's start on the thread (in whole µs, over the analysed steps). A gap is long when it is
+longer than max(LONG_GAP_FACTOR x the spacing of the stage open where it starts,
+LONG_GAP_MIN_NS). Long gaps need their own explanation (the calls around them, the OS calls
+inside); only the short ones are launch overhead that a CUDA graph removes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from trace_gaps.analysis.host import outermost_calls, overlaps_with_calls
+from trace_gaps.analysis.ledger import CAUSE, IdleCause
+from trace_gaps.analysis.stages import STAGE, StageMap, stage_at
+from trace_gaps.analysis.steps import STEP_ID
+from trace_gaps.model import (
+    CALL_CATEGORY,
+    END_NS,
+    GLOBAL_TID,
+    LAUNCH_CATEGORIES,
+    NAME,
+    PID,
+    START_NS,
+    CallCategory,
+)
+
+LONG_GAP_FACTOR = 10  # a long gap is longer than this many times the stage's launch spacing
+LONG_GAP_MIN_NS = 1_000_000  # ... and than this
+NO_CALL = ""  # no call before (the step's start) or after (the step's end)
+
+CALL_BEFORE = "call_before"
+CALL_AFTER = "call_after"
+AFTER_CATEGORY = "after_category"
+IDLE_HOST_NS = "idle_host_ns"  # GPU-idle host time inside the gap (the ledger's idle host)
+OS_CALLS = "os_calls"  # the outermost OS calls inside, names sorted, ", "-joined
+OS_NS = "os_ns"
+GAP_US = "gap_us"
+LAUNCHES = "launches"
+
+HOST_GAP_COLUMNS = [
+    STEP_ID,
+    PID,
+    GLOBAL_TID,
+    STAGE,
+    START_NS,
+    END_NS,
+    CALL_BEFORE,
+    CALL_AFTER,
+    AFTER_CATEGORY,
+    IDLE_HOST_NS,
+    OS_CALLS,
+    OS_NS,
+]
+SPACING_COLUMNS = [PID, STAGE, GAP_US, LAUNCHES]
+
+_LAUNCH = frozenset(c.value for c in LAUNCH_CATEGORIES)
+
+
+def empty_host_gaps() -> pd.DataFrame:
+    """A host-gap frame with no rows."""
+    text = {CALL_BEFORE, CALL_AFTER, AFTER_CATEGORY, OS_CALLS}
+    return pd.DataFrame(
+        {c: pd.Series(dtype="object" if c in text else "int64") for c in HOST_GAP_COLUMNS}
+    )
+
+
+def find_host_gaps(analysed_calls: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
+    """Every host gap of the analysed steps, with the calls around it (HOST_GAP_COLUMNS but
+    the idle and OS columns). analysed_calls come from calls_in_analysed_steps."""
+    if analysed_calls.empty:
+        return empty_host_gaps().drop(columns=[IDLE_HOST_NS, OS_CALLS, OS_NS])
+    step_ids = analysed_calls[STEP_ID].to_numpy()
+    starts = analysed_calls[START_NS].to_numpy()
+    ends = analysed_calls[END_NS].to_numpy()
+    # Outer calls first when they start together (cudaLaunchKernel around cuLaunchKernel).
+    order = np.lexsort((-ends, starts, step_ids))
+    step_ids, starts, ends = step_ids[order], starts[order], ends[order]
+    names = analysed_calls[NAME].astype(str).to_numpy()[order]
+    categories = analysed_calls[CALL_CATEGORY].astype(str).to_numpy()[order]
+    stages = analysed_calls[STAGE].to_numpy()[order]
+    pids = analysed_calls[PID].to_numpy()[order]
+    tids = analysed_calls[GLOBAL_TID].to_numpy()[order]
+    by_step = steps.set_index(STEP_ID)
+    first = np.r_[True, step_ids[1:] != step_ids[:-1]]
+    last = np.r_[step_ids[1:] != step_ids[:-1], True]
+    # The call that ended last so far in the step: the one the host returned from.
+    latest_end = pd.Series(ends).groupby(step_ids).cummax().to_numpy()
+    position = np.arange(len(ends))
+    is_latest = ends == latest_end
+    latest_call = pd.Series(np.where(is_latest, position, -1)).groupby(step_ids).cummax().to_numpy()
+    previous_end = np.r_[0, latest_end[:-1]]
+    previous_call = np.r_[-1, latest_call[:-1]]
+    step_start = by_step[START_NS].reindex(step_ids).to_numpy()
+    previous_end = np.where(first, step_start, np.maximum(previous_end, step_start))
+    previous_call = np.where(first, -1, previous_call)
+    before = np.where(previous_call >= 0, names[np.maximum(previous_call, 0)], NO_CALL)
+    inner = pd.DataFrame(
+        {
+            STEP_ID: step_ids,
+            PID: pids,
+            GLOBAL_TID: tids,
+            STAGE: stages,
+            START_NS: previous_end,
+            END_NS: starts,
+            CALL_BEFORE: before,
+            CALL_AFTER: names,
+            AFTER_CATEGORY: categories,
+        }
+    )
+    # The last gap: from the last call's return to the step's end.
+    step_end = by_step[END_NS].reindex(step_ids[last]).to_numpy()
+    tail = pd.DataFrame(
+        {
+            STEP_ID: step_ids[last],
+            PID: pids[last],
+            GLOBAL_TID: tids[last],
+            STAGE: -1,
+            START_NS: latest_end[last],
+            END_NS: step_end,
+            CALL_BEFORE: names[latest_call[last]],
+            CALL_AFTER: NO_CALL,
+            AFTER_CATEGORY: NO_CALL,
+        }
+    )
+    # A call nested in an earlier one (the driver call inside a runtime call) ends no gap.
+    inner = inner[starts >= previous_end]
+    gaps = pd.concat([inner, tail], ignore_index=True)
+    return gaps[gaps[END_NS] >= gaps[START_NS]].reset_index(drop=True)
+
+
+def launch_spacing(analysed_calls: pd.DataFrame) -> pd.DataFrame:
+    """Per (pid, stage, whole µs): how many launch calls came that long after the thread's
+    previous launch call returned, in the same step (the step's first launch is left out).
+
+    Counts, not gaps, so that windows add up and the median stays exact to the µs. A launch
+    call nested in another (the driver call inside cudaLaunchKernel) is not a launch of its own.
+    """
+    is_launch = analysed_calls[CALL_CATEGORY].astype(str).isin(_LAUNCH).to_numpy()
+    launches = analysed_calls[is_launch]
+    order = np.lexsort(
+        (-launches[END_NS].to_numpy(), launches[START_NS].to_numpy(), launches[STEP_ID].to_numpy())
+    )
+    step_ids = launches[STEP_ID].to_numpy()[order]
+    starts = launches[START_NS].to_numpy()[order]
+    latest_end = pd.Series(launches[END_NS].to_numpy()[order]).groupby(step_ids).cummax()
+    previous_end = latest_end.groupby(step_ids).shift().to_numpy()
+    keep = ~np.isnan(previous_end) & (starts >= np.nan_to_num(previous_end))
+    gap_us = (starts[keep] - previous_end[keep].astype(np.int64)) // 1_000
+    counts = (
+        pd.DataFrame(
+            {
+                PID: launches[PID].to_numpy()[order][keep],
+                STAGE: launches[STAGE].to_numpy()[order][keep],
+                GAP_US: gap_us,
+            }
+        )
+        .groupby([PID, STAGE, GAP_US])
+        .size()
+    )
+    return counts.rename(LAUNCHES).reset_index()[SPACING_COLUMNS]
+
+
+def explain_host_gaps(
+    host_gaps: pd.DataFrame,
+    idle_runs: pd.DataFrame,
+    os_calls: pd.DataFrame,
+    stage_map: StageMap,
+    *,
+    min_ns: int = LONG_GAP_MIN_NS,
+) -> pd.DataFrame:
+    """The gaps of at least min_ns, each with its stage (open where it starts), the GPU-idle
+    host time inside it, and the OS calls inside it (HOST_GAP_COLUMNS)."""
+    gaps = host_gaps[(host_gaps[END_NS] - host_gaps[START_NS]) >= min_ns].reset_index(drop=True)
+    if gaps.empty:
+        return empty_host_gaps()
+    gaps = gaps.assign(
+        **{STAGE: stage_at(stage_map, gaps[GLOBAL_TID].to_numpy(), gaps[START_NS].to_numpy())}
+    )
+    runs = idle_runs[(idle_runs[CAUSE] == IdleCause.HOST.value)]
+    runs = runs[runs[STEP_ID].isin(gaps[STEP_ID])]
+    # Idle time counts only up to the end of the stage the gap starts in: a stage's long-gap
+    # idle time is part of its own idle host time in the ledger.
+    in_stage = gaps[[STEP_ID, START_NS]].assign(
+        **{END_NS: np.minimum(gaps[END_NS].to_numpy(), _next_stage_boundary(gaps, stage_map))}
+    )
+    pairs = in_stage.reset_index(names="gap").merge(
+        runs[[STEP_ID, START_NS, END_NS]], on=STEP_ID, suffixes=("", "_run")
+    )
+    inside = np.maximum(
+        np.minimum(pairs[END_NS], pairs[f"{END_NS}_run"])
+        - np.maximum(pairs[START_NS], pairs[f"{START_NS}_run"]),
+        0,
+    )
+    idle = inside.groupby(pairs["gap"]).sum().reindex(gaps.index, fill_value=0)
+    names = pd.Series(NO_CALL, index=gaps.index, dtype=object)
+    os_ns = pd.Series(0, index=gaps.index, dtype="int64")
+    pieces = []
+    for tid, thread_gaps in gaps.groupby(GLOBAL_TID):
+        calls = outermost_calls(os_calls[os_calls[GLOBAL_TID] == tid])
+        if len(calls):
+            found = overlaps_with_calls(thread_gaps, calls)
+            pieces.append(found.assign(gap=thread_gaps.index.to_numpy()[found["run"].to_numpy()]))
+    if pieces:
+        found = pd.concat(pieces, ignore_index=True)
+        found[NAME] = found[NAME].astype(str)
+        os_ns = found.groupby("gap")["duration_ns"].sum().reindex(gaps.index, fill_value=0)
+        distinct = found.drop_duplicates(["gap", NAME]).sort_values(["gap", NAME])
+        names = distinct.groupby("gap")[NAME].agg(", ".join).reindex(gaps.index, fill_value="")
+    return gaps.assign(
+        **{IDLE_HOST_NS: idle.astype("int64"), OS_CALLS: names, OS_NS: os_ns.astype("int64")}
+    )[HOST_GAP_COLUMNS]
+
+
+def _next_stage_boundary(gaps: pd.DataFrame, stage_map: StageMap) -> np.ndarray:
+    """Per gap: the first step or stage start or end on its thread after the gap's start."""
+    tids, starts = gaps[GLOBAL_TID].to_numpy(), gaps[START_NS].to_numpy()
+    boundary = np.full(len(gaps), np.iinfo(np.int64).max, dtype=np.int64)
+    for tid in np.unique(tids):
+        thread = stage_map.threads.get(int(tid))
+        if thread is None:
+            continue
+        edges = np.sort(
+            np.concatenate(
+                [thread.step_starts, thread.step_ends, *thread.level_starts, *thread.level_ends]
+            )
+        )
+        at = tids == tid
+        after = np.searchsorted(edges, starts[at], side="right")
+        boundary[at] = np.where(
+            after < len(edges), edges[np.minimum(after, len(edges) - 1)], boundary[at]
+        )
+    return boundary
+
+
+def spacing_thresholds(spacing: pd.DataFrame) -> pd.DataFrame:
+    """Per (pid, stage): the median launch spacing in ns (whole µs) and the long-gap threshold."""
+    if spacing.empty:
+        return pd.DataFrame(
+            {c: pd.Series(dtype="int64") for c in [PID, STAGE, "spacing_ns", "threshold_ns"]}
+        )
+    ordered = spacing.sort_values([PID, STAGE, GAP_US], kind="stable")
+    keys = [PID, STAGE]
+    running = ordered.groupby(keys)[LAUNCHES].cumsum()
+    total = ordered.groupby(keys)[LAUNCHES].transform("sum")
+    # The lower median: the first µs value whose running count reaches half the launches.
+    at_median = ordered[running * 2 >= total].groupby(keys).head(1)
+    spacing_ns = at_median[GAP_US].to_numpy() * 1_000
+    return pd.DataFrame(
+        {
+            PID: at_median[PID].to_numpy(),
+            STAGE: at_median[STAGE].to_numpy(),
+            "spacing_ns": spacing_ns,
+            "threshold_ns": np.maximum(spacing_ns * LONG_GAP_FACTOR, LONG_GAP_MIN_NS),
+        }
+    )
+
+
+def select_long_gaps(candidates: pd.DataFrame, thresholds: pd.DataFrame) -> pd.DataFrame:
+    """The long gaps among explain_host_gaps rows: longer than their stage's threshold,
+    max(LONG_GAP_FACTOR x spacing, LONG_GAP_MIN_NS); a stage without launches has the floor."""
+    joined = candidates.merge(thresholds, on=[PID, STAGE], how="left")
+    threshold = joined["threshold_ns"].fillna(LONG_GAP_MIN_NS).to_numpy()
+    duration = (joined[END_NS] - joined[START_NS]).to_numpy()
+    return joined[duration > threshold].reset_index(drop=True)
+
+
+@dataclass(frozen=True, slots=True)
+class LongGapFinding:
+    """Long host gaps of one stage that share a pattern, per analysed step.
+
+    The pattern: the CUDA call before and after each gap ("" for the step's start or end)
+    and the OS calls inside it (names, sorted).
+    """
+
+    stage: str
+    call_before: str
+    call_after: str
+    os_calls: list[str]
+    nvtx_path: list[str]  # the ranges open where the longest of them starts, outermost first
+    gaps_per_step: float
+    ns_per_step: int  # their length
+    idle_ns_per_step: int  # the GPU-idle host time inside them: what the ledger charges
+    os_ns_per_step: int  # the time inside OS calls in them (outermost calls only)
+    typical_ns: int  # median length
+    longest_ns: int
+    ends_in_code_load: bool  # the call after loads or builds code (cuLibraryLoadData, ...)
+
+
+PATTERN = [PID, STAGE, CALL_BEFORE, CALL_AFTER, OS_CALLS]
+
+
+def group_long_gaps(long_gaps: pd.DataFrame) -> pd.DataFrame:
+    """Per pattern (PATTERN columns): count, total and idle ns, median and longest length, the
+    longest gap's thread and start, and whether the call after loads code; largest first."""
+    gaps = long_gaps.assign(duration=long_gaps[END_NS] - long_gaps[START_NS])
+    gaps = gaps.sort_values(["duration", START_NS], ascending=[False, True], kind="stable")
+    grouped = gaps.groupby(PATTERN, sort=False).agg(
+        count=("duration", "size"),
+        total_ns=("duration", "sum"),
+        idle_ns=(IDLE_HOST_NS, "sum"),
+        os_ns=(OS_NS, "sum"),
+        typical_ns=("duration", "median"),
+        longest_ns=("duration", "first"),
+        longest_tid=(GLOBAL_TID, "first"),
+        longest_start_ns=(START_NS, "first"),
+        after_category=(AFTER_CATEGORY, "first"),
+    )
+    grouped = grouped.reset_index().assign(
+        ends_in_code_load=lambda f: f["after_category"] == CallCategory.MODULE_LOAD.value
+    )
+    return grouped.sort_values(
+        ["idle_ns", "total_ns", CALL_AFTER], ascending=[False, False, True], kind="stable"
+    ).reset_index(drop=True)
