@@ -366,3 +366,19 @@ def test_a_towering_warmup_step_is_cut_at_the_analysed_steps_height_and_labelled
     ax = plot_steps(report).axes[0]
     assert ax.get_ylim()[1] == pytest.approx(1.2 * 1.15)
     assert [t.get_text() for t in ax.texts] == ["10 ms ↑"]
+
+
+def test_a_stage_keeps_its_colour_when_the_time_ranking_changes():
+    # Eager verify is the biggest stage, replayed verify among the smallest: the colours come
+    # from the names, so both sides of a diff draw each stage alike; none is a cause colour.
+    from tests.conftest import SAMPLE_TRACES
+    from trace_gaps.plot.palette import CAUSE_COLOURS
+
+    paths = [SAMPLE_TRACES / "spec_eager.sqlite", SAMPLE_TRACES / "spec_graph_node.sqlite"]
+    if not all(p.exists() for p in paths):
+        pytest.skip("samples absent")
+    eager, graph = (stage_colours(decode_report(p)) for p in paths)
+    stages = ["draft_forward", "verify_forward", "build_tree", "accept_sample_commit"]
+    assert [eager[s] for s in stages] == [graph[s] for s in stages]
+    assert len({eager[s] for s in stages}) == len(stages)
+    assert not set(CAUSE_COLOURS.values()) & {eager[s] for s in stages}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import zlib
 from typing import Any
 
 import numpy as np
@@ -18,25 +19,6 @@ OTHER_STAGES = "other stages"
 # no mathtext parsing, no LaTeX, whatever the user's matplotlibrc says.
 LITERAL_TEXT: dict[Any, Any] = {"text.parse_math": False, "text.usetex": False}
 
-# tab20 without its reds and greys: those mean sync and "no stage" here.
-_STAGE_COLOURS = (
-    "#1f77b4",
-    "#ff7f0e",
-    "#2ca02c",
-    "#9467bd",
-    "#8c564b",
-    "#e377c2",
-    "#bcbd22",
-    "#17becf",
-    "#aec7e8",
-    "#ffbb78",
-    "#98df8a",
-    "#c5b0d5",
-    "#c49c94",
-    "#f7b6d2",
-    "#dbdb8d",
-    "#9edae5",
-)
 # Greys for the stages that are not NVTX ranges, dark enough to read as ops on white.
 _SPECIAL_COLOURS = {
     NO_STAGE: "#b0b0b0",
@@ -100,12 +82,13 @@ def colours_of(mapping: dict[str, str], keys: list[str] | np.ndarray, default: s
 
 
 def stage_colours(report: Report) -> dict[str, str]:
-    """A colour per stage, the same in every figure of a report.
+    """A colour per stage, derived from its name: the same in every figure, every process
+    and both sides of a diff.
 
     The stages that take most time in the analysed steps (busy + idle per step, summed over
-    processes) get the palette's colours in that order, then stages seen only in warm-up
-    steps (an export where every step loads modules has no analysed step), by their total
-    time; the rest share OTHER_STAGES' grey.
+    processes; then those seen only in warm-up steps) get a colour each, at most
+    the palette's size; the rest share OTHER_STAGES' grey. A stage's colour comes from its
+    name (colours_by_name).
     """
     analysed: dict[str, int] = {}
     for process in report.processes:
@@ -118,8 +101,42 @@ def stage_colours(report: Report) -> dict[str, str]:
             every_step[entry.stage] = every_step.get(entry.stage, 0) + entry.duration_ns
     ranked = sorted(analysed, key=lambda name: (-analysed[name], name))
     ranked += sorted(set(every_step) - set(analysed), key=lambda name: (-every_step[name], name))
-    ranked = [name for name in ranked if name not in _SPECIAL_COLOURS]
-    return dict(zip(ranked, _STAGE_COLOURS, strict=False)) | _SPECIAL_COLOURS
+    ranked = [name for name in ranked if name not in _SPECIAL_COLOURS][: len(_STAGE_COLOURS)]
+    return colours_by_name(ranked) | _SPECIAL_COLOURS
+
+
+# tab20 without its reds and greys (sync, "no stage") and without the blues and purples
+# nearest the launch and queued causes, so that a stage never reads as an idle cause.
+_STAGE_COLOURS = (
+    "#ff7f0e",
+    "#2ca02c",
+    "#8c564b",
+    "#e377c2",
+    "#bcbd22",
+    "#17becf",
+    "#ffbb78",
+    "#98df8a",
+    "#c49c94",
+    "#f7b6d2",
+    "#dbdb8d",
+    "#9edae5",
+    "#1f9e89",
+    "#e7969c",
+)
+
+
+def colours_by_name(names: list[str]) -> dict[str, str]:
+    """Each name's palette colour, chosen by the CRC-32 of the name, not by its time: a stage
+    keeps its colour in every picture and on both sides of a diff. Two names that hash to one
+    colour in the same picture are told apart: the later name in sort order takes the next
+    free colour."""
+    taken: dict[int, str] = {}
+    for name in sorted(names):
+        slot = zlib.crc32(name.encode("utf-8", "surrogatepass")) % len(_STAGE_COLOURS)
+        while slot in taken:
+            slot = (slot + 1) % len(_STAGE_COLOURS)
+        taken[slot] = name
+    return {name: _STAGE_COLOURS[slot] for slot, name in taken.items()}
 
 
 def stage_colour_array(colours: dict[str, str], stages: list[str] | np.ndarray) -> np.ndarray:
