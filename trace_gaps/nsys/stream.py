@@ -43,6 +43,7 @@ from trace_gaps.nsys.load import (
     CALL_ROW_KEY,
     OP_ROW_KEY,
     check_is_cuda_export,
+    export_uri,
     impossible_times,
     list_tables,
     no_timed_ops_error,
@@ -50,6 +51,7 @@ from trace_gaps.nsys.load import (
     read_head,
     read_strings,
     reading_export,
+    typed_frame,
 )
 
 CHUNK_ROWS = 250_000
@@ -295,13 +297,15 @@ class _ChunkReader:
         if arrow is not None:
             for chunk in arrow:
                 with reading_export(self.path):
-                    typed = chunk.astype(dtypes)
+                    typed = typed_frame(chunk, dtypes, sql)
                 yield typed
             return
-        rows = pd.read_sql_query(sql, self.connection, dtype=dtypes, chunksize=CHUNK_ROWS)
+        rows = pd.read_sql_query(sql, self.connection, chunksize=CHUNK_ROWS)
         while True:
             with reading_export(self.path):
                 read = next(rows, None)
+                if read is not None:
+                    read = typed_frame(read, dtypes, sql)
             if read is None:
                 return
             yield read
@@ -321,7 +325,7 @@ class _ChunkReader:
 def _arrow_batches(
     adbc_sqlite: object, driver: object, pa: object, path: Path, sql: str
 ) -> Iterator[pd.DataFrame]:
-    uri = path.resolve().as_uri() + "?mode=ro"
+    uri = export_uri(path)
     batch_rows = driver.StatementOptions.BATCH_ROWS.value  # type: ignore[attr-defined]
     connect = adbc_sqlite.connect  # type: ignore[attr-defined]
     with connect(uri) as connection, connection.cursor() as cursor:
