@@ -154,6 +154,16 @@ def test_an_op_with_impossible_times_is_left_out_with_a_note(change, reader, exp
     assert abs(busy - clean_busy) <= 0.01 * clean_busy
 
 
+@pytest.mark.parametrize("change", [f"start = {INT64_MIN}", '"end" = 9.4e18', "start = -1"])
+@pytest.mark.parametrize("reader", ["arrow", "sqlite3"])
+def test_a_call_with_impossible_times_is_left_out_with_a_note(change, reader, export, monkeypatch):
+    if reader == "sqlite3":
+        monkeypatch.setenv("TRACE_GAPS_NO_ARROW", "1")
+    edit(export, f"UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET {change} WHERE rowid = 500")
+    notes = json_report(export)["notes"]
+    assert any(n.startswith("1 CUDA API calls had impossible times") for n in notes)
+
+
 def json_report(path: Path, *args: str) -> dict:
     return json.loads(ok(["analyze", path, "-f", "json", *args]).stdout)
 

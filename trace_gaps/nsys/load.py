@@ -323,12 +323,15 @@ def _read_trace(connection: sqlite3.Connection, path: Path, tables: tuple[str, .
     head = read_head(connection, path, tables, gpu_ops=gpu_ops)
     impossible = impossible_times(gpu_ops, head.info.capture_duration_ns)
     gpu_ops = gpu_ops.loc[~impossible].reset_index(drop=True)
+    impossible_calls = impossible_times(api_calls, head.info.capture_duration_ns)
+    api_calls = api_calls.loc[~impossible_calls].reset_index(drop=True)
     repeated_ops = gpu_ops.duplicated(OP_ROW_KEY).to_numpy()
     repeated_calls = api_calls.duplicated(CALL_ROW_KEY).to_numpy()
     info = replace(
         head.info,
         untimed_events=untimed_ops + untimed_calls,
         impossible_ops=int(impossible.sum()),
+        impossible_calls=int(impossible_calls.sum()),
         duplicated_ops=int(repeated_ops.sum()),
         duplicated_calls=int(repeated_calls.sum()),
     )

@@ -74,6 +74,7 @@ class _Tally:
     earliest: int = np.iinfo(np.int64).max
     untimed: int = 0
     impossible: int = 0
+    impossible_calls: int = 0
     duplicated_ops: int = 0
     duplicated_calls: int = 0
 
@@ -100,6 +101,7 @@ class ExportStream:
             self.head.info,
             untimed_events=self.tally.untimed,
             impossible_ops=self.tally.impossible,
+            impossible_calls=self.tally.impossible_calls,
             duplicated_ops=self.tally.duplicated_ops,
             duplicated_calls=self.tally.duplicated_calls,
         )
@@ -125,7 +127,7 @@ def stream_export(path: Path) -> Iterator[ExportStream]:
                 (table, _op_chunks(reader, sql, names, tally, head.info.capture_duration_ns))
                 for table, sql in op_queries
             ),
-            calls=_call_chunks(reader, tables, names, tally),
+            calls=_call_chunks(reader, tables, names, tally, head.info.capture_duration_ns),
             rows=rows,
             module_loads=lambda until_ns: _module_loads(connection, path, tables, names, until_ns),
             device_ops=tally.ops,
@@ -405,7 +407,11 @@ def _op_chunks(
 
 
 def _call_chunks(
-    reader: _ChunkReader, tables: tuple[str, ...], names: _Names, tally: _Tally
+    reader: _ChunkReader,
+    tables: tuple[str, ...],
+    names: _Names,
+    tally: _Tally,
+    capture_duration_ns: int | None,
 ) -> ChunkSource:
     def chunks() -> Iterator[pd.DataFrame]:
         if queries.RUNTIME_TABLE not in tables:
@@ -417,6 +423,10 @@ def _call_chunks(
         category_of = np.array([kinds.index(classify_call(n).value) for n in categories])
         for chunk in reader.chunks(queries.RUNTIME_CALLS, {**_CALL_INTS, "name_id": "int64"}):
             chunk = _drop_untimed(chunk, tally)
+            impossible = impossible_times(chunk, capture_duration_ns)
+            if impossible.any():
+                tally.impossible_calls += int(impossible.sum())
+                chunk = chunk.loc[~impossible].reset_index(drop=True)
             repeated = chunk.duplicated(CALL_ROW_KEY).to_numpy()
             if repeated.any():
                 tally.duplicated_calls += int(repeated.sum())
