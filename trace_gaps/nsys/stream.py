@@ -353,6 +353,26 @@ def _arrow_batches(
             reader.close()
 
 
+def _repeated_rows(chunk: pd.DataFrame, keys: list[str]) -> np.ndarray:
+    """Rows equal on keys to an earlier row of the chunk.
+
+    The stream's rows are in start order (checked as windows fill; when they are not, the
+    analysis reads the export whole and load_trace counts copies itself), so a copy shares a
+    run of equal starts with its original: only rows in such runs are hashed, which keeps
+    this check cheap (a full duplicated() costs ~0.1 s per chunk).
+    """
+    starts = chunk[START_NS].to_numpy()
+    tied = np.zeros(len(starts), dtype=bool)
+    if len(starts) > 1:
+        same = starts[1:] == starts[:-1]
+        tied[1:] |= same
+        tied[:-1] |= same
+    repeated = np.zeros(len(starts), dtype=bool)
+    if tied.any():
+        repeated[tied] = chunk.loc[tied].duplicated(keys).to_numpy()
+    return repeated
+
+
 def _drop_untimed(chunk: pd.DataFrame, tally: _Tally) -> pd.DataFrame:
     untimed = ((chunk[START_NS] == 0) & (chunk[END_NS] == 0)).to_numpy()
     if untimed.any():
@@ -388,8 +408,7 @@ def _op_chunks(
             if impossible.any():
                 tally.impossible += int(impossible.sum())
                 chunk = chunk.loc[~impossible].reset_index(drop=True)
-            # A copy of a row sits next to it in start order: within the chunk.
-            repeated = chunk.duplicated(OP_ROW_KEY).to_numpy()
+            repeated = _repeated_rows(chunk, OP_ROW_KEY)
             if repeated.any():
                 tally.duplicated_ops += int(repeated.sum())
                 chunk = chunk.loc[~repeated].reset_index(drop=True)
@@ -427,7 +446,7 @@ def _call_chunks(
             if impossible.any():
                 tally.impossible_calls += int(impossible.sum())
                 chunk = chunk.loc[~impossible].reset_index(drop=True)
-            repeated = chunk.duplicated(CALL_ROW_KEY).to_numpy()
+            repeated = _repeated_rows(chunk, CALL_ROW_KEY)
             if repeated.any():
                 tally.duplicated_calls += int(repeated.sum())
                 chunk = chunk.loc[~repeated].reset_index(drop=True)
