@@ -561,3 +561,12 @@ def test_a_hung_nsys_is_stopped_and_reported(tmp_path, monkeypatch):
     assert time.monotonic() - started < 30
     assert "`nsys export` did not finish in 1 s (stopped; set TRACE_GAPS_NSYS_TIMEOUT_S" in line
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bin", "run.nsys-rep"]
+
+
+def test_control_characters_are_escaped_in_an_output_file_and_its_path(export, tmp_path):
+    edit(export, "UPDATE NVTX_EVENTS SET text = ? WHERE text = 'forward'", params=(ESCAPES,))
+    output = tmp_path / "out\x1b[2J.md"
+    result = ok(["analyze", export, "-f", "md", "-o", output])
+    assert result.stderr == f"wrote {tmp_path}/out\\u001b[2J.md\n"
+    written = output.read_text()
+    assert "\x1b" not in written and "fw\\u001b" in written

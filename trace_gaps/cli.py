@@ -134,6 +134,11 @@ def user_errors() -> Iterator[None]:
         raise typer.Exit(1) from None
 
 
+def say(line: str) -> None:
+    """A line on stderr; control characters in the paths it names are escaped."""
+    typer.echo(escape_control_characters(line), err=True)
+
+
 def demo_export() -> Path:
     """The real sample export that ships inside the package."""
     return Path(str(resources.files("trace_gaps") / "data" / "demo.sqlite"))
@@ -156,7 +161,7 @@ def resolve_export(export: Path | None, demo: bool) -> Path:
         return export
     converted = convert_report(export, nsys)
     done = "reusing its export" if converted.reused else "exported it with nsys to"
-    typer.echo(f"note: {export} is an Nsight Systems report; {done} {converted.sqlite}", err=True)
+    say(f"note: {export} is an Nsight Systems report; {done} {converted.sqlite}")
     return converted.sqlite
 
 
@@ -174,7 +179,7 @@ def write_output(text: str, output: Path | None, *, exact: bool = False) -> None
         raise TraceGapsError(
             f"cannot write {output}: {error.strerror}. Choose another -o path."
         ) from error
-    typer.echo(f"wrote {output}", err=True)
+    say(f"wrote {output}")
 
 
 def write_stdout(text: str) -> None:
@@ -365,7 +370,7 @@ def save_figure(figure: Figure, output: Path) -> None:
         raise TraceGapsError(
             f"cannot write {output}: {error.strerror}. Choose another -o path."
         ) from error
-    typer.echo(f"wrote {output}", err=True)
+    say(f"wrote {output}")
 
 
 def load_and_report(
@@ -457,4 +462,4 @@ def report_command(
         trace, report = load_and_report(path, options, top=top, timelines=BUNDLE_VIEWS)
         provenance = build_provenance(trace.info, include_command=include_command)
         for written in write_bundle(report, provenance, output):
-            typer.echo(f"wrote {written}", err=True)
+            say(f"wrote {written}")
