@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 import sys
 from pathlib import Path
@@ -131,7 +132,13 @@ def test_a_report_is_exported_beside_itself_when_nsys_is_on_path(
         f"note: {report} is an Nsight Systems report; exported it with nsys to {written}"
     ]
     assert "Step ledger" in result.stdout
-    assert log.read_text() == f"export --type sqlite -o {reports / 'run.sqlite'} {report}\n"
+    # nsys writes to a temporary name beside the report, renamed once it succeeded.
+    assert re.fullmatch(
+        rf"export --type sqlite -o {re.escape(str(reports))}/\.run\.partial-[0-9a-f]{{8}}\.sqlite "
+        rf"{re.escape(str(report))}\n",
+        log.read_text(),
+    )
+    assert sorted(p.name for p in reports.iterdir()) == ["run.nsys-rep", "run.sqlite"]
     # The next run reuses that export instead of exporting again.
     again = invoke(["info", str(report)])
     assert again.exit_code == 0, again.output

@@ -13,6 +13,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from matplotlib import rc_context
 from typer.testing import Result
 
 from tests.conftest import SAMPLE_TRACES
-from tests.test_errors import error_line, invoke
+from tests.test_errors import error_line, fake_report, invoke
 from trace_gaps.analysis.pipeline import AnalysisOptions
 from trace_gaps.plot import plot_steps, plot_timeline
 from trace_gaps.report import build_report
@@ -151,6 +152,16 @@ def test_an_op_with_impossible_times_is_left_out_with_a_note(change, reader, exp
         sum(s["busy_ns_per_step"] for s in r["processes"][0]["stages"]) for r in (report, clean)
     )
     assert abs(busy - clean_busy) <= 0.01 * clean_busy
+
+
+@pytest.mark.parametrize("change", [f"start = {INT64_MIN}", '"end" = 9.4e18', "start = -1"])
+@pytest.mark.parametrize("reader", ["arrow", "sqlite3"])
+def test_a_call_with_impossible_times_is_left_out_with_a_note(change, reader, export, monkeypatch):
+    if reader == "sqlite3":
+        monkeypatch.setenv("TRACE_GAPS_NO_ARROW", "1")
+    edit(export, f"UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET {change} WHERE rowid = 500")
+    notes = json_report(export)["notes"]
+    assert any(n.startswith("1 CUDA API calls had impossible times") for n in notes)
 
 
 def json_report(path: Path, *args: str) -> dict:
@@ -341,3 +352,221 @@ def test_a_range_name_stored_as_a_blob_reads_as_text(which, reader, export, monk
     result = ok(["analyze", export, "-f", "json", *args])
     assert "b'" not in result.stdout
     assert json.loads(result.stdout)["processes"] == json_report(SAMPLE, *args)["processes"]
+
+
+# --- side files, locks and odd files --------------------------------------------------------
+
+
+def test_a_wal_mode_export_is_read_without_creating_files_beside_it(export):
+    edit(export, "PRAGMA journal_mode=WAL")
+    assert sorted(p.name for p in export.parent.iterdir()) == ["r.sqlite"]
+    before = export.read_bytes()
+    for command in (["analyze"], ["info"]):
+        ok([*command, export])
+    assert sorted(p.name for p in export.parent.iterdir()) == ["r.sqlite"]
+    assert export.read_bytes() == before
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root can write into a read-only folder")
+def test_a_wal_mode_export_in_a_read_only_folder_is_read(export):
+    edit(export, "PRAGMA journal_mode=WAL")
+    export.parent.chmod(0o555)
+    try:
+        ok(["analyze", export])
+    finally:
+        export.parent.chmod(0o755)
+
+
+def test_an_export_locked_by_another_program_says_so(export):
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sqlite3, sys, time\n"
+            f"c = sqlite3.connect({str(export)!r}, isolation_level=None)\n"
+            "c.execute('BEGIN EXCLUSIVE')\n"
+            "c.execute('DELETE FROM StringIds WHERE id < 0')\n"
+            "print('locked', flush=True)\n"
+            "time.sleep(60)\n",
+        ],
+        stdout=subprocess.PIPE,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == b"locked\n"
+        line = error_line(["analyze", str(export)], export)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert "is locked by another program" in line
+    assert "damaged" not in line and "--force-overwrite" not in line
+
+
+@pytest.mark.parametrize("suffix", ["-journal", "-wal"])
+def test_pending_writes_beside_the_export_are_named(suffix, export):
+    side = export.with_name("r.sqlite" + suffix)
+    side.write_bytes(b"\xd9\xd5\x05\xf9\x20\xa1\x63\xd7" + bytes(100))
+    line = error_line(["analyze", str(export)], export)
+    assert f"beside it (r.sqlite{suffix}) with changes not yet in the file" in line
+    assert side.read_bytes().startswith(b"\xd9\xd5")
+
+
+def test_a_fifo_is_refused_without_waiting(tmp_path):
+    fifo = tmp_path / "r.sqlite"
+    os.mkfifo(fifo)
+    assert "is not a regular file (a FIFO" in error_line(["analyze", str(fifo)], fifo)
+
+
+@pytest.mark.parametrize(
+    ("suffix", "magic", "command"),
+    [
+        (".gz", b"\x1f\x8b\x08\x00", "gunzip -k"),
+        (".xz", b"\xfd7zXZ\x00\x00\x04", "unxz -k"),
+        (".zst", b"\x28\xb5\x2f\xfd\x00", "unzstd"),
+    ],
+)
+def test_a_compressed_export_says_to_decompress_it(suffix, magic, command, tmp_path):
+    path = tmp_path / f"r.sqlite{suffix}"
+    path.write_bytes(magic + SAMPLE.read_bytes()[:1000])
+    line = error_line(["analyze", str(path)], path)
+    assert line.endswith(f"decompress it first: {command} {path}")
+
+
+@pytest.mark.parametrize("reader", ["arrow", "sqlite3"])
+def test_a_null_in_a_numeric_column_names_table_column_and_rows(reader, export, monkeypatch):
+    if reader == "sqlite3":
+        monkeypatch.setenv("TRACE_GAPS_NO_ARROW", "1")
+    edit(
+        export,
+        "ALTER TABLE CUPTI_ACTIVITY_KIND_KERNEL RENAME TO Original",
+        "CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL AS SELECT * FROM Original",
+        "DROP TABLE Original",
+        "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET streamId = NULL WHERE rowid < 4",
+    )
+    line = error_line(["analyze", str(export)], export)
+    assert f"error: {export}: has NULL in 3 rows of CUPTI_ACTIVITY_KIND_KERNEL.streamId," in line
+    assert "pandas" not in line and "non-finite" not in line
+
+
+# --- control characters in names ------------------------------------------------------------
+
+ESCAPES = "fw\x1b[2J\x1b]0;owned\x07\x00\r\x9bX"
+
+
+@pytest.mark.parametrize(
+    "command", [["analyze"], ["analyze", "-f", "md"], ["analyze", "-f", "json"], ["info"]]
+)
+def test_control_characters_in_names_are_escaped(command, export):
+    edit(export, "UPDATE NVTX_EVENTS SET text = ? WHERE text = 'forward'", params=(ESCAPES,))
+    depth = ["--depth", "2"] if command[0] == "analyze" else []
+    shown = ok([*command, export, *depth]).stdout
+    assert not any(c in shown for c in "\x1b\x07\x00\r\x9b")
+    assert "fw\\u001b" in shown and "owned" in shown and "\\u009bX" in shown
+    if "json" in command:  # the same escape as JSON's: the name is kept exactly
+        names = [s["name"] for s in json.loads(shown)["processes"][0]["stages"]]
+        assert ESCAPES in names
+
+
+def test_csv_keeps_names_exactly(export):
+    edit(export, "UPDATE NVTX_EVENTS SET text = ? WHERE text = 'forward'", params=("a\x1bb",))
+    assert "a\x1bb" in ok(["analyze", export, "-f", "csv"]).stdout
+
+
+def test_control_characters_in_an_error_line_are_escaped(export):
+    edit(export, "UPDATE NVTX_EVENTS SET text = ? WHERE text = 'forward'", params=(ESCAPES,))
+    line = error_line(["analyze", str(export), "--step", "nope"], export)
+    assert "\x1b" not in line and "\\u001b[2J" in line
+
+
+# --- the bundle's report.md -----------------------------------------------------------------
+
+
+def secret_arguments(path: Path) -> Path:
+    return edit(
+        path,
+        "UPDATE META_DATA_CAPTURE SET value = '--token=SECRET123' "
+        "WHERE name = 'PROCESS_0:ARGUMENT_2'",
+    )
+
+
+def test_the_bundle_leaves_the_programs_arguments_out(export, tmp_path):
+    secret_arguments(export)
+    ok(["report", export, "-o", tmp_path / "b"])
+    text = (tmp_path / "b" / "report.md").read_text()
+    assert "SECRET123" not in text and "ARGUMENT\\_" not in text
+    assert "`--include-command` keeps them" in text
+    assert "PROCESS\\_0:COMMAND" in text  # the program's name stays
+
+
+def test_the_bundle_keeps_the_arguments_when_asked(export, tmp_path):
+    secret_arguments(export)
+    ok(["report", export, "-o", tmp_path / "b", "--include-command"])
+    assert "SECRET123" in (tmp_path / "b" / "report.md").read_text()
+
+
+# --- .nsys-rep conversion -------------------------------------------------------------------
+
+
+def fake_nsys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str) -> Path:
+    """An `nsys` on PATH running this Python body (`out` is its -o path); return its log."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    log = bin_dir / "runs.txt"
+    script = bin_dir / "nsys"
+    script.write_text(
+        f"#!{sys.executable}\nimport shutil, sys, time\n"
+        f"open({str(log)!r}, 'a').write('run\\n')\n"
+        "out = sys.argv[sys.argv.index('-o') + 1]\n" + body
+    )
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    return log
+
+
+def test_an_interrupted_conversion_leaves_no_partial_export(tmp_path, monkeypatch):
+    # nsys writes half an export, then dies.
+    fake_nsys(
+        tmp_path,
+        monkeypatch,
+        f"open(out, 'wb').write(open({str(SAMPLE)!r}, 'rb').read()[:100000])\nsys.exit(1)\n",
+    )
+    report = fake_report(tmp_path)
+    line = error_line(["analyze", str(report)], report)
+    assert "`nsys export` failed (exit 1" in line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bin", "run.nsys-rep"]
+
+
+def test_an_older_export_beside_the_report_is_exported_once_to_one_folder(tmp_path, monkeypatch):
+    log = fake_nsys(tmp_path, monkeypatch, f"shutil.copy({str(SAMPLE)!r}, out)\n")
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    stale = tmp_path / "run.sqlite"
+    stale.write_bytes(b"old")
+    os.utime(stale, (1_000, 1_000))
+    report = fake_report(tmp_path)
+    first = ok(["info", str(report)]).stderr
+    second = ok(["info", str(report)]).stderr
+    written = Path(first.split("exported it with nsys to ")[1].strip())
+    assert second.strip().endswith(f"reusing its export {written}")
+    assert log.read_text() == "run\n"
+    assert stale.read_bytes() == b"old"
+    assert sorted(p.name for p in written.parent.iterdir()) == ["run.sqlite"]
+
+
+def test_a_hung_nsys_is_stopped_and_reported(tmp_path, monkeypatch):
+    fake_nsys(tmp_path, monkeypatch, "time.sleep(600)\n")
+    monkeypatch.setenv("TRACE_GAPS_NSYS_TIMEOUT_S", "1")
+    report = fake_report(tmp_path)
+    started = time.monotonic()
+    line = error_line(["analyze", str(report)], report)
+    assert time.monotonic() - started < 30
+    assert "`nsys export` did not finish in 1 s (stopped; set TRACE_GAPS_NSYS_TIMEOUT_S" in line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bin", "run.nsys-rep"]
+
+
+def test_control_characters_are_escaped_in_an_output_file_and_its_path(export, tmp_path):
+    edit(export, "UPDATE NVTX_EVENTS SET text = ? WHERE text = 'forward'", params=(ESCAPES,))
+    output = tmp_path / "out\x1b[2J.md"
+    result = ok(["analyze", export, "-f", "md", "-o", output])
+    assert result.stderr == f"wrote {tmp_path}/out\\u001b[2J.md\n"
+    written = output.read_text()
+    assert "\x1b" not in written and "fw\\u001b" in written

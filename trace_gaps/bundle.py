@@ -19,7 +19,11 @@ from matplotlib.figure import Figure
 from trace_gaps import __version__
 from trace_gaps.errors import TraceGapsError
 from trace_gaps.model import ExportInfo
-from trace_gaps.output import write_figure_atomically, write_text_atomically
+from trace_gaps.output import (
+    escape_control_characters,
+    write_figure_atomically,
+    write_text_atomically,
+)
 from trace_gaps.plot import plot_steps, plot_timeline
 from trace_gaps.render.json import render_json
 from trace_gaps.render.markdown import escape_markdown, render_markdown
@@ -35,6 +39,8 @@ STEPS_PNG = "steps.png"
 
 # Capture settings that can hold private data: the environment, the user's name.
 _PRIVATE_SETTING = re.compile(r"ENVIRONMENT|USER_NAME", re.IGNORECASE)
+# The captured program's command-line arguments (a token, a path): left out unless asked.
+_COMMAND_ARGUMENT = re.compile(r"ARGUMENT_\d+$|COMMAND_LINE", re.IGNORECASE)
 _HASH_CHUNK = 1 << 20
 
 
@@ -48,10 +54,12 @@ class Provenance:
     nsys_version: str | None
     trace_gaps_version: str
     capture_settings: list[tuple[str, str]]  # private keys left out
+    command_included: bool = False  # the program's arguments kept (--include-command)
 
 
-def build_provenance(info: ExportInfo) -> Provenance:
-    """Hash the export (read-only) and keep its capture settings, minus private ones."""
+def build_provenance(info: ExportInfo, *, include_command: bool = False) -> Provenance:
+    """Hash the export (read-only) and keep its capture settings, minus private ones: the
+    environment, the user's name and (unless include_command) the program's arguments."""
     digest = hashlib.sha256()
     try:
         with info.path.open("rb") as export:
@@ -66,8 +74,12 @@ def build_provenance(info: ExportInfo) -> Provenance:
         nsys_version=info.nsys_version,
         trace_gaps_version=__version__,
         capture_settings=[
-            (k, v) for k, v in info.capture_settings if not _PRIVATE_SETTING.search(k)
+            (k, v)
+            for k, v in info.capture_settings
+            if not _PRIVATE_SETTING.search(k)
+            and (include_command or not _COMMAND_ARGUMENT.search(k))
         ],
+        command_included=include_command,
     )
 
 
@@ -110,7 +122,13 @@ def render_bundle_markdown(report: Report, provenance: Provenance) -> str:
     if provenance.capture_settings:
         out += [
             "<details><summary>Capture settings "
-            f"({len(provenance.capture_settings)}; environment variables left out)</summary>",
+            f"({len(provenance.capture_settings)}; environment variables left out"
+            + (
+                ""
+                if provenance.command_included
+                else ", and the program's arguments: `--include-command` keeps them"
+            )
+            + ")</summary>",
             "",
             "| setting | value |",
             "|---|---|",
@@ -181,7 +199,7 @@ def write_bundle(report: Report, provenance: Provenance, directory: Path) -> lis
             (REPORT_JSON, render_json(replace(report, timelines=[]))),
             (REPORT_MD, render_bundle_markdown(report, provenance)),
         ):
-            write_text_atomically(directory / name, text)
+            write_text_atomically(directory / name, escape_control_characters(text))
             written.append(directory / name)
     except OSError as error:
         raise TraceGapsError(

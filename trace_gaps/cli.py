@@ -28,6 +28,7 @@ from trace_gaps.nsys.convert import convert_report, find_nsys, is_report
 from trace_gaps.nsys.load import count_rows
 from trace_gaps.nsys.stream import stream_export
 from trace_gaps.output import (
+    escape_control_characters,
     refuse_inputs_as_outputs,
     write_figure_atomically,
     write_text_atomically,
@@ -130,8 +131,14 @@ def user_errors() -> Iterator[None]:
         yield
     except TraceGapsError as error:
         # One line whatever the message quotes (range names may hold newlines).
-        typer.echo("error: " + " ".join(str(error).split()), err=True)
+        message = escape_control_characters(" ".join(str(error).split()))
+        typer.echo("error: " + message, err=True)
         raise typer.Exit(1) from None
+
+
+def say(line: str) -> None:
+    """A line on stderr; control characters in the paths it names are escaped."""
+    typer.echo(escape_control_characters(line), err=True)
 
 
 def demo_export() -> Path:
@@ -156,12 +163,15 @@ def resolve_export(export: Path | None, demo: bool) -> Path:
         return export
     converted = convert_report(export, nsys)
     done = "reusing its export" if converted.reused else "exported it with nsys to"
-    typer.echo(f"note: {export} is an Nsight Systems report; {done} {converted.sqlite}", err=True)
+    say(f"note: {export} is an Nsight Systems report; {done} {converted.sqlite}")
     return converted.sqlite
 
 
-def write_output(text: str, output: Path | None) -> None:
-    """Write to the file given with -o, else to stdout."""
+def write_output(text: str, output: Path | None, *, exact: bool = False) -> None:
+    """Write to the file given with -o, else to stdout. Control characters in names are
+    escaped (terminal escapes, NUL), unless exact (CSV keeps names byte for byte)."""
+    if not exact:
+        text = escape_control_characters(text)
     if output is None:
         write_stdout(text)
         return
@@ -171,7 +181,7 @@ def write_output(text: str, output: Path | None) -> None:
         raise TraceGapsError(
             f"cannot write {output}: {error.strerror}. Choose another -o path."
         ) from error
-    typer.echo(f"wrote {output}", err=True)
+    say(f"wrote {output}")
 
 
 def write_stdout(text: str) -> None:
@@ -302,7 +312,7 @@ def analyze(
             report = build_report(trace, analysis, top=top)
             phase("rendering")
             text = RENDERERS[fmt](report)
-        write_output(text, output)
+        write_output(text, output, exact=fmt is Format.CSV)
 
 
 def expand_exports(exports: list[Path] | None) -> list[Path]:
@@ -465,7 +475,7 @@ def save_figure(figure: Figure, output: Path) -> None:
         raise TraceGapsError(
             f"cannot write {output}: {error.strerror}. Choose another -o path."
         ) from error
-    typer.echo(f"wrote {output}", err=True)
+    say(f"wrote {output}")
 
 
 def load_and_report(
@@ -538,6 +548,14 @@ def report_command(
     depth: DepthOpt = 1,
     process: ProcessOpt = None,
     top: Annotated[int, typer.Option("--top", min=1, help="How many candidates to rank.")] = 10,
+    include_command: Annotated[
+        bool,
+        typer.Option(
+            "--include-command",
+            help="Keep the captured program's command-line arguments in report.md "
+            "(left out by default: they can hold tokens or private paths).",
+        ),
+    ] = False,
 ) -> None:
     """Write a folder for a bug report: report.md (provenance, pictures), report.json, PNGs."""
     with user_errors():
@@ -547,6 +565,6 @@ def report_command(
         refuse_inputs_as_outputs(bundle_files, [path])
         options = AnalysisOptions(step_name=step, skip=skip, depth=depth, process=process)
         trace, report = load_and_report(path, options, top=top, timelines=BUNDLE_VIEWS)
-        provenance = build_provenance(trace.info)
+        provenance = build_provenance(trace.info, include_command=include_command)
         for written in write_bundle(report, provenance, output):
-            typer.echo(f"wrote {written}", err=True)
+            say(f"wrote {written}")

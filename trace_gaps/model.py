@@ -165,6 +165,7 @@ class ExportInfo:
     untimed_events: int = 0
     # GPU ops with impossible times (start < 0, end < start, longer than the capture): left out.
     impossible_ops: int = 0
+    impossible_calls: int = 0  # CUDA API calls likewise
     # GPU op and CUDA API rows written twice (identical key columns): the copies left out.
     duplicated_ops: int = 0
     duplicated_calls: int = 0

@@ -8,6 +8,7 @@ truncated one. Before any work, each output path is compared with every input.
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import stat
 from collections.abc import Callable, Iterable
@@ -21,6 +22,17 @@ from trace_gaps.plot.palette import LITERAL_TEXT
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
+
+# C0 controls but tab and newline, DEL, C1 controls: in a name they would move the
+# cursor, retitle the terminal or clear it (ESC [ 2 J), or cut a line (CR, NUL).
+_CONTROL_CHARACTERS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def escape_control_characters(text: str) -> str:
+    """Write each control character of the text as `\\u001b`: visible, inert on a terminal,
+    and the same escape JSON uses, so a JSON text keeps its meaning."""
+    return _CONTROL_CHARACTERS.sub(lambda found: f"\\u{ord(found.group()):04x}", text)
+
 
 # Files SQLite keeps beside a database: writing one of them would damage the export too.
 _SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")

@@ -14,6 +14,7 @@ from trace_gaps.analysis.collectives import CollectiveMatch
 from trace_gaps.analysis.picks import TimelineRequest
 from trace_gaps.analysis.pipeline import Analysis, AnalysisOptions, analyse_rows, analyse_trace
 from trace_gaps.analysis.windows import WINDOW_ROWS
+from trace_gaps.errors import TraceGapsError
 from trace_gaps.model import NeedsWholeTrace, Trace
 from trace_gaps.nsys.load import load_trace
 from trace_gaps.nsys.stream import stream_export
@@ -46,4 +47,13 @@ def analyse_export(
             return stream.trace(), analysis
     except NeedsWholeTrace:
         trace = load_trace(path)
-        return trace, analyse_trace(trace, options, timelines=timelines, collectives=collectives)
+        try:
+            return trace, analyse_trace(
+                trace, options, timelines=timelines, collectives=collectives
+            )
+        except NeedsWholeTrace as error:  # the rows break an assumption even when whole
+            raise TraceGapsError(
+                f"holds rows trace-gaps cannot analyse ({error}); the export is damaged: "
+                "re-export it, and report it with the nsys version if that does not help",
+                path=path,
+            ) from error

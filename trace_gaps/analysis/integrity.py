@@ -108,6 +108,12 @@ def integrity_notes(trace: Trace, analysis: Analysis) -> list[str]:
             "before the start, or longer than the whole capture) and were left out: the export "
             "is damaged there, and their time is missing from the ledger."
         )
+    if info.impossible_calls:
+        notes.append(
+            f"{info.impossible_calls} CUDA API calls had impossible times (a start before 0, "
+            "an end before the start, or longer than the whole capture) and were left out: "
+            "the export is damaged there; their ops count as having no launch call."
+        )
     if info.impossible_ranges:
         notes.append(
             f"{info.impossible_ranges} NVTX ranges had impossible times (a start before 0 or "

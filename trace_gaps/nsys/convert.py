@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
+import secrets
 import shlex
 import shutil
+import signal
 import subprocess
 import tempfile
 from dataclasses import dataclass
@@ -51,30 +54,86 @@ def find_nsys() -> str | None:
     return shutil.which("nsys")
 
 
+# How long `nsys export` may run before trace-gaps stops it (override: the environment).
+NSYS_TIMEOUT_ENV = "TRACE_GAPS_NSYS_TIMEOUT_S"
+NSYS_TIMEOUT_S = 1800.0
+
+
 def convert_report(report: Path, nsys: str) -> ConvertedReport:
     """Export a report to SQLite with nsys, beside it when that folder is writable.
 
-    An export already beside the report and newer than it is reused. An existing file is
-    never overwritten: when the folder is read-only or holds an older export, the new one
-    goes to a fresh temporary folder.
+    An export already there and newer than the report is reused. An existing file is
+    never overwritten: when the folder is read-only or holds an older export, the export
+    goes to a temporary folder named for the report (path, size, time), reused by the next
+    run. nsys writes to a temporary name that is renamed once it succeeds, so an
+    interrupted export is never taken for a whole one.
     """
     beside = report.with_suffix(".sqlite")
-    if beside.is_file() and beside.stat().st_mtime >= report.stat().st_mtime:
+    taken = beside.exists() and not _is_fresh(beside, report)
+    if taken or not os.access(report.parent, os.W_OK):
+        beside = _cache_folder(report) / beside.name
+    if _is_fresh(beside, report):
         return ConvertedReport(report, beside, reused=True)
-    if beside.exists() or not os.access(report.parent, os.W_OK):
-        beside = Path(tempfile.mkdtemp(prefix="trace-gaps-")) / beside.name
-    command = [nsys, "export", "--type", "sqlite", "-o", str(beside), str(report)]
+    partial = beside.with_name(f".{beside.stem}.partial-{secrets.token_hex(4)}.sqlite")
     try:
-        done = subprocess.run(
-            command, capture_output=True, text=True, errors="replace", check=False
-        )
+        _run_export(report, nsys, partial)
+        os.replace(partial, beside)
+    finally:
+        partial.unlink(missing_ok=True)
+    return ConvertedReport(report, beside, reused=False)
+
+
+def _is_fresh(export: Path, report: Path) -> bool:
+    return export.is_file() and export.stat().st_mtime >= report.stat().st_mtime
+
+
+def _cache_folder(report: Path) -> Path:
+    """A temporary folder for this report's export: the same one while the report is unchanged."""
+    stat = report.stat()
+    key = f"{report.resolve()}\0{stat.st_size}\0{stat.st_mtime_ns}".encode()
+    folder = Path(tempfile.gettempdir()) / f"trace-gaps-{hashlib.sha256(key).hexdigest()[:16]}"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    return folder
+
+
+def _run_with_timeout(command: list[str], timeout_s: float) -> subprocess.CompletedProcess[str]:
+    """Run the command; past timeout_s, kill it with every process it started."""
+    with subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        errors="replace",
+        start_new_session=True,
+    ) as child:
+        try:
+            stdout, stderr = child.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(child.pid, signal.SIGKILL)
+            child.communicate()
+            raise
+    return subprocess.CompletedProcess(command, child.returncode, stdout, stderr)
+
+
+def _run_export(report: Path, nsys: str, target: Path) -> None:
+    command = [nsys, "export", "--type", "sqlite", "-o", str(target), str(report)]
+    timeout_s = float(os.environ.get(NSYS_TIMEOUT_ENV) or NSYS_TIMEOUT_S)
+    try:
+        done = _run_with_timeout(command, timeout_s)
+    except subprocess.TimeoutExpired as error:
+        raise NotAnExportError(
+            f"is an Nsight Systems report and `nsys export` did not finish in {timeout_s:g} s "
+            f"(stopped; set {NSYS_TIMEOUT_ENV} to wait longer); "
+            f"export it yourself: {export_command(report)}",
+            path=report,
+        ) from error
     except OSError as error:
         raise NotAnExportError(
             f"is an Nsight Systems report and running nsys failed ({error.strerror}); "
             f"export it yourself: {export_command(report)}",
             path=report,
         ) from error
-    if done.returncode != 0 or not beside.is_file():
+    if done.returncode != 0 or not target.is_file():
         last = (
             done.stderr.strip().splitlines() or done.stdout.strip().splitlines() or ["no output"]
         )[-1]
@@ -84,4 +143,3 @@ def convert_report(report: Path, nsys: str) -> ConvertedReport:
             f"export it yourself: {export_command(report)}",
             path=report,
         )
-    return ConvertedReport(report, beside, reused=False)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -59,7 +60,7 @@ def open_export(path: Path, *, values: bool = True) -> Iterator[sqlite3.Connecti
     bad value in the file (the streamed analysis runs inside; its reads say so themselves).
     """
     check_is_sqlite(path)
-    uri = path.resolve().as_uri() + "?mode=ro"
+    uri = export_uri(path)
     try:
         connection = sqlite3.connect(uri, uri=True)
     except sqlite3.Error as error:
@@ -74,6 +75,23 @@ def open_export(path: Path, *, values: bool = True) -> Iterator[sqlite3.Connecti
             yield connection
     finally:
         connection.close()
+
+
+def export_uri(path: Path) -> str:
+    """The read-only URI of an export. A WAL-mode export is opened immutable: reading it
+    read-only otherwise creates -wal and -shm files beside it (and fails in a read-only folder)."""
+    uri = path.resolve().as_uri() + "?mode=ro"
+    return uri + "&immutable=1" if _is_wal_mode(path) else uri
+
+
+def _is_wal_mode(path: Path) -> bool:
+    # SQLite header bytes 18 and 19: file format write and read versions, 2 for WAL.
+    try:
+        with path.open("rb") as handle:
+            header = handle.read(20)
+    except OSError:
+        return False
+    return len(header) == 20 and header[18:20] == b"\x02\x02"
 
 
 def _name_text(value: object) -> object:
@@ -104,6 +122,12 @@ def reading_export(path: Path, *, values: bool = True) -> Iterator[None]:
     except (sqlite3.DatabaseError, pd.errors.DatabaseError) as error:
         # pandas wraps the sqlite3 error with the whole SQL text; keep only SQLite's words.
         cause = str(error.__cause__ or error).splitlines()[0]
+        if "database is locked" in cause:
+            raise NotAnExportError(
+                "is locked by another program, which is writing it (SQLite: database is "
+                "locked); wait until it is done, then run trace-gaps again",
+                path=path,
+            ) from error
         if "no such column" in cause or "no such table" in cause:
             raise NotAnExportError(
                 f"has a schema trace-gaps cannot read ({cause}); please report it with the "
@@ -128,6 +152,34 @@ def reading_export(path: Path, *, values: bool = True) -> Iterator[None]:
         ) from error
 
 
+# First bytes of compressed files, with the command that undoes each.
+_COMPRESSED = {
+    b"\x1f\x8b": ("gzip", "gunzip -k"),
+    b"\xfd7zXZ\x00": ("xz", "unxz -k"),
+    b"\x28\xb5\x2f\xfd": ("zstd", "unzstd"),
+    b"BZh": ("bzip2", "bunzip2 -k"),
+    b"PK\x03\x04": ("zip", "unzip"),
+}
+
+
+def check_no_pending_writes(path: Path) -> None:
+    """Raise when SQLite files beside the export hold writes not yet in it: a hot journal
+    or a non-empty write-ahead log (a program is writing it, or stopped midway)."""
+    for suffix, what in (("-journal", "a hot journal"), ("-wal", "a write-ahead log")):
+        side = path.with_name(path.name + suffix)
+        try:
+            pending = side.stat().st_size > 0
+        except OSError:
+            continue
+        if pending:
+            raise NotAnExportError(
+                f"has {what} beside it ({side.name}) with changes not yet in the file: a "
+                "program is writing it, or stopped midway; wait until it is done (or open it "
+                "once with sqlite3 to finish the write), then run trace-gaps again",
+                path=path,
+            )
+
+
 def check_is_sqlite(path: Path) -> None:
     """Raise NotAnExportError unless the path is a readable file with SQLite's header."""
     if not path.exists():
@@ -142,6 +194,12 @@ def check_is_sqlite(path: Path) -> None:
             f"is a directory{found}; pass one .sqlite file that `nsys export --type sqlite` wrote",
             path=path,
         )
+    if not path.is_file():
+        raise NotAnExportError(
+            "is not a regular file (a FIFO, socket or device); pass the .sqlite file that "
+            "`nsys export --type sqlite` wrote",
+            path=path,
+        )
     try:
         with path.open("rb") as handle:
             header = handle.read(len(SQLITE_MAGIC))
@@ -150,7 +208,15 @@ def check_is_sqlite(path: Path) -> None:
             f"cannot be read ({error.strerror}); check its permissions", path=path
         ) from error
     if header == SQLITE_MAGIC:
+        check_no_pending_writes(path)
         return
+    for magic, (kind, command) in _COMPRESSED.items():
+        if header.startswith(magic):
+            raise NotAnExportError(
+                f"is compressed ({kind}), not an SQLite export; decompress it first: "
+                f"{command} {shlex.quote(str(path))}",
+                path=path,
+            )
     if is_report(path):
         raise NotAnExportError(
             "is an Nsight Systems report, not its SQLite export, and nsys is not on PATH; "
@@ -259,12 +325,15 @@ def _read_trace(connection: sqlite3.Connection, path: Path, tables: tuple[str, .
     head = read_head(connection, path, tables, gpu_ops=gpu_ops)
     impossible = impossible_times(gpu_ops, head.info.capture_duration_ns)
     gpu_ops = gpu_ops.loc[~impossible].reset_index(drop=True)
+    impossible_calls = impossible_times(api_calls, head.info.capture_duration_ns)
+    api_calls = api_calls.loc[~impossible_calls].reset_index(drop=True)
     repeated_ops = gpu_ops.duplicated(OP_ROW_KEY).to_numpy()
     repeated_calls = api_calls.duplicated(CALL_ROW_KEY).to_numpy()
     info = replace(
         head.info,
         untimed_events=untimed_ops + untimed_calls,
         impossible_ops=int(impossible.sum()),
+        impossible_calls=int(impossible_calls.sum()),
         duplicated_ops=int(repeated_ops.sum()),
         duplicated_calls=int(repeated_calls.sum()),
     )
@@ -363,8 +432,41 @@ def _read_frame(connection: sqlite3.Connection, sql: str, dtype: dict[str, str])
     """
     frame = _read_frame_arrow(connection, sql)
     if frame is None:
-        return pd.read_sql_query(sql, connection, dtype=dtype)
-    return frame.astype(dtype)
+        frame = pd.read_sql_query(sql, connection)
+    return typed_frame(frame, dtype, sql)
+
+
+def typed_frame(frame: pd.DataFrame, dtype: dict[str, str], sql: str) -> pd.DataFrame:
+    """The frame with these dtypes; a NULL or text where a number belongs raises a
+    NotAnExportError naming the table, the column and how many rows hold it."""
+    try:
+        return frame.astype(dtype)
+    except (ValueError, TypeError, OverflowError) as error:
+        for column in dtype:
+            if column not in frame.columns or dtype[column] in ("object", "category"):
+                continue
+            values = frame[column]
+            nulls = int(values.isna().sum())
+            text = int((pd.to_numeric(values, errors="coerce").isna() & values.notna()).sum())
+            if nulls or text:
+                what = f"NULL in {nulls:,}" if nulls else f"text in {text:,}"
+                raise NotAnExportError(
+                    f"has {what} rows of {_source_column(sql, column)}, where nsys always "
+                    "writes a number; the export is damaged or from an unsupported nsys "
+                    "version: re-export it, and report it with the nsys version if that does "
+                    "not help"
+                ) from error
+        raise
+
+
+def _source_column(sql: str, alias: str) -> str:
+    """TABLE.column behind a query's `column AS alias` (the alias when it is an expression)."""
+    table = re.search(r"\bFROM\s+(\w+)", sql)
+    column = re.search(rf"([\w.\"]+)\s+AS\s+{re.escape(alias)}\b", sql)
+    name = column.group(1).split(".")[-1].strip('"') if column else alias
+    if not re.fullmatch(r"[A-Za-z_]\w*", name):
+        name = alias
+    return f"{table.group(1)}.{name}" if table else name
 
 
 # Set to 1 to read through sqlite3 even when the Arrow driver is installed.
@@ -384,7 +486,7 @@ def _read_frame_arrow(connection: sqlite3.Connection, sql: str) -> pd.DataFrame 
     if not database:
         return None
     try:
-        uri = Path(database).as_uri() + "?mode=ro"
+        uri = export_uri(Path(database))
         with adbc_sqlite.connect(uri) as arrow_connection, arrow_connection.cursor() as cursor:
             cursor.execute(sql)
             table = cursor.fetch_arrow_table()

@@ -43,6 +43,7 @@ from trace_gaps.nsys.load import (
     CALL_ROW_KEY,
     OP_ROW_KEY,
     check_is_cuda_export,
+    export_uri,
     impossible_times,
     list_tables,
     no_timed_ops_error,
@@ -50,6 +51,7 @@ from trace_gaps.nsys.load import (
     read_head,
     read_strings,
     reading_export,
+    typed_frame,
 )
 
 CHUNK_ROWS = 250_000
@@ -72,6 +74,7 @@ class _Tally:
     earliest: int = np.iinfo(np.int64).max
     untimed: int = 0
     impossible: int = 0
+    impossible_calls: int = 0
     duplicated_ops: int = 0
     duplicated_calls: int = 0
 
@@ -98,6 +101,7 @@ class ExportStream:
             self.head.info,
             untimed_events=self.tally.untimed,
             impossible_ops=self.tally.impossible,
+            impossible_calls=self.tally.impossible_calls,
             duplicated_ops=self.tally.duplicated_ops,
             duplicated_calls=self.tally.duplicated_calls,
         )
@@ -123,7 +127,7 @@ def stream_export(path: Path) -> Iterator[ExportStream]:
                 (table, _op_chunks(reader, sql, names, tally, head.info.capture_duration_ns))
                 for table, sql in op_queries
             ),
-            calls=_call_chunks(reader, tables, names, tally),
+            calls=_call_chunks(reader, tables, names, tally, head.info.capture_duration_ns),
             rows=rows,
             module_loads=lambda until_ns: _module_loads(connection, path, tables, names, until_ns),
             device_ops=tally.ops,
@@ -296,13 +300,15 @@ class _ChunkReader:
         if arrow is not None:
             for chunk in arrow:
                 with reading_export(self.path):
-                    typed = chunk.astype(dtypes)
+                    typed = typed_frame(chunk, dtypes, sql)
                 yield typed
             return
-        rows = pd.read_sql_query(sql, self.connection, dtype=dtypes, chunksize=CHUNK_ROWS)
+        rows = pd.read_sql_query(sql, self.connection, chunksize=CHUNK_ROWS)
         while True:
             with reading_export(self.path):
                 read = next(rows, None)
+                if read is not None:
+                    read = typed_frame(read, dtypes, sql)
             if read is None:
                 return
             yield read
@@ -322,7 +328,7 @@ class _ChunkReader:
 def _arrow_batches(
     adbc_sqlite: object, driver: object, pa: object, path: Path, sql: str
 ) -> Iterator[pd.DataFrame]:
-    uri = path.resolve().as_uri() + "?mode=ro"
+    uri = export_uri(path)
     batch_rows = driver.StatementOptions.BATCH_ROWS.value  # type: ignore[attr-defined]
     connect = adbc_sqlite.connect  # type: ignore[attr-defined]
     with connect(uri) as connection, connection.cursor() as cursor:
@@ -346,6 +352,26 @@ def _arrow_batches(
                 yield batch.to_pandas()
         finally:
             reader.close()
+
+
+def _repeated_rows(chunk: pd.DataFrame, keys: list[str]) -> np.ndarray:
+    """Rows equal on keys to an earlier row of the chunk.
+
+    The stream's rows are in start order (checked as windows fill; when they are not, the
+    analysis reads the export whole and load_trace counts copies itself), so a copy shares a
+    run of equal starts with its original: only rows in such runs are hashed, which keeps
+    this check cheap (a full duplicated() costs ~0.1 s per chunk).
+    """
+    starts = chunk[START_NS].to_numpy()
+    tied = np.zeros(len(starts), dtype=bool)
+    if len(starts) > 1:
+        same = starts[1:] == starts[:-1]
+        tied[1:] |= same
+        tied[:-1] |= same
+    repeated = np.zeros(len(starts), dtype=bool)
+    if tied.any():
+        repeated[tied] = chunk.loc[tied].duplicated(keys).to_numpy()
+    return repeated
 
 
 def _drop_untimed(chunk: pd.DataFrame, tally: _Tally) -> pd.DataFrame:
@@ -383,8 +409,7 @@ def _op_chunks(
             if impossible.any():
                 tally.impossible += int(impossible.sum())
                 chunk = chunk.loc[~impossible].reset_index(drop=True)
-            # A copy of a row sits next to it in start order: within the chunk.
-            repeated = chunk.duplicated(OP_ROW_KEY).to_numpy()
+            repeated = _repeated_rows(chunk, OP_ROW_KEY)
             if repeated.any():
                 tally.duplicated_ops += int(repeated.sum())
                 chunk = chunk.loc[~repeated].reset_index(drop=True)
@@ -402,7 +427,11 @@ def _op_chunks(
 
 
 def _call_chunks(
-    reader: _ChunkReader, tables: tuple[str, ...], names: _Names, tally: _Tally
+    reader: _ChunkReader,
+    tables: tuple[str, ...],
+    names: _Names,
+    tally: _Tally,
+    capture_duration_ns: int | None,
 ) -> ChunkSource:
     def chunks() -> Iterator[pd.DataFrame]:
         if queries.RUNTIME_TABLE not in tables:
@@ -414,7 +443,11 @@ def _call_chunks(
         category_of = np.array([kinds.index(classify_call(n).value) for n in categories])
         for chunk in reader.chunks(queries.RUNTIME_CALLS, {**_CALL_INTS, "name_id": "int64"}):
             chunk = _drop_untimed(chunk, tally)
-            repeated = chunk.duplicated(CALL_ROW_KEY).to_numpy()
+            impossible = impossible_times(chunk, capture_duration_ns)
+            if impossible.any():
+                tally.impossible_calls += int(impossible.sum())
+                chunk = chunk.loc[~impossible].reset_index(drop=True)
+            repeated = _repeated_rows(chunk, CALL_ROW_KEY)
             if repeated.any():
                 tally.duplicated_calls += int(repeated.sum())
                 chunk = chunk.loc[~repeated].reset_index(drop=True)
