@@ -448,10 +448,16 @@ def _collective_waits(c, tabs, strings):
             if max(ends) - min(ends) > max(5_000, 0.01 * shortest):
                 continue
             latest = max(s for _, (s, e) in inst)
+            earliest = min(s for _, (s, e) in inst)
             for pid, (s, e) in inst:
                 if latest > s:
                     waits[(pid, s)] = min(latest, e)
+                elif earliest < latest:
+                    LAST_ARRIVALS[pid] += 1
     return waits
+
+
+LAST_ARRIVALS = defaultdict(int)  # pid -> instances in which it arrived last (filled above)
 
 
 def ledger_top(path, step_name=None):
@@ -632,12 +638,19 @@ def main():
     a = ap.parse_args()
     if a.top:
         for f in a.files:
-            for pid, entry in ledger_top(f, None if a.top == "-" else a.top).items():
+            LAST_ARRIVALS.clear()
+            found = ledger_top(f, None if a.top == "-" else a.top)
+            for pid, entry in found.items():
                 stage, bucket, ns = entry["top"]
+                wait = sum(v for (_, b), v in entry["ledger"].items() if b == "wait")
                 print(
                     f"{os.path.basename(f)} pid {pid}: {entry['analysed']} of {entry['steps']} "
-                    f"steps; top {stage} {bucket} {ns / 1e6:.2f} ms/step"
+                    f"steps; top {stage} {bucket} {ns / 1e6:.2f} ms/step; wait in collectives "
+                    f"{wait / 1e6:.2f} ms/step; last to arrive in {LAST_ARRIVALS[pid]} collectives"
                 )
+            if LAST_ARRIVALS:
+                pace = max(sorted(LAST_ARRIVALS), key=lambda p: LAST_ARRIVALS[p])
+                print(f"{os.path.basename(f)}: pace setter pid {pace}")
         return
     res = [measure(f, a.skip) for f in a.files]
     if a.md:
