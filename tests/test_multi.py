@@ -160,3 +160,21 @@ def test_jobs_without_dask_names_the_extra(split_tp_eager, monkeypatch):
     assert result.exit_code == 1
     assert "trace-gaps[dask]" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_report_and_diff_take_several_exports_of_one_run(split_tp_eager, tmp_path):
+    pattern = str(split_tp_eager[0].parent / "rank*.sqlite")
+    bundle = tmp_path / "bundle"
+    result = runner.invoke(app, ["report", pattern, "-o", str(bundle)])
+    assert result.exit_code == 0, result.output
+    data = json.loads((bundle / "report.json").read_text())
+    assert {p["pid"] for p in data["processes"]} == {2604, 2605}
+    assert data["ranks"]["pace_setter_pid"] == 2604
+    assert [e["file"] for e in data["other_exports"]] == ["rank1.sqlite"]
+    source = _corpus("tp_eager")
+    assert source is not None
+    result = runner.invoke(app, ["diff", pattern, str(source), "-f", "json"])
+    assert result.exit_code == 0, result.output
+    # The same run split or whole: no change beyond noise in any process's step time.
+    for process in json.loads(result.stdout)["processes"]:
+        assert abs(process["wall"]["change_ns"]) < 100_000, process["wall"]

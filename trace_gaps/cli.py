@@ -387,12 +387,26 @@ def info(
 
 DiffExportArg = Annotated[
     # No exists=True: typer's boxed usage error would replace our one-line message.
-    Path, typer.Argument(help="File from `nsys export --type sqlite`.")
+    Path,
+    typer.Argument(
+        help="File from `nsys export --type sqlite`, or a quoted glob ('run_*.sqlite') of one "
+        "run's exports, analysed as one."
+    ),
 ]
 
 
-def diff_side_report(path: Path, options: AnalysisOptions, output: Path | None) -> Report:
-    """The Report of one side of a diff."""
+def diff_side_report(paths: list[Path], options: AnalysisOptions, output: Path | None) -> Report:
+    """The Report of one side of a diff: one export, or several of one run (a quoted glob)."""
+    if len(paths) > 1:
+        resolved = [resolve_export(path, False) for path in paths]
+        if output is not None:
+            refuse_inputs_as_outputs([output], resolved)
+        result = analyse_exports(resolved, options)
+        if result.failed:
+            path, message = result.failed[0]
+            raise TraceGapsError(f"{path}: not analysed: {message}")
+        return result.report
+    path = paths[0]
     with about_file(path):
         export = resolve_export(path, False)
         if output is not None:
@@ -425,10 +439,11 @@ def diff(
 ) -> None:
     """Did the fix work? Step time with its noise, stage and launch changes, BEFORE → AFTER."""
     with user_errors():
-        refuse_inputs_as_outputs([] if output is None else [output], [before, after])
+        sides = [expand_exports([before]), expand_exports([after])]
+        refuse_inputs_as_outputs([] if output is None else [output], [*sides[0], *sides[1]])
         reports = [
-            diff_side_report(path, AnalysisOptions(step, skip, depth, pid), output)
-            for path, pid in ((before, process_before), (after, process_after))
+            diff_side_report(paths, AnalysisOptions(step, skip, depth, pid), output)
+            for paths, pid in ((sides[0], process_before), (sides[1], process_after))
             for pid in [pid if pid is not None else process]
         ]
         result = diff_reports(*reports)
@@ -541,7 +556,7 @@ def plot_steps_command(
 @app.command("report")
 def report_command(
     output: Annotated[Path, typer.Option("--output", "-o", help="Folder to write the report in.")],
-    export: ExportArg = None,
+    exports: ExportsArg = None,
     demo: Annotated[bool, typer.Option("--demo", help="Use the shipped sample trace.")] = False,
     step: StepOpt = None,
     skip: SkipOpt = None,
@@ -560,11 +575,23 @@ def report_command(
     """Write a folder for a bug report: report.md (provenance, pictures), report.json, PNGs."""
     with user_errors():
         bundle_files = [output, *(output / name for name in BUNDLE_FILES)]
-        refuse_inputs_as_outputs(bundle_files, [export])
-        path = resolve_export(export, demo)
-        refuse_inputs_as_outputs(bundle_files, [path])
+        paths = expand_exports(exports)
+        if demo and paths:
+            raise TraceGapsError("--demo reports the shipped trace: give no export with it.")
+        refuse_inputs_as_outputs(bundle_files, paths)
         options = AnalysisOptions(step_name=step, skip=skip, depth=depth, process=process)
-        trace, report = load_and_report(path, options, top=top, timelines=BUNDLE_VIEWS)
-        provenance = build_provenance(trace.info, include_command=include_command)
+        if len(paths) > 1:
+            resolved = [resolve_export(path, False) for path in paths]
+            refuse_inputs_as_outputs(bundle_files, resolved)
+            result = analyse_exports(resolved, options, top=top, timelines=BUNDLE_VIEWS)
+            for failed, message in result.failed:
+                typer.echo(f"error: {failed}: not analysed: {message}", err=True)
+            report, info = result.report, result.infos[0]
+        else:
+            path = resolve_export(paths[0] if paths else None, demo)
+            refuse_inputs_as_outputs(bundle_files, [path])
+            trace, report = load_and_report(path, options, top=top, timelines=BUNDLE_VIEWS)
+            info = trace.info
+        provenance = build_provenance(info, include_command=include_command)
         for written in write_bundle(report, provenance, output):
             say(f"wrote {written}")

@@ -41,10 +41,11 @@ from trace_gaps.analysis.collectives import (
     is_collective,
     match_collectives,
 )
+from trace_gaps.analysis.picks import TimelineRequest
 from trace_gaps.analysis.pipeline import Analysis, AnalysisOptions
 from trace_gaps.analysis.ranks import RankSource, RanksView, build_ranks_across
 from trace_gaps.errors import TraceGapsError, about_file
-from trace_gaps.model import END_NS, NAME, PID, START_NS, Trace
+from trace_gaps.model import END_NS, NAME, PID, START_NS, ExportInfo, Trace
 from trace_gaps.nsys.stream import stream_export
 from trace_gaps.report import Report, build_report, slowest_ranks
 from trace_gaps.run import analyse_export
@@ -182,11 +183,14 @@ def match_across(sides: Sequence[ExportSide], alignment: Alignment) -> tuple[Col
 
 
 def analyse_side(
-    path: Path, options: AnalysisOptions, collectives: CollectiveMatch
+    path: Path,
+    options: AnalysisOptions,
+    collectives: CollectiveMatch,
+    timelines: tuple[TimelineRequest, ...] = (),
 ) -> tuple[Trace, Analysis]:
     """Phase two of an export: its analysis, with the waits found across exports."""
     with about_file(path):
-        return analyse_export(path, options, collectives=collectives)
+        return analyse_export(path, options, collectives=collectives, timelines=timelines)
 
 
 def run_tasks(
@@ -218,6 +222,7 @@ class MultiResult:
 
     report: Report
     failed: list[tuple[Path, str]]
+    infos: list[ExportInfo]  # of the exports analysed, in order
 
 
 def analyse_exports(
@@ -227,6 +232,7 @@ def analyse_exports(
     top: int = 10,
     client: Any = None,
     on_export: Callable[[int, int], None] | None = None,
+    timelines: tuple[TimelineRequest, ...] = (),
 ) -> MultiResult:
     """Analyse several exports of one run into one Report (see the module docstring)."""
     sides_or_errors = run_tasks(read_side, [(path,) for path in paths], client)
@@ -243,7 +249,7 @@ def analyse_exports(
     alignment = align(sides)
     match, dropped = match_across(sides, alignment)
     arguments = [
-        (side.path, options, match.of_export(i, alignment.offsets_ns[i]))
+        (side.path, options, match.of_export(i, alignment.offsets_ns[i]), timelines)
         for i, side in enumerate(sides)
     ]
     analysed: list[tuple[int, tuple[Trace, Analysis]]] = []
@@ -270,7 +276,8 @@ def analyse_exports(
     ]
     notes = _alignment_notes(alignment, [sides[i].path for i, _ in analysed], dropped, match)
     notes += [f"{path.name}: not analysed: {message}" for path, message in failed]
-    return MultiResult(merge_reports(reports, ranks, notes), failed)
+    infos = [trace.info for _, (trace, _) in analysed]
+    return MultiResult(merge_reports(reports, ranks, notes), failed, infos)
 
 
 def _labels(exports: list[tuple[Path, Analysis]]) -> list[dict[int, str]]:

@@ -429,6 +429,7 @@ _LEVER_WORDS = {
     VerdictKind.QUEUED: "queued ops",
     VerdictKind.API: "CUDA API calls",
     VerdictKind.LAUNCH_CALLS: "launch calls",
+    VerdictKind.WAITING_FOR_PEER: "waiting in collectives for another rank",
 }
 
 
