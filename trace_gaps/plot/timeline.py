@@ -169,15 +169,13 @@ def _draw(
 
     op_stages: set[str] = set()
     for key, row in lanes.items():
-        ops = _concat(
-            [s.ops for t in timelines for s in t.streams if (s.device_id, s.stream_id) == key],
-            [
-                shift
-                for t, shift in zip(timelines, shifts, strict=True)
-                for s in t.streams
-                if (s.device_id, s.stream_id) == key
-            ],
-        )
+        lane = [
+            (stream, shift)
+            for t, shift in zip(timelines, shifts, strict=True)
+            for stream in t.streams
+            if (stream.device_id, stream.stream_id) == key
+        ]
+        ops = _concat([stream.ops for stream, _ in lane], [shift for _, shift in lane])
         starts, ends = np.array(ops.start_ns), np.array(ops.end_ns)
         op_colour = stage_colour_array(colours, ops.group)
         draw_lane(ax, row, starts, ends, op_colour, min_ns=min_ns)
@@ -191,15 +189,7 @@ def _draw(
             faces=op_colour,
         )
         op_stages.update(ops.group)
-        waits = _concat(
-            [s.waits for t in timelines for s in t.streams if (s.device_id, s.stream_id) == key],
-            [
-                shift
-                for t, shift in zip(timelines, shifts, strict=True)
-                for s in t.streams
-                if (s.device_id, s.stream_id) == key
-            ],
-        )
+        waits = _concat([stream.waits for stream, _ in lane], [shift for _, shift in lane])
         if waits.start_ns:
             # A collective waiting for a peer: its op's colour, hatched over.
             ax.broken_barh(
