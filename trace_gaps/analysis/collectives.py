@@ -28,8 +28,7 @@ from trace_gaps.model import DEVICE_ID, END_NS, NAME, PID, START_NS
 
 # Kernels of collective libraries, by name. The one place that says what is a collective.
 COLLECTIVE_PATTERNS: tuple[re.Pattern[str], ...] = (
-    re.compile(r"^nccl(Dev)?Kernel"),
-    re.compile(r"^ncclKernel"),
+    re.compile(r"^nccl(Dev)?Kernel"),  # NCCL: ncclKernel_*, ncclDevKernel_*
 )
 # The family of a collective: the operation, whatever the algorithm or data type.
 _FAMILY = re.compile(
@@ -67,8 +66,9 @@ def family_of(name: str) -> str:
 class CollectiveMatch:
     """Every collective op with its instance, its wait and the peer it waited for."""
 
-    ops: pd.DataFrame  # COLLECTIVE_COLUMNS + FAMILY, INSTANCE, WAIT_END_NS, PEER_PID, matched,
-    # LAST_ARRIVAL
+    # COLLECTIVE_COLUMNS, EXPORT, FAMILY, INSTANCE, WAIT_END_NS, PEER_PID, PEER_EXPORT,
+    # matched, LAST_ARRIVAL
+    ops: pd.DataFrame
     instances: int
     unmatched: int  # instances whose ends disagree, or which some participant lacks
 
