@@ -18,11 +18,11 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from tests.builders import ExportBuilder, projected_frames
-from trace_gaps.analysis.ledger import BUCKET, DURATION_NS, Bucket
+from trace_gaps.analysis.ledger import BUCKET, DURATION_NS
 from trace_gaps.analysis.pipeline import Analysis, AnalysisOptions, analyse_trace
 from trace_gaps.analysis.stages import STAGE
 from trace_gaps.analysis.steps import STEP_ID
-from trace_gaps.model import NeedsWholeTrace
+from trace_gaps.model import Bucket, NeedsWholeTrace
 from trace_gaps.nsys.load import load_trace
 from trace_gaps.render.json import render_json
 from trace_gaps.report import build_report

@@ -17,7 +17,6 @@ from trace_gaps.analysis.candidates import (
     KernelShare,
     StageFacts,
     Verdict,
-    VerdictKind,
     host_ns_per_launch,
     idle_split,
     rank_candidates,
@@ -27,8 +26,8 @@ from trace_gaps.analysis.candidates import (
 )
 from trace_gaps.analysis.graphs import GraphFacts, describe_captures, find_captures
 from trace_gaps.analysis.integrity import integrity_notes
-from trace_gaps.analysis.launches import ExecutionMode, execution_mode
-from trace_gaps.analysis.ledger import BUCKET, CAUSE, DURATION_NS, Bucket
+from trace_gaps.analysis.launches import execution_mode
+from trace_gaps.analysis.ledger import BUCKET, CAUSE, DURATION_NS
 from trace_gaps.analysis.long_gaps import (
     CALL_AFTER,
     CALL_BEFORE,
@@ -52,7 +51,10 @@ from trace_gaps.model import (
     NAME,
     PID,
     START_NS,
+    Bucket,
+    ExecutionMode,
     Trace,
+    VerdictKind,
 )
 from trace_gaps.nsys.queries import GRAPH_NODE_EVENTS_TABLE
 from trace_gaps.timeline import StepTimeline, build_timelines

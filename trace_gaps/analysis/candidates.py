@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import StrEnum
 
 import numpy as np
 import pandas as pd
 
-from trace_gaps.analysis.launches import ExecutionMode
-from trace_gaps.analysis.ledger import BUCKET, CAUSE, CAUSE_ORDER, Bucket, IdleCause
+from trace_gaps.analysis.ledger import BUCKET, CAUSE
 from trace_gaps.analysis.long_gaps import LongGapFinding
+from trace_gaps.model import CAUSE_ORDER, Bucket, ExecutionMode, IdleCause, VerdictKind
 from trace_gaps.units import format_duration
 
 # A stage issuing at least this many eager launches per step is called launch-heavy.
@@ -85,21 +84,6 @@ class Evidence:
         default_factory=list
     )  # this stage's, largest first
     long_gap_idle_ns_per_step: int = 0  # GPU-idle host time inside all of this stage's long gaps
-
-
-class VerdictKind(StrEnum):
-    """What a verdict says the candidate is."""
-
-    GPU_BOUND = "gpu_bound"
-    LONG_HOST_GAPS = "long_host_gaps"
-    LAUNCH_BOUND = "launch_bound"
-    HOST_BOUND = "host_bound"  # host code between calls, not launch work
-    BLOCKED_IN_OS = "blocked_in_os"
-    SYNC_BOUND = "sync_bound"
-    QUEUED = "queued"
-    API = "api"
-    LAUNCH_CALLS = "launch_calls"
-    WAITING_FOR_PEER = "waiting_for_peer"  # GPU held by collectives waiting for another rank
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,9 +23,9 @@ from trace_gaps.analysis.collectives import (
     CollectiveMatch,
 )
 from trace_gaps.analysis.pipeline import Analysis
-from trace_gaps.analysis.stages import NO_STAGE, ThreadStages
+from trace_gaps.analysis.stages import ThreadStages
 from trace_gaps.analysis.steps import IS_WARMUP
-from trace_gaps.model import END_NS, GLOBAL_TID, PID, START_NS
+from trace_gaps.model import END_NS, GLOBAL_TID, NO_STAGE, PID, START_NS
 from trace_gaps.units import format_duration
 
 # A peer's stages listed in a verdict: the few it spent most time in.

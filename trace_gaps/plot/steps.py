@@ -15,8 +15,8 @@ from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from trace_gaps.analysis.ledger import Bucket
 from trace_gaps.errors import TraceGapsError
+from trace_gaps.model import Bucket
 from trace_gaps.plot.palette import LITERAL_TEXT, OTHER_STAGES, legend_label, stage_colours
 from trace_gaps.report import ProcessReport, Report
 from trace_gaps.units import NS_PER_MS

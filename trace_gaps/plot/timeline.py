@@ -20,8 +20,8 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter
 
-from trace_gaps.analysis.ledger import CAUSE_ORDER
 from trace_gaps.errors import TraceGapsError
+from trace_gaps.model import CAUSE_ORDER
 from trace_gaps.plot.lanes import LANE_HEIGHT, draw_lane, label_lane
 from trace_gaps.plot.palette import (
     CALL_COLOURS,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trace_gaps.analysis.ledger import CAUSE_ORDER, Bucket
+from trace_gaps.model import CAUSE_ORDER, Bucket
 from trace_gaps.report import ProcessReport, Report
 from trace_gaps.units import format_duration, format_ms
 
