@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 from tests.builders import ExportBuilder
 from tests.conftest import PEER_TRACES, sample_trace_paths
 from trace_gaps.analysis.pipeline import AnalysisOptions, analyse_trace
+from trace_gaps.analysis.summary import WallStats
 from trace_gaps.cli import app
 from trace_gaps.diff import (
     BucketChange,
@@ -26,7 +27,7 @@ from trace_gaps.diff import (
 )
 from trace_gaps.nsys.load import load_trace
 from trace_gaps.render.diff import render_diff_markdown
-from trace_gaps.report import Report, WallStats, build_report
+from trace_gaps.report import Report, build_report
 
 runner = CliRunner()
 

@@ -8,9 +8,10 @@ from enum import StrEnum
 import numpy as np
 import pandas as pd
 
+from trace_gaps.analysis.summary import StageSummary, WallStats
 from trace_gaps.errors import TraceGapsError
 from trace_gaps.model import Bucket
-from trace_gaps.report import ProcessReport, Report, StageSummary, WallStats
+from trace_gaps.report import ProcessReport, Report
 from trace_gaps.units import format_duration
 
 DIFF_SCHEMA_VERSION = 1
