@@ -321,6 +321,10 @@ def _bootstrap(
 
     Each resample draws every step of a side with replacement (multinomial counts), so the
     resampled means of all columns come from one matrix product. Empty when a side has < 2 steps.
+
+    The product is in float64 (BLAS; int64 has none: 4.5 s against 0.3 s at 17,000 steps and
+    40 columns) and gives the same result: every product and partial sum is an integer below
+    2**53 ns (104 days of summed step time), which float64 holds exactly.
     """
     if len(before) < 2 or len(after) < 2:
         return [], None
@@ -328,8 +332,8 @@ def _bootstrap(
 
     def resampled_means(values: np.ndarray) -> np.ndarray:
         n = len(values)
-        counts = rng.multinomial(n, np.full(n, 1 / n), size=RESAMPLES)
-        means: np.ndarray = (counts @ values) / n
+        counts = rng.multinomial(n, np.full(n, 1 / n), size=RESAMPLES).astype(np.float64)
+        means: np.ndarray = (counts @ values.astype(np.float64)) / n
         return means
 
     means_before, means_after = resampled_means(before), resampled_means(after)
