@@ -10,12 +10,21 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from tests.builders import ExportBuilder
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE_TRACES = ROOT / "sample_traces"
 PEER_TRACES = ROOT.parent / "shared" / "peer_traces"
+
+# Property tests: a quick default for the edit-test loop, and a thorough run for CI and before
+# a merge (TRACE_GAPS_THOROUGH=1 pytest -q). Examples are exports written to disk and analysed
+# whole and windowed, about a second each on 2 cores, so the counts are small.
+THOROUGH = os.environ.get("TRACE_GAPS_THOROUGH", "") not in ("", "0")
+settings.register_profile("quick", max_examples=12, deadline=None)
+settings.register_profile("thorough", max_examples=200, deadline=None)
+settings.load_profile("thorough" if THOROUGH else "quick")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -61,3 +70,4 @@ def corpus_trace_paths() -> list[Path]:
             partial.replace(path)
         paths.append(path)
     return paths
+

@@ -14,7 +14,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from hypothesis import event, given, settings
+from hypothesis import event, given
 from hypothesis import strategies as st
 
 from tests.builders import ExportBuilder, projected_frames
@@ -162,7 +162,6 @@ def analyse(path: Path, step_name: str | None) -> Analysis:
     return analyse_trace(load_trace(path), AnalysisOptions(step_name=step_name, skip=0))
 
 
-@settings(max_examples=60, deadline=None)
 @given(loop=decode_loops(), named=st.booleans())
 def test_the_ledger_adds_up_and_counts_every_op_once(loop, named):
     steps, all_ops = loop
@@ -190,7 +189,6 @@ def test_the_ledger_adds_up_and_counts_every_op_once(loop, named):
         assert charged_ns <= ran_ns, analysis.stage_map.names[int(stage)]
 
 
-@settings(max_examples=60, deadline=None)
 @given(
     loop=decode_loops(),
     window_rows=st.integers(1, 3),
