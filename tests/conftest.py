@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import lzma
 import os
 import tempfile
 from collections.abc import Callable
+from functools import cache
 from pathlib import Path
 
+import jsonschema
 import pytest
 from hypothesis import settings
 
 from tests.builders import ExportBuilder
+from trace_gaps.schema import SCHEMAS, json_schema
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE_TRACES = ROOT / "sample_traces"
@@ -71,3 +75,13 @@ def corpus_trace_paths() -> list[Path]:
         paths.append(path)
     return paths
 
+
+@cache
+def _validator(kind: str) -> jsonschema.Draft202012Validator:
+    return jsonschema.Draft202012Validator(json_schema(SCHEMAS[kind]))
+
+
+def assert_matches_schema(text: str, kind: str = "report") -> None:
+    """The JSON text is valid against the generated schema of `kind` ("report" or "diff")."""
+    errors = sorted(_validator(kind).iter_errors(json.loads(text)), key=lambda e: list(e.path))
+    assert not errors, "\n".join(f"{list(e.path)}: {e.message[:200]}" for e in errors[:10])

@@ -80,7 +80,7 @@ def test_the_waiting_rank_top_candidate_is_its_wait_for_the_late_rank(export_bui
     assert "detokenize" in top.verdict
     assert report.ranks.pace_setter_pid == 100
     late = next(r for r in report.ranks.processes if r.pid == 100)
-    assert late.last_arrival_share == 1.0 and late.wait_ns_per_step == 0
+    assert late.last_arrival_fraction == 1.0 and late.wait_ns_per_step == 0
 
 
 def test_busy_wait_and_idle_add_up_to_every_step(export_builder):
@@ -88,7 +88,7 @@ def test_busy_wait_and_idle_add_up_to_every_step(export_builder):
     for process in report.processes:
         for row in process.step_rows:
             assert row.busy_ns + row.wait_ns + row.idle_ns == row.wall_ns
-        assert sum(e.ns_per_step for e in process.ledger) == process.steps.wall_ns.mean
+        assert sum(e.ns_per_step for e in process.ledger) == process.steps.wall.mean_ns
 
 
 def test_four_ranks_all_wait_for_the_late_one(export_builder):

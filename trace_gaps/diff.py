@@ -14,7 +14,7 @@ from trace_gaps.model import Bucket
 from trace_gaps.report import ProcessReport, Report
 from trace_gaps.units import format_duration
 
-DIFF_SCHEMA_VERSION = 1
+DIFF_SCHEMA_VERSION = 2  # 2: side.wall {mean_ns, ...}, was wall_ns {mean, ...}
 RESAMPLES = 2_000
 CONFIDENCE_PCT = 95
 SEED = 0  # fixed: the same two exports give a byte-identical diff
@@ -70,7 +70,7 @@ class Side:
     step_name: str | None
     steps_analysed: int
     steps_skipped: int
-    wall_ns: WallStats
+    wall: WallStats
 
 
 @dataclass(frozen=True, slots=True)
@@ -451,9 +451,9 @@ def _side(process: ProcessReport, file: str) -> Side:
         pid=process.pid,
         process_name=process.name,
         step_name=process.steps.name,
-        steps_analysed=process.steps.analyzed,
-        steps_skipped=process.steps.skipped,
-        wall_ns=process.steps.wall_ns,
+        steps_analysed=process.steps.steps_analysed,
+        steps_skipped=process.steps.steps_skipped,
+        wall=process.steps.wall,
     )
 
 

@@ -31,7 +31,7 @@ from trace_gaps.analysis.summary import (
 from trace_gaps.model import PID, Trace
 from trace_gaps.timeline import StepTimeline, build_timelines
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: keys renamed to one rule (docs/json.md, "Naming")
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,7 +164,7 @@ def _process_report(
         pid=pid,
         name=trace.processes.get(pid, ""),
         headline=write_headline(
-            analysis.selection.name, steps.wall_ns.mean, busy_ns_per_step(frames), candidates
+            analysis.selection.name, steps.wall.mean_ns, busy_ns_per_step(frames), candidates
         ),
         steps=steps,
         ledger=ledger_entries(frames),

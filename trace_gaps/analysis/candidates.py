@@ -104,7 +104,7 @@ class Candidate:
     stage: str
     bucket: str
     ns_per_step: int
-    share: float
+    share_fraction: float
     kind: str  # VerdictKind
     lever_ns_per_step: int  # the time per step the verdict's cause explains
     why: str  # the verdict's reason in one clause (the headline's)

@@ -52,7 +52,7 @@ class RankSummary:
     collectives_per_step: float
     collective_ns_per_step: int  # the collective kernels' time, waits included
     wait_ns_per_step: int  # of it, waiting for a peer
-    last_arrival_share: float  # of its matched collectives, the share in which it arrived last
+    last_arrival_fraction: float  # of its matched collectives, the share in which it arrived last
     waits_for: list[PeerWait]
     label: str = ""  # "file:pid" where pids repeat across exports, else the pid
 
@@ -109,8 +109,8 @@ def build_ranks_across(sources: list[RankSource], match: CollectiveMatch) -> Ran
             if mine.empty:
                 continue
             summaries.append(_rank_summary(source, pid, mine, analysed, ops, by_export))
-    ranked = [s for s in summaries if s.last_arrival_share > 0]
-    pace = max(ranked, key=lambda s: (s.last_arrival_share, -s.pid)) if ranked else None
+    ranked = [s for s in summaries if s.last_arrival_fraction > 0]
+    pace = max(ranked, key=lambda s: (s.last_arrival_fraction, -s.pid)) if ranked else None
     return RanksView(
         pace.pid if pace else None,
         summaries,
@@ -157,7 +157,7 @@ def _rank_summary(
         collectives_per_step=round(len(mine) / n, 2),
         collective_ns_per_step=int(round((mine[END_NS] - mine[START_NS]).sum() / n)),
         wait_ns_per_step=int(round(waits.sum() / n)),
-        last_arrival_share=round(float(mine[LAST_ARRIVAL].sum()) / max(matched, 1), 3),
+        last_arrival_fraction=round(float(mine[LAST_ARRIVAL].sum()) / max(matched, 1), 3),
         waits_for=waits_for,
         label=source.label(pid),
     )

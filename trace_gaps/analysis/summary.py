@@ -62,11 +62,11 @@ from trace_gaps.nsys.queries import GRAPH_NODE_EVENTS_TABLE
 class WallStats:
     """Step wall time over the analysed steps."""
 
-    mean: int
-    p50: int
-    p90: int
-    max: int
-    min: int
+    mean_ns: int
+    p50_ns: int
+    p90_ns: int
+    max_ns: int
+    min_ns: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,11 +75,11 @@ class StepSummary:
 
     name: str | None
     reason: str
-    analyzed: int
-    skipped: int
+    steps_analysed: int
+    steps_skipped: int
     skip_reasons: dict[str, int]
     threads: int
-    wall_ns: WallStats
+    wall: WallStats
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,7 +126,7 @@ class StepRow:
 
     step_id: int
     thread: int
-    index: int
+    step_index: int
     start_offset_ns: int
     wall_ns: int
     is_warmup: bool
@@ -194,13 +194,13 @@ def summarise_steps(frames: ProcessFrames, selection: StepSelection) -> StepSumm
     return StepSummary(
         name=selection.name,
         reason=selection.reason,
-        analyzed=frames.n,
-        skipped=len(skipped),
+        steps_analysed=frames.n,
+        steps_skipped=len(skipped),
         skip_reasons={
             str(k): int(v) for k, v in skipped[SKIP_REASON].value_counts().sort_index().items()
         },
         threads=int(frames.steps[GLOBAL_TID].nunique()),
-        wall_ns=_wall_stats(frames.walls()),
+        wall=_wall_stats(frames.walls()),
     )
 
 
@@ -380,7 +380,7 @@ def assemble_candidates(
                 stage=stage,
                 bucket=bucket,
                 ns_per_step=int(ns_per_step),
-                share=round(float(share), 4),
+                share_fraction=round(float(share), 4),
                 kind=verdict.kind.value,
                 lever_ns_per_step=verdict.lever_ns_per_step,
                 why=verdict.why,
@@ -402,7 +402,7 @@ def step_rows(frames: ProcessFrames, trace_start: int) -> list[StepRow]:
         StepRow(
             step_id=int(step_id),
             thread=int(tid) & 0xFFFFFF,
-            index=int(index),
+            step_index=int(index),
             start_offset_ns=int(start - trace_start),
             wall_ns=int(end - start),
             is_warmup=bool(is_warmup),
@@ -426,11 +426,11 @@ def _wall_stats(wall: np.ndarray) -> WallStats:
     if len(wall) == 0:
         return WallStats(0, 0, 0, 0, 0)
     return WallStats(
-        mean=int(round(wall.sum() / len(wall))),
-        p50=int(np.percentile(wall, 50, method="nearest")),
-        p90=int(np.percentile(wall, 90, method="nearest")),
-        max=int(wall.max()),
-        min=int(wall.min()),
+        mean_ns=int(round(wall.sum() / len(wall))),
+        p50_ns=int(np.percentile(wall, 50, method="nearest")),
+        p90_ns=int(np.percentile(wall, 90, method="nearest")),
+        max_ns=int(wall.max()),
+        min_ns=int(wall.min()),
     )
 
 

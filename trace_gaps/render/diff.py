@@ -48,7 +48,7 @@ class Unit:
 
 def table_unit(process: ProcessDiff) -> Unit:
     """ms for steps of 1 ms or more on either side, else µs, so that changes stay readable."""
-    longest = max(process.before.wall_ns.mean, process.after.wall_ns.mean)
+    longest = max(process.before.wall.mean_ns, process.after.wall.mean_ns)
     return Unit("ms", NS_PER_MS) if longest >= NS_PER_MS else Unit("µs", NS_PER_US)
 
 
@@ -65,28 +65,28 @@ def describe_side(label: str, side: Side) -> str:
 def wall_table(process: ProcessDiff) -> Table:
     """Step wall time before and after: mean with its CI, p50, p90."""
     unit = table_unit(process)
-    before, after = process.before.wall_ns, process.after.wall_ns
+    before, after = process.before.wall, process.after.wall
     ci = process.wall.ci_ns
     rows = [
         [
             "mean",
-            unit.cell(before.mean),
-            unit.cell(after.mean),
-            unit.signed(after.mean - before.mean),
+            unit.cell(before.mean_ns),
+            unit.cell(after.mean_ns),
+            unit.signed(after.mean_ns - before.mean_ns),
             f"{unit.signed(ci.low_ns)} to {unit.signed(ci.high_ns)}" if ci else "n/a",
         ],
         [
             "p50",
-            unit.cell(before.p50),
-            unit.cell(after.p50),
-            unit.signed(after.p50 - before.p50),
+            unit.cell(before.p50_ns),
+            unit.cell(after.p50_ns),
+            unit.signed(after.p50_ns - before.p50_ns),
             "",
         ],
         [
             "p90",
-            unit.cell(before.p90),
-            unit.cell(after.p90),
-            unit.signed(after.p90 - before.p90),
+            unit.cell(before.p90_ns),
+            unit.cell(after.p90_ns),
+            unit.signed(after.p90_ns - before.p90_ns),
             "",
         ],
     ]
