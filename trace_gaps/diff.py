@@ -1,4 +1,4 @@
-"""Compare two Reports: step time with a bootstrap noise estimate, stage and bucket changes."""
+"""Diff: the comparison of two Reports (schema and assembly); its noise is analysis/bootstrap.py."""
 
 from __future__ import annotations
 
@@ -8,6 +8,12 @@ from enum import StrEnum
 import numpy as np
 import pandas as pd
 
+from trace_gaps.analysis.bootstrap import (
+    CONFIDENCE_PCT,
+    RESAMPLES,
+    SEED,
+    bootstrap_mean_difference,
+)
 from trace_gaps.analysis.summary import StageSummary, WallStats
 from trace_gaps.errors import TraceGapsError
 from trace_gaps.model import Bucket
@@ -15,9 +21,6 @@ from trace_gaps.report import ProcessReport, Report
 from trace_gaps.units import format_duration
 
 DIFF_SCHEMA_VERSION = 2  # 2: side.wall {mean_ns, ...}, was wall_ns {mean, ...}
-RESAMPLES = 2_000
-CONFIDENCE_PCT = 95
-SEED = 0  # fixed: the same two exports give a byte-identical diff
 # Rows of the bucket table the verdict names, at most.
 VERDICT_CHANGES = 3
 
@@ -317,33 +320,14 @@ def _label(bucket: str, cause: str | None) -> str:
 def _bootstrap(
     before: np.ndarray, after: np.ndarray, rng: np.random.Generator
 ) -> tuple[list[NsInterval], PctInterval | None]:
-    """Percentile CIs of mean(after) − mean(before) per column, and of column 0 in percent.
-
-    Each resample draws every step of a side with replacement (multinomial counts), so the
-    resampled means of all columns come from one matrix product. Empty when a side has < 2 steps.
-
-    The product is in float64 (BLAS; int64 has none: 4.5 s against 0.3 s at 17,000 steps and
-    40 columns) and gives the same result: every product and partial sum is an integer below
-    2**53 ns (104 days of summed step time), which float64 holds exactly.
-    """
-    if len(before) < 2 or len(after) < 2:
+    """The bootstrap's intervals in whole ns, and the relative one to 0.01 %."""
+    intervals = bootstrap_mean_difference(before, after, rng)
+    if intervals is None:
         return [], None
-    tail = (100 - CONFIDENCE_PCT) / 2
-
-    def resampled_means(values: np.ndarray) -> np.ndarray:
-        n = len(values)
-        counts = rng.multinomial(n, np.full(n, 1 / n), size=RESAMPLES).astype(np.float64)
-        means: np.ndarray = (counts @ values.astype(np.float64)) / n
-        return means
-
-    means_before, means_after = resampled_means(before), resampled_means(after)
-    low, high = np.percentile(means_after - means_before, [tail, 100 - tail], axis=0)
-    intervals = [
-        NsInterval(int(round(lo)), int(round(hi))) for lo, hi in zip(low, high, strict=True)
-    ]
-    relative = 100 * (means_after[:, 0] - means_before[:, 0]) / means_before[:, 0]
-    rel_low, rel_high = np.percentile(relative, [tail, 100 - tail])
-    return intervals, PctInterval(round(float(rel_low), 2), round(float(rel_high), 2))
+    return [
+        NsInterval(int(round(lo)), int(round(hi)))
+        for lo, hi in zip(intervals.low, intervals.high, strict=True)
+    ], PctInterval(round(intervals.relative_low_pct, 2), round(intervals.relative_high_pct, 2))
 
 
 def _presence(stage: str, before: set[str], after: set[str]) -> str:
