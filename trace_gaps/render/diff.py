@@ -1,10 +1,9 @@
-"""Render a Diff as text, Markdown or JSON; the format is chosen in one place."""
+"""Render a Diff as text, Markdown or JSON (chosen in render/__init__.py)."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable
 from dataclasses import dataclass
 from io import StringIO
 
@@ -21,8 +20,6 @@ from trace_gaps.diff import (
     StageSide,
     describe_mode_change,
 )
-from trace_gaps.errors import TraceGapsError
-from trace_gaps.render import Format
 from trace_gaps.render.markdown import escape_markdown, render_table
 from trace_gaps.render.tables import LEFT, RIGHT, Table
 from trace_gaps.render.text import elide
@@ -291,17 +288,3 @@ def render_diff_json(diff: Diff) -> str:
         )
         + "\n"
     )
-
-
-DIFF_RENDERERS: dict[Format, Callable[[Diff], str]] = {
-    Format.TEXT: render_diff_text,
-    Format.MD: render_diff_markdown,
-    Format.JSON: render_diff_json,
-}
-
-
-def render_diff(diff: Diff, fmt: Format) -> str:
-    """Render in the chosen format; diff has no CSV form."""
-    if fmt not in DIFF_RENDERERS:
-        raise TraceGapsError(f"diff has no {fmt.value} output; use --format text, md or json.")
-    return DIFF_RENDERERS[fmt](diff)
