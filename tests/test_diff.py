@@ -394,7 +394,8 @@ def test_real_eager_vs_graph_sample_traces_show_verify_as_the_top_change():
 def test_a_candidate_whose_buckets_all_stay_within_noise_is_unchanged(export_builder, tmp_path):
     #   Same workload twice with a few ns of jitter in one step: no candidate grew or shrank.
     from tests.test_report import report_of
-    from trace_gaps.diff import CandidateStatus, diff_reports
+    from trace_gaps.diff import diff_reports
+    from trace_gaps.model import CandidateStatus
 
     def run(jitter: int):  # type: ignore[no-untyped-def]
         b = export_builder()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import StrEnum
 
 import numpy as np
 import pandas as pd
@@ -16,31 +15,11 @@ from trace_gaps.analysis.bootstrap import (
 )
 from trace_gaps.analysis.summary import StageSummary, WallStats
 from trace_gaps.errors import TraceGapsError
-from trace_gaps.model import Bucket
+from trace_gaps.model import Bucket, CandidateStatus, Presence
 from trace_gaps.report import ProcessReport, Report
-from trace_gaps.units import format_duration
+from trace_gaps.verdicts import write_diff_verdict
 
 DIFF_SCHEMA_VERSION = 2  # 2: side.wall {mean_ns, ...}, was wall_ns {mean, ...}
-# Rows of the bucket table the verdict names, at most.
-VERDICT_CHANGES = 3
-
-
-class Presence(StrEnum):
-    """Where a stage exists: on both sides, or on one only."""
-
-    BOTH = "both"
-    BEFORE_ONLY = "before only"
-    AFTER_ONLY = "after only"
-
-
-class CandidateStatus(StrEnum):
-    """How a ranked (stage, bucket) candidate moved between the two reports."""
-
-    APPEARED = "appeared"
-    VANISHED = "vanished"
-    GREW = "grew"
-    SHRANK = "shrank"
-    UNCHANGED = "unchanged"
 
 
 @dataclass(frozen=True, slots=True)
@@ -275,7 +254,7 @@ def diff_processes(
     return ProcessDiff(
         before=sides[0],
         after=sides[1],
-        verdict=write_diff_verdict(wall, buckets, stages),
+        verdict=write_diff_verdict(wall, buckets, stages, confidence_pct=CONFIDENCE_PCT),
         wall=wall,
         buckets=buckets,
         stages=stages,
@@ -439,65 +418,6 @@ def _side(process: ProcessReport, file: str) -> Side:
         steps_skipped=process.steps.steps_skipped,
         wall=process.steps.wall,
     )
-
-
-def signed_ms(ns: float) -> str:
-    """ "−4.10 ms" / "+0.25 ms": a signed change with a real minus sign."""
-    return ("−" if ns < 0 else "+") + format_duration(abs(ns))
-
-
-def signed_pct(pct: float) -> str:
-    """ "−38.0 %"."""
-    return ("−" if pct < 0 else "+") + f"{abs(pct):.1f} %"
-
-
-def describe_mode_change(change: StageChange) -> str | None:
-    """ "verify_forward: eager 354 launches/step → graph 1", or None when nothing much moved.
-
-    Much: the execution mode changed, or the launches per step changed by at least half.
-    """
-    if change.before is None or change.after is None:
-        return None
-    sides = [change.before, change.after]
-    launches = [s.eager_launches_per_step + s.graph_launches_per_step for s in sides]
-    moved = abs(launches[1] - launches[0]) >= max(1.0, launches[0] / 2)
-    if sides[0].execution == sides[1].execution and not moved:
-        return None
-    return (
-        f"{change.stage}: {sides[0].execution} {launches[0]:g} launches/step → "
-        f"{sides[1].execution} {launches[1]:g}"
-    )
-
-
-def write_diff_verdict(
-    wall: WallChange, buckets: list[BucketChange], stages: list[StageChange]
-) -> str:
-    """One line: the step-time change and its noise, then the few changes that explain it."""
-    head = f"Step time {signed_ms(wall.change_ns)}/step"
-    pct = f"{signed_pct(wall.change_pct)}" if wall.change_pct is not None else "n/a %"
-    if wall.ci_ns is None:
-        head += f" ({pct}; fewer than 2 steps on a side, no noise estimate)"
-        named = buckets[:VERDICT_CHANGES]
-    else:
-        low, high = signed_ms(wall.ci_ns.low_ns), signed_ms(wall.ci_ns.high_ns)
-        head += f" ({pct}, {CONFIDENCE_PCT} % CI {low} to {high})"
-        named = [b for b in buckets if b.is_beyond_noise][:VERDICT_CHANGES]
-    if wall.is_beyond_noise is False:
-        head += ": no change beyond noise"
-        if named:
-            head += "; within it"
-    if not named:
-        return head
-    modes = {c.stage: describe_mode_change(c) for c in stages}
-    parts = []
-    for bucket in named:
-        part = f"{bucket.stage} {bucket.bucket} {signed_ms(bucket.change_ns_per_step)}/step"
-        if bucket.presence != Presence.BOTH:
-            part += f" ({bucket.presence})"
-        parts.append(part)
-    mentioned = dict.fromkeys(b.stage for b in named)
-    extra = [modes[s] for s in mentioned if modes.get(s)]
-    return head + ": " + ", ".join(parts) + "".join(f"; {m}" for m in extra if m)
 
 
 def is_slower_than(diff: Diff, pct: float) -> bool:

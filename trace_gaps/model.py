@@ -307,3 +307,21 @@ class VerdictKind(StrEnum):
     API = "api"
     LAUNCH_CALLS = "launch_calls"
     WAITING_FOR_PEER = "waiting_for_peer"  # GPU held by collectives waiting for another rank
+
+
+class Presence(StrEnum):
+    """Where a stage exists: on both sides, or on one only."""
+
+    BOTH = "both"
+    BEFORE_ONLY = "before only"
+    AFTER_ONLY = "after only"
+
+
+class CandidateStatus(StrEnum):
+    """How a ranked (stage, bucket) candidate moved between the two reports."""
+
+    APPEARED = "appeared"
+    VANISHED = "vanished"
+    GREW = "grew"
+    SHRANK = "shrank"
+    UNCHANGED = "unchanged"

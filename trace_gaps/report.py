@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from trace_gaps.analysis.candidates import Candidate, write_headline
+from trace_gaps.analysis.candidates import Candidate
 from trace_gaps.analysis.graphs import GraphFacts
 from trace_gaps.analysis.integrity import integrity_notes
 from trace_gaps.analysis.long_gaps import LongGapFinding
@@ -30,6 +30,7 @@ from trace_gaps.analysis.summary import (
 )
 from trace_gaps.model import PID, Trace
 from trace_gaps.timeline import StepTimeline, build_timelines
+from trace_gaps.verdicts import write_headline
 
 SCHEMA_VERSION = 2  # 2: keys renamed to one rule (docs/json.md, "Naming")
 

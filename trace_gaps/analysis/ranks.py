@@ -26,7 +26,6 @@ from trace_gaps.analysis.pipeline import Analysis
 from trace_gaps.analysis.stages import ThreadStages
 from trace_gaps.analysis.steps import IS_WARMUP
 from trace_gaps.model import END_NS, GLOBAL_TID, NO_STAGE, PID, START_NS
-from trace_gaps.units import format_duration
 
 # A peer's stages listed in a verdict: the few it spent most time in.
 PEER_STAGES_SHOWN = 3
@@ -229,27 +228,4 @@ def _covered(a: int, b: int, starts: np.ndarray, ends: np.ndarray) -> int:
     last = int(np.searchsorted(starts, b, side="left"))
     return int(
         sum(max(0, min(b, int(ends[k])) - max(a, int(starts[k]))) for k in range(first, last))
-    )
-
-
-def wait_verdict(stage: str, ns_per_step: int, rank: RankSummary | None) -> str:
-    """One line for a (stage, wait) candidate: whom it waits for, and what that peer did."""
-    amount = format_duration(ns_per_step)
-    line = f"{stage}: GPU waiting in collectives {amount}/step"
-    if rank is None or not rank.waits_for:
-        return line + " for a peer process — the time is set elsewhere: look at the peers"
-    peer = rank.waits_for[0]
-    line += (
-        f", {format_duration(peer.ns_per_step)}/step of it for process {peer.label or peer.pid}, which "
-        f"arrives last {peer.last_arrivals_per_step:g} times/step"
-    )
-    if peer.peer_stages_ns_per_step:
-        doing = ", ".join(
-            f"{name} {format_duration(ns)}" for name, ns in peer.peer_stages_ns_per_step.items()
-        )
-        line += f"; meanwhile {peer.label or peer.pid} was in {doing} per step"
-    return (
-        line + f" — rank-bound: this rank's kernels are not the problem; shorten "
-        f"{peer.label or peer.pid}'s "
-        "path to the collective"
     )

@@ -16,13 +16,10 @@ from trace_gaps.analysis.candidates import (
     Evidence,
     GapEvidence,
     KernelShare,
-    StageFacts,
-    Verdict,
     host_ns_per_launch,
     idle_split,
     rank_candidates,
     round_per_step,
-    write_verdict,
 )
 from trace_gaps.analysis.graphs import GraphFacts, describe_captures, find_captures
 from trace_gaps.analysis.launches import execution_mode
@@ -40,7 +37,7 @@ from trace_gaps.analysis.long_gaps import (
 )
 from trace_gaps.analysis.pipeline import Analysis
 from trace_gaps.analysis.ranges import open_range_path
-from trace_gaps.analysis.ranks import RankSummary, wait_verdict
+from trace_gaps.analysis.ranks import RankSummary
 from trace_gaps.analysis.stages import STAGE
 from trace_gaps.analysis.steps import IS_WARMUP, SKIP_REASON, STEP_ID, STEP_INDEX, StepSelection
 from trace_gaps.model import (
@@ -56,6 +53,7 @@ from trace_gaps.model import (
     VerdictKind,
 )
 from trace_gaps.nsys.queries import GRAPH_NODE_EVENTS_TABLE
+from trace_gaps.verdicts import StageFacts, Verdict, wait_verdict, write_verdict
 
 
 @dataclass(frozen=True, slots=True)

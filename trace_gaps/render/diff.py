@@ -13,17 +13,17 @@ from rich.table import Table as RichTable
 
 from trace_gaps.diff import (
     Diff,
-    Presence,
     ProcessDiff,
     Side,
     StageChange,
     StageSide,
-    describe_mode_change,
 )
+from trace_gaps.model import Presence
 from trace_gaps.render.markdown import escape_markdown, render_table
 from trace_gaps.render.tables import LEFT, RIGHT, Table
 from trace_gaps.render.text import elide
 from trace_gaps.units import NS_PER_MS, NS_PER_US
+from trace_gaps.verdicts import describe_mode_change
 
 # Rows of the bucket and stage tables shown in text and Markdown (JSON has them all).
 TABLE_ROWS = 20
