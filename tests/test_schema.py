@@ -58,10 +58,15 @@ def test_the_docs_sketch_names_every_key_and_no_other(kind: str, page: str) -> N
     assert not unknown, f"docs/{page} names what the {kind} JSON lacks: {sorted(unknown)}"
 
 
-def test_a_report_key_breaking_the_naming_rule_fails() -> None:
-    # The rule (docs/json.md, "Naming"): integer ns end in _ns or contain _ns_; 0-100 values
-    # end in _pct, 0-1 values in _fraction; no bare "share", "index" or "total".
+def test_no_key_of_the_report_or_the_diff_breaks_the_naming_rule() -> None:
+    # The rule (docs/json.md, "Naming"): a non-integer number is a rate (`_per_step`,
+    # `_per_replay`), a percentage (`_pct`) or a fraction (`_fraction`); no bare "share",
+    # "index", "total", "mean" or "p50"; "analysed", not "analyzed".
     for kind, root in SCHEMAS.items():
-        for key in schema_keys(json_schema(root)):
-            assert key not in {"share", "index", "total", "analyzed", "mean", "p50"}, (kind, key)
-            assert not key.endswith("_share"), (kind, key)
+        for definition in json_schema(root)["$defs"].values():
+            for key, prop in definition["properties"].items():
+                assert key not in {"share", "index", "total", "mean", "p50"}, (kind, key)
+                assert "analyzed" not in key and not key.endswith("_share"), (kind, key)
+                types = [prop.get("type"), *(p.get("type") for p in prop.get("anyOf", []))]
+                if any(t == ["number", "integer"] for t in types):
+                    assert key.endswith(("_per_step", "_per_replay", "_pct", "_fraction")), key
