@@ -112,7 +112,7 @@ def child_analyze(path: Path, fmt: str) -> dict[str, Any]:
     import trace_gaps.analysis.pipeline as pipeline
     import trace_gaps.analysis.windows as windows
     from trace_gaps.nsys.load import count_rows
-    from trace_gaps.render import RENDERERS, Format
+    from trace_gaps.render import Format, render_report
     from trace_gaps.report import build_report
     from trace_gaps.run import analyse_export
 
@@ -157,7 +157,7 @@ def child_analyze(path: Path, fmt: str) -> dict[str, Any]:
     started = time.perf_counter()
     trace, analysis = timed("analyse", analyse_export)(path, pipeline.AnalysisOptions())
     report = timed("report", build_report)(trace, analysis)
-    text = timed("render", RENDERERS[Format(fmt)])(report)
+    text = timed("render", lambda r: render_report(r, Format(fmt)))(report)
     total = time.perf_counter() - started
     counts = count_rows(path)
     op_tables = ("KERNEL", "MEMCPY", "MEMSET", "GRAPH_TRACE")

@@ -3,19 +3,32 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import lzma
 import os
 import tempfile
 from collections.abc import Callable
+from functools import cache
 from pathlib import Path
 
+import jsonschema
 import pytest
+from hypothesis import settings
 
 from tests.builders import ExportBuilder
+from trace_gaps.schema import SCHEMAS, json_schema
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE_TRACES = ROOT / "sample_traces"
 PEER_TRACES = ROOT.parent / "shared" / "peer_traces"
+
+# Property tests: a quick default for the edit-test loop, and a thorough run for CI and before
+# a merge (TRACE_GAPS_THOROUGH=1 pytest -q). Examples are exports written to disk and analysed
+# whole and windowed, about a second each on 2 cores, so the counts are small.
+THOROUGH = os.environ.get("TRACE_GAPS_THOROUGH", "") not in ("", "0")
+settings.register_profile("quick", max_examples=12, deadline=None)
+settings.register_profile("thorough", max_examples=200, deadline=None)
+settings.load_profile("thorough" if THOROUGH else "quick")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -61,3 +74,14 @@ def corpus_trace_paths() -> list[Path]:
             partial.replace(path)
         paths.append(path)
     return paths
+
+
+@cache
+def _validator(kind: str) -> jsonschema.Draft202012Validator:
+    return jsonschema.Draft202012Validator(json_schema(SCHEMAS[kind]))
+
+
+def assert_matches_schema(text: str, kind: str = "report") -> None:
+    """The JSON text is valid against the generated schema of `kind` ("report" or "diff")."""
+    errors = sorted(_validator(kind).iter_errors(json.loads(text)), key=lambda e: list(e.path))
+    assert not errors, "\n".join(f"{list(e.path)}: {e.message[:200]}" for e in errors[:10])

@@ -80,7 +80,7 @@ def test_the_waiting_rank_top_candidate_is_its_wait_for_the_late_rank(export_bui
     assert "detokenize" in top.verdict
     assert report.ranks.pace_setter_pid == 100
     late = next(r for r in report.ranks.processes if r.pid == 100)
-    assert late.last_arrival_share == 1.0 and late.wait_ns_per_step == 0
+    assert late.last_arrival_fraction == 1.0 and late.wait_ns_per_step == 0
 
 
 def test_busy_wait_and_idle_add_up_to_every_step(export_builder):
@@ -88,7 +88,7 @@ def test_busy_wait_and_idle_add_up_to_every_step(export_builder):
     for process in report.processes:
         for row in process.step_rows:
             assert row.busy_ns + row.wait_ns + row.idle_ns == row.wall_ns
-        assert sum(e.ns_per_step for e in process.ledger) == process.steps.wall_ns.mean
+        assert sum(e.ns_per_step for e in process.ledger) == process.steps.wall.mean_ns
 
 
 def test_four_ranks_all_wait_for_the_late_one(export_builder):
@@ -186,7 +186,7 @@ def test_real_graph_replay_waits_no_more_than_the_replays_skew():
     trace = load_trace(path)
     report = build_report(trace, analyse_trace(trace, AnalysisOptions()))
     for process in report.processes:
-        wall = process.steps.wall_ns.mean
+        wall = process.steps.wall.mean_ns
         wait = sum(e.ns_per_step for e in process.ledger if e.bucket == "wait")
         assert wait < 0.06 * wall  # 0.08 of 1.90 ms at most
         assert process.candidates[0].bucket == "busy"

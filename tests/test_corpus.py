@@ -50,10 +50,10 @@ def check(path: Path, step_name: str | None) -> None:
     for process in report["processes"]:
         steps = process["steps"]
         assert steps["name"] == step_name
-        total = steps["analyzed"] + steps["skipped"]
-        assert steps["analyzed"] >= total - max(3, total // 10), steps
+        total = steps["steps_analysed"] + steps["steps_skipped"]
+        assert steps["steps_analysed"] >= total - max(3, total // 10), steps
         expected = recount[process["pid"]]
-        assert steps["analyzed"] == expected["analysed"]
+        assert steps["steps_analysed"] == expected["analysed"]
         top = process["candidates"][0]
         stage, bucket, ns_per_step = expected["top"]
         assert (top["stage"], top["bucket"]) == (stage, bucket)

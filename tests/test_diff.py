@@ -9,8 +9,9 @@ import pytest
 from typer.testing import CliRunner
 
 from tests.builders import ExportBuilder
-from tests.conftest import PEER_TRACES, sample_trace_paths
+from tests.conftest import PEER_TRACES, assert_matches_schema, sample_trace_paths
 from trace_gaps.analysis.pipeline import AnalysisOptions, analyse_trace
+from trace_gaps.analysis.summary import WallStats
 from trace_gaps.cli import app
 from trace_gaps.diff import (
     BucketChange,
@@ -26,7 +27,7 @@ from trace_gaps.diff import (
 )
 from trace_gaps.nsys.load import load_trace
 from trace_gaps.render.diff import render_diff_markdown
-from trace_gaps.report import Report, WallStats, build_report
+from trace_gaps.report import Report, build_report
 
 runner = CliRunner()
 
@@ -132,8 +133,8 @@ def test_eager_to_graph_shows_verify_as_the_top_change_with_its_launches(eager_a
 
 def test_bucket_changes_add_up_to_the_step_time_change(eager_and_graph):
     (process,) = diff_of(*eager_and_graph, skip=0).processes
-    assert sum(b.before_ns_per_step for b in process.buckets) == process.before.wall_ns.mean
-    assert sum(b.after_ns_per_step for b in process.buckets) == process.after.wall_ns.mean
+    assert sum(b.before_ns_per_step for b in process.buckets) == process.before.wall.mean_ns
+    assert sum(b.after_ns_per_step for b in process.buckets) == process.after.wall.mean_ns
 
 
 def test_a_slower_stage_is_the_top_change_and_fails_the_gate(export_builder):
@@ -245,7 +246,8 @@ def test_json_has_schema_version_integer_ns_and_is_reproducible(eager_and_graph)
     assert first.exit_code == 0, first.output
     assert first.stdout == second.stdout
     data = json.loads(first.stdout)
-    assert next(iter(data)) == "schema_version" and data["schema_version"] == 1
+    assert next(iter(data)) == "schema_version" and data["schema_version"] == 2
+    assert_matches_schema(first.stdout, "diff")
     wall = data["processes"][0]["wall"]
     assert isinstance(wall["ci_ns"]["low_ns"], int) and isinstance(wall["change_ns"], int)
     assert isinstance(data["processes"][0]["buckets"][0]["change_ns_per_step"], int)
@@ -262,8 +264,12 @@ def test_csv_is_refused_and_output_goes_to_the_file(eager_and_graph, tmp_path):
 
 
 def test_markdown_of_a_hand_built_diff():
-    wall = WallStats(mean=10_000_000, p50=9_900_000, p90=10_500_000, max=11_000_000, min=9_000_000)
-    faster = WallStats(mean=6_000_000, p50=6_000_000, p90=6_200_000, max=6_400_000, min=5_900_000)
+    wall = WallStats(
+        mean_ns=10_000_000, p50_ns=9_900_000, p90_ns=10_500_000, max_ns=11_000_000, min_ns=9_000_000
+    )
+    faster = WallStats(
+        mean_ns=6_000_000, p50_ns=6_000_000, p90_ns=6_200_000, max_ns=6_400_000, min_ns=5_900_000
+    )
     process = ProcessDiff(
         before=Side("a.sqlite", 7, "python3", "decode_step", 40, 2, wall),
         after=Side("b.sqlite", 9, "python3", "decode_step", 40, 2, faster),
@@ -359,7 +365,7 @@ def test_real_before_and_after_pair_of_a_two_gpu_run():
     assert any("compared the lowest pid of each, 144 with 148" in n for n in diff.notes)
     # Each side is one whole-process step: no noise estimate, and the verdict says so.
     assert process.wall.ci_ns is None and "no noise estimate" in process.verdict
-    assert process.wall.change_ns == process.after.wall_ns.mean - process.before.wall_ns.mean
+    assert process.wall.change_ns == process.after.wall.mean_ns - process.before.wall.mean_ns
     assert abs(sum(b.change_ns_per_step for b in process.buckets) - process.wall.change_ns) <= len(
         process.buckets
     )
@@ -388,7 +394,8 @@ def test_real_eager_vs_graph_sample_traces_show_verify_as_the_top_change():
 def test_a_candidate_whose_buckets_all_stay_within_noise_is_unchanged(export_builder, tmp_path):
     #   Same workload twice with a few ns of jitter in one step: no candidate grew or shrank.
     from tests.test_report import report_of
-    from trace_gaps.diff import CandidateStatus, diff_reports
+    from trace_gaps.diff import diff_reports
+    from trace_gaps.model import CandidateStatus
 
     def run(jitter: int):  # type: ignore[no-untyped-def]
         b = export_builder()

@@ -13,9 +13,9 @@ from tests.builders import projected_frames
 from tests.conftest import ROOT, peer_trace_paths
 from trace_gaps.analysis.ledger import DURATION_NS
 from trace_gaps.analysis.pipeline import Analysis, AnalysisOptions, analyse_trace
-from trace_gaps.analysis.stages import NO_LAUNCH_CALL, STAGE
+from trace_gaps.analysis.stages import STAGE
 from trace_gaps.analysis.steps import STEP_ID
-from trace_gaps.model import END_NS, START_NS, Trace
+from trace_gaps.model import END_NS, NO_LAUNCH_CALL, START_NS, Trace
 from trace_gaps.nsys.load import load_trace
 
 

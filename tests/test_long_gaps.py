@@ -5,11 +5,11 @@ from __future__ import annotations
 import pandas as pd
 
 from tests.test_report import report_of
-from trace_gaps.analysis.candidates import PLAUSIBLE_HOST_NS_PER_LAUNCH
 from trace_gaps.analysis.long_gaps import (
     LONG_GAP_MIN_NS,
     spacing_thresholds,
 )
+from trace_gaps.verdicts import PLAUSIBLE_HOST_NS_PER_LAUNCH
 
 STEP_NS = 10_000_000
 

@@ -165,7 +165,7 @@ def test_median_worst_index_and_range_choose_the_right_steps(decode_export):
     chosen = {}
     for timeline in report.timelines:
         chosen.setdefault(timeline.view, []).append(
-            (timeline.index, timeline.wall_ns, timeline.is_warmup)
+            (timeline.step_index, timeline.wall_ns, timeline.is_warmup)
         )
     assert chosen["median"] == [(1, 1_000_000, False)]  # ties go to the earliest analysed step
     assert chosen["worst"] == [(WORST_STEP, 1_300_000, False)]

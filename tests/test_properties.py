@@ -14,15 +14,15 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from hypothesis import event, given, settings
+from hypothesis import event, given
 from hypothesis import strategies as st
 
 from tests.builders import ExportBuilder, projected_frames
-from trace_gaps.analysis.ledger import BUCKET, DURATION_NS, Bucket
+from trace_gaps.analysis.ledger import BUCKET, DURATION_NS
 from trace_gaps.analysis.pipeline import Analysis, AnalysisOptions, analyse_trace
 from trace_gaps.analysis.stages import STAGE
 from trace_gaps.analysis.steps import STEP_ID
-from trace_gaps.model import NeedsWholeTrace
+from trace_gaps.model import Bucket, NeedsWholeTrace
 from trace_gaps.nsys.load import load_trace
 from trace_gaps.render.json import render_json
 from trace_gaps.report import build_report
@@ -162,7 +162,6 @@ def analyse(path: Path, step_name: str | None) -> Analysis:
     return analyse_trace(load_trace(path), AnalysisOptions(step_name=step_name, skip=0))
 
 
-@settings(max_examples=60, deadline=None)
 @given(loop=decode_loops(), named=st.booleans())
 def test_the_ledger_adds_up_and_counts_every_op_once(loop, named):
     steps, all_ops = loop
@@ -190,7 +189,6 @@ def test_the_ledger_adds_up_and_counts_every_op_once(loop, named):
         assert charged_ns <= ran_ns, analysis.stage_map.names[int(stage)]
 
 
-@settings(max_examples=60, deadline=None)
 @given(
     loop=decode_loops(),
     window_rows=st.integers(1, 3),

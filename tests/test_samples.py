@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import sample_trace_paths
-from trace_gaps.analysis.candidates import PLAUSIBLE_HOST_NS_PER_LAUNCH
+from tests.conftest import assert_matches_schema, sample_trace_paths
 from trace_gaps.analysis.pipeline import AnalysisOptions, analyse_trace
 from trace_gaps.nsys.load import load_trace
 from trace_gaps.render.json import render_json
 from trace_gaps.render.markdown import escape_markdown, render_markdown
 from trace_gaps.report import Report, build_report
+from trace_gaps.verdicts import PLAUSIBLE_HOST_NS_PER_LAUNCH
 
 GOLDEN = Path(__file__).parent / "golden" / "samples"
 SAMPLES = sample_trace_paths()
@@ -64,7 +64,9 @@ def test_markdown_report_matches_golden(path: Path, update_golden: bool) -> None
 
 @pytest.mark.parametrize("path", SAMPLES, ids=lambda p: p.stem)
 def test_json_report_matches_golden(path: Path, update_golden: bool) -> None:
-    check_golden(f"{path.stem}.json", render_json(sample_report(path)), update_golden)
+    text = render_json(sample_report(path))
+    assert_matches_schema(text)
+    check_golden(f"{path.stem}.json", text, update_golden)
 
 
 @pytest.mark.parametrize("path", SAMPLES, ids=lambda p: p.stem)
@@ -72,7 +74,7 @@ def test_every_step_ledger_adds_up_on_real_traces(path: Path) -> None:
     data = json.loads(render_json(sample_report(path)))
     for process in data["processes"]:
         assert (
-            sum(e["ns_per_step"] for e in process["ledger"]) == process["steps"]["wall_ns"]["mean"]
+            sum(e["ns_per_step"] for e in process["ledger"]) == process["steps"]["wall"]["mean_ns"]
         )
         per_step: dict[int, int] = {}
         for entry in process["step_ledger"]:

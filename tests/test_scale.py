@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 from tests.builders import projected_frames
-from tests.conftest import ROOT, peer_trace_paths
+from tests.conftest import ROOT, assert_matches_schema, peer_trace_paths
 from trace_gaps.analysis.pipeline import AnalysisOptions, analyse_trace
 from trace_gaps.nsys.load import load_trace
 from trace_gaps.render.json import render_json
@@ -49,7 +49,9 @@ def _check(name: str, text: str, update_golden: bool) -> None:
 
 @pytest.mark.parametrize("path", peer_trace_paths(), ids=lambda p: p.name)
 def test_report_json_of_peer_traces_is_unchanged(path: Path, update_golden: bool) -> None:
-    _check(path.stem, _report_json(path), update_golden)
+    text = _report_json(path)
+    assert_matches_schema(text)
+    _check(path.stem, text, update_golden)
 
 
 MFU = [p for p in peer_trace_paths() if p.name == "mfu_2gpu_before.sqlite"]

@@ -175,7 +175,7 @@ def _caption(report: Report, view: str) -> tuple[str, int]:
     if timeline is None:
         return which, -1
     name = timeline.step_name or "whole process"
-    return f"{which}: {name} #{timeline.index}, process {timeline.pid}", timeline.step_id
+    return f"{which}: {name} #{timeline.step_index}, process {timeline.pid}", timeline.step_id
 
 
 def bundle_figures(report: Report) -> dict[str, Figure]:

@@ -33,10 +33,9 @@ from trace_gaps.output import (
     write_figure_atomically,
     write_text_atomically,
 )
-from trace_gaps.overview import build_overview, render_overview_json, render_overview_text
+from trace_gaps.overview import build_overview
 from trace_gaps.plot import plot_steps, plot_timeline
-from trace_gaps.render import RENDERERS, Format
-from trace_gaps.render.diff import render_diff
+from trace_gaps.render import Format, render_diff, render_overview, render_report
 from trace_gaps.report import Report, build_report
 from trace_gaps.run import analyse_export
 from trace_gaps.timeline import TimelineRequest, choose_request
@@ -289,7 +288,7 @@ def analyze(
                     client=client,
                     on_export=lambda done, total: phase(f"analysed {done} of {total} exports"),
                 )
-                text = RENDERERS[fmt](result.report)
+                text = render_report(result.report, fmt)
             write_output(text, output)
             if result.failed:
                 for path, message in result.failed:
@@ -311,7 +310,7 @@ def analyze(
             phase("ranking candidates")
             report = build_report(trace, analysis, top=top)
             phase("rendering")
-            text = RENDERERS[fmt](report)
+            text = render_report(report, fmt)
         write_output(text, output, exact=fmt is Format.CSV)
 
 
@@ -382,7 +381,7 @@ def info(
                 calls_per_thread=opened.calls_per_thread(),
                 active_pids=opened.sources.known_pids(),
             )
-        write_output((render_overview_json if as_json else render_overview_text)(overview), None)
+        write_output(render_overview(overview, Format.JSON if as_json else Format.TEXT), None)
 
 
 DiffExportArg = Annotated[

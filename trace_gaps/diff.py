@@ -1,42 +1,25 @@
-"""Compare two Reports: step time with a bootstrap noise estimate, stage and bucket changes."""
+"""Diff: the comparison of two Reports (schema and assembly); its noise is analysis/bootstrap.py."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import StrEnum
 
 import numpy as np
 import pandas as pd
 
-from trace_gaps.analysis.ledger import Bucket
+from trace_gaps.analysis.bootstrap import (
+    CONFIDENCE_PCT,
+    RESAMPLES,
+    SEED,
+    bootstrap_mean_difference,
+)
+from trace_gaps.analysis.summary import StageSummary, WallStats
 from trace_gaps.errors import TraceGapsError
-from trace_gaps.report import ProcessReport, Report, StageSummary, WallStats
-from trace_gaps.units import format_duration
+from trace_gaps.model import Bucket, CandidateStatus, Presence
+from trace_gaps.report import ProcessReport, Report
+from trace_gaps.verdicts import write_diff_verdict
 
-DIFF_SCHEMA_VERSION = 1
-RESAMPLES = 2_000
-CONFIDENCE_PCT = 95
-SEED = 0  # fixed: the same two exports give a byte-identical diff
-# Rows of the bucket table the verdict names, at most.
-VERDICT_CHANGES = 3
-
-
-class Presence(StrEnum):
-    """Where a stage exists: on both sides, or on one only."""
-
-    BOTH = "both"
-    BEFORE_ONLY = "before only"
-    AFTER_ONLY = "after only"
-
-
-class CandidateStatus(StrEnum):
-    """How a ranked (stage, bucket) candidate moved between the two reports."""
-
-    APPEARED = "appeared"
-    VANISHED = "vanished"
-    GREW = "grew"
-    SHRANK = "shrank"
-    UNCHANGED = "unchanged"
+DIFF_SCHEMA_VERSION = 2  # 2: side.wall {mean_ns, ...}, was wall_ns {mean, ...}
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +52,7 @@ class Side:
     step_name: str | None
     steps_analysed: int
     steps_skipped: int
-    wall_ns: WallStats
+    wall: WallStats
 
 
 @dataclass(frozen=True, slots=True)
@@ -271,7 +254,7 @@ def diff_processes(
     return ProcessDiff(
         before=sides[0],
         after=sides[1],
-        verdict=write_diff_verdict(wall, buckets, stages),
+        verdict=write_diff_verdict(wall, buckets, stages, confidence_pct=CONFIDENCE_PCT),
         wall=wall,
         buckets=buckets,
         stages=stages,
@@ -316,29 +299,14 @@ def _label(bucket: str, cause: str | None) -> str:
 def _bootstrap(
     before: np.ndarray, after: np.ndarray, rng: np.random.Generator
 ) -> tuple[list[NsInterval], PctInterval | None]:
-    """Percentile CIs of mean(after) − mean(before) per column, and of column 0 in percent.
-
-    Each resample draws every step of a side with replacement (multinomial counts), so the
-    resampled means of all columns come from one matrix product. Empty when a side has < 2 steps.
-    """
-    if len(before) < 2 or len(after) < 2:
+    """The bootstrap's intervals in whole ns, and the relative one to 0.01 %."""
+    intervals = bootstrap_mean_difference(before, after, rng)
+    if intervals is None:
         return [], None
-    tail = (100 - CONFIDENCE_PCT) / 2
-
-    def resampled_means(values: np.ndarray) -> np.ndarray:
-        n = len(values)
-        counts = rng.multinomial(n, np.full(n, 1 / n), size=RESAMPLES)
-        means: np.ndarray = (counts @ values) / n
-        return means
-
-    means_before, means_after = resampled_means(before), resampled_means(after)
-    low, high = np.percentile(means_after - means_before, [tail, 100 - tail], axis=0)
-    intervals = [
-        NsInterval(int(round(lo)), int(round(hi))) for lo, hi in zip(low, high, strict=True)
-    ]
-    relative = 100 * (means_after[:, 0] - means_before[:, 0]) / means_before[:, 0]
-    rel_low, rel_high = np.percentile(relative, [tail, 100 - tail])
-    return intervals, PctInterval(round(float(rel_low), 2), round(float(rel_high), 2))
+    return [
+        NsInterval(int(round(lo)), int(round(hi)))
+        for lo, hi in zip(intervals.low, intervals.high, strict=True)
+    ], PctInterval(round(intervals.relative_low_pct, 2), round(intervals.relative_high_pct, 2))
 
 
 def _presence(stage: str, before: set[str], after: set[str]) -> str:
@@ -446,69 +414,10 @@ def _side(process: ProcessReport, file: str) -> Side:
         pid=process.pid,
         process_name=process.name,
         step_name=process.steps.name,
-        steps_analysed=process.steps.analyzed,
-        steps_skipped=process.steps.skipped,
-        wall_ns=process.steps.wall_ns,
+        steps_analysed=process.steps.steps_analysed,
+        steps_skipped=process.steps.steps_skipped,
+        wall=process.steps.wall,
     )
-
-
-def signed_ms(ns: float) -> str:
-    """ "−4.10 ms" / "+0.25 ms": a signed change with a real minus sign."""
-    return ("−" if ns < 0 else "+") + format_duration(abs(ns))
-
-
-def signed_pct(pct: float) -> str:
-    """ "−38.0 %"."""
-    return ("−" if pct < 0 else "+") + f"{abs(pct):.1f} %"
-
-
-def describe_mode_change(change: StageChange) -> str | None:
-    """ "verify_forward: eager 354 launches/step → graph 1", or None when nothing much moved.
-
-    Much: the execution mode changed, or the launches per step changed by at least half.
-    """
-    if change.before is None or change.after is None:
-        return None
-    sides = [change.before, change.after]
-    launches = [s.eager_launches_per_step + s.graph_launches_per_step for s in sides]
-    moved = abs(launches[1] - launches[0]) >= max(1.0, launches[0] / 2)
-    if sides[0].execution == sides[1].execution and not moved:
-        return None
-    return (
-        f"{change.stage}: {sides[0].execution} {launches[0]:g} launches/step → "
-        f"{sides[1].execution} {launches[1]:g}"
-    )
-
-
-def write_diff_verdict(
-    wall: WallChange, buckets: list[BucketChange], stages: list[StageChange]
-) -> str:
-    """One line: the step-time change and its noise, then the few changes that explain it."""
-    head = f"Step time {signed_ms(wall.change_ns)}/step"
-    pct = f"{signed_pct(wall.change_pct)}" if wall.change_pct is not None else "n/a %"
-    if wall.ci_ns is None:
-        head += f" ({pct}; fewer than 2 steps on a side, no noise estimate)"
-        named = buckets[:VERDICT_CHANGES]
-    else:
-        low, high = signed_ms(wall.ci_ns.low_ns), signed_ms(wall.ci_ns.high_ns)
-        head += f" ({pct}, {CONFIDENCE_PCT} % CI {low} to {high})"
-        named = [b for b in buckets if b.is_beyond_noise][:VERDICT_CHANGES]
-    if wall.is_beyond_noise is False:
-        head += ": no change beyond noise"
-        if named:
-            head += "; within it"
-    if not named:
-        return head
-    modes = {c.stage: describe_mode_change(c) for c in stages}
-    parts = []
-    for bucket in named:
-        part = f"{bucket.stage} {bucket.bucket} {signed_ms(bucket.change_ns_per_step)}/step"
-        if bucket.presence != Presence.BOTH:
-            part += f" ({bucket.presence})"
-        parts.append(part)
-    mentioned = dict.fromkeys(b.stage for b in named)
-    extra = [modes[s] for s in mentioned if modes.get(s)]
-    return head + ": " + ", ".join(parts) + "".join(f"; {m}" for m in extra if m)
 
 
 def is_slower_than(diff: Diff, pct: float) -> bool:

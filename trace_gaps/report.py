@@ -2,62 +2,37 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
 
-import numpy as np
-import pandas as pd
-
-from trace_gaps.analysis.candidates import (
-    CallShare,
-    Candidate,
-    Evidence,
-    GapEvidence,
-    KernelShare,
-    StageFacts,
-    Verdict,
-    VerdictKind,
-    host_ns_per_launch,
-    idle_split,
-    rank_candidates,
-    round_per_step,
-    write_headline,
-    write_verdict,
-)
-from trace_gaps.analysis.graphs import GraphFacts, describe_captures, find_captures
+from trace_gaps.analysis.candidates import Candidate
+from trace_gaps.analysis.graphs import GraphFacts
 from trace_gaps.analysis.integrity import integrity_notes
-from trace_gaps.analysis.launches import ExecutionMode, execution_mode
-from trace_gaps.analysis.ledger import BUCKET, CAUSE, DURATION_NS, Bucket
-from trace_gaps.analysis.long_gaps import (
-    CALL_AFTER,
-    CALL_BEFORE,
-    IDLE_HOST_NS,
-    LONG_GAP_MIN_NS,
-    OS_CALLS,
-    LongGapFinding,
-    group_long_gaps,
-    select_long_gaps,
-    spacing_thresholds,
-)
+from trace_gaps.analysis.long_gaps import LongGapFinding
 from trace_gaps.analysis.pipeline import Analysis
-from trace_gaps.analysis.ranges import open_range_path
-from trace_gaps.analysis.ranks import RankSummary, RanksView, build_ranks, wait_verdict
-from trace_gaps.analysis.stages import STAGE
-from trace_gaps.analysis.steps import IS_WARMUP, SKIP_REASON, STEP_ID, STEP_INDEX
-from trace_gaps.model import (
-    DEVICE_ID,
-    END_NS,
-    GLOBAL_TID,
-    NAME,
-    PID,
-    START_NS,
-    Trace,
+from trace_gaps.analysis.ranks import RanksView, build_ranks
+from trace_gaps.analysis.summary import (
+    LedgerEntry,
+    StageSummary,
+    StepLedgerEntry,
+    StepRow,
+    StepSummary,
+    assemble_candidates,
+    busy_ns_per_step,
+    graph_facts,
+    ledger_entries,
+    long_gap_findings,
+    process_frames,
+    sharing_gpus,
+    step_ledger_entries,
+    step_rows,
+    summarise_stages,
+    summarise_steps,
 )
-from trace_gaps.nsys.queries import GRAPH_NODE_EVENTS_TABLE
+from trace_gaps.model import PID, Trace
 from trace_gaps.timeline import StepTimeline, build_timelines
+from trace_gaps.verdicts import write_headline
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: keys renamed to one rule (docs/json.md, "Naming")
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,95 +46,6 @@ class ExportSummary:
     graph_trace_mode: str
     gpus: list[str]
     trace_start_ns: int  # report timestamps are offsets from this
-
-
-@dataclass(frozen=True, slots=True)
-class WallStats:
-    """Step wall time over the analysed steps."""
-
-    mean: int
-    p50: int
-    p90: int
-    max: int
-    min: int
-
-
-@dataclass(frozen=True, slots=True)
-class StepSummary:
-    """Which range is the step, how many were analysed and skipped, and their wall time."""
-
-    name: str | None
-    reason: str
-    analyzed: int
-    skipped: int
-    skip_reasons: dict[str, int]
-    threads: int
-    wall_ns: WallStats
-
-
-@dataclass(frozen=True, slots=True)
-class LedgerEntry:
-    """Mean ns per analysed step charged to one (stage, bucket, cause)."""
-
-    stage: str
-    bucket: str
-    cause: str | None
-    ns_per_step: int
-
-
-@dataclass(frozen=True, slots=True)
-class StageSummary:
-    """One stage's launch economics and time, per analysed step."""
-
-    name: str
-    execution: str
-    busy_ns_per_step: int
-    idle_ns_per_step: int
-    launches_per_step: dict[str, float]
-    eager_launches_per_step: float  # kernel, memcpy and memset launches
-    launch_api_ns_per_step: int  # time inside launch calls, all of it (GPU busy or idle)
-    queue_delay_mean_ns_per_launch: int  # mean over the launches of (op start - call end)+
-    queue_delay_sum_ns_per_step: int  # the sum of those per-launch delays: can exceed the step
-    queued_launches_per_step: float
-    syncs_per_step: float
-    sync_ns_per_step: int
-    unexpected_calls_per_step: dict[str, float]
-    unexpected_ns_per_step: int
-    module_load_ns_per_step: int  # inside the load calls
-    lookups_per_step: float  # kernel/function handle lookups: counted, never loads
-    lookup_ns_per_step: int
-    nodes_per_replay: float | None  # ops per graph launch, where the export has node rows
-    launch_spacing_ns: int | None  # median host time from one launch call to the next (whole µs)
-    long_gap_threshold_ns: int  # host gaps longer than this are long (docs/definitions.md)
-    long_gaps_per_step: float
-    long_gap_idle_ns_per_step: int  # GPU-idle host time inside them
-
-
-@dataclass(frozen=True, slots=True)
-class StepRow:
-    """One step (analysed or warm-up) and its ledger by stage and bucket."""
-
-    step_id: int
-    thread: int
-    index: int
-    start_offset_ns: int
-    wall_ns: int
-    is_warmup: bool
-    skip_reason: str
-    busy_ns: int
-    idle_ns: int
-    wait_ns: int = 0  # GPU held by collectives waiting for a peer
-
-
-@dataclass(frozen=True, slots=True)
-class StepLedgerEntry:
-    """ns of one step charged to one (stage, bucket, cause)."""
-
-    step_id: int
-    stage: str
-    bucket: str
-    cause: str | None
-    duration_ns: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,25 +132,6 @@ def build_report(
     )
 
 
-@dataclass(frozen=True, slots=True)
-class _ProcessFrames:
-    """One process's slices of the Analysis frames, with stage codes turned into names."""
-
-    steps: pd.DataFrame
-    analysed: pd.DataFrame
-    ledger: pd.DataFrame  # every step's ledger rows, with a "stage" name column
-    means: pd.DataFrame  # stage, bucket, cause, ns_per_step over analysed steps
-    stats: pd.DataFrame  # summarise_stages rows indexed by stage name
-    kernels: pd.DataFrame
-    api_calls: (
-        pd.DataFrame
-    )  # non-launch, non-sync calls in analysed steps: stage, name, total, count
-    gaps: pd.DataFrame
-    blocked: pd.DataFrame  # stage, name, total, count: OS calls during idle host time
-    thresholds: pd.DataFrame  # spacing_thresholds rows indexed by stage name
-    long_gaps: pd.DataFrame  # select_long_gaps rows of analysed steps, with a "stage" name
-
-
 def _process_report(
     trace: Trace,
     analysis: Analysis,
@@ -275,27 +142,17 @@ def _process_report(
     *,
     top: int,
 ) -> ProcessReport:
-    frames = _process_frames(analysis, pid)
-    n = len(frames.analysed)
-    wall = (frames.analysed[END_NS] - frames.analysed[START_NS]).to_numpy()
-    busy_idle = frames.means.groupby(["stage", BUCKET])["ns_per_step"].sum()
-    long_by_stage = frames.long_gaps.groupby("stage").agg(
-        count=(START_NS, "size"), idle=(IDLE_HOST_NS, "sum")
-    )
-    stages = [
-        _stage_summary(stage, frames, busy_idle, long_by_stage, n)
-        for stage in sorted(set(frames.means["stage"]) | set(frames.stats.index))
-    ]
-    findings = _long_gap_findings(frames.long_gaps, analysis.range_tree, n)
-    graphs = _graph_facts(trace, analysis, pid, stages, n)
-    skipped = frames.steps[frames.steps[IS_WARMUP]]
-    candidates = _candidates(
+    frames = process_frames(analysis, pid)
+    stages = summarise_stages(frames)
+    findings = long_gap_findings(frames.long_gaps, analysis.range_tree, frames.n)
+    graphs = graph_facts(trace, analysis, pid, stages, frames.n)
+    candidates = assemble_candidates(
         frames,
         stages,
         findings,
         graphs,
-        _sharing_gpus(analysis, pid),
-        n,
+        sharing_gpus(analysis, pid),
+        frames.n,
         trace_start,
         top=top,
         waits=next(
@@ -303,419 +160,27 @@ def _process_report(
             None,
         ),
     )
-    wall_mean = _wall_stats(wall).mean
-    busy = int(frames.means.loc[frames.means[BUCKET] == Bucket.BUSY.value, "ns_per_step"].sum())
+    steps = summarise_steps(frames, analysis.selection)
     return ProcessReport(
         pid=pid,
         name=trace.processes.get(pid, ""),
-        headline=write_headline(analysis.selection.name, wall_mean, busy, candidates),
-        steps=StepSummary(
-            name=analysis.selection.name,
-            reason=analysis.selection.reason,
-            analyzed=n,
-            skipped=len(skipped),
-            skip_reasons={
-                str(k): int(v) for k, v in skipped[SKIP_REASON].value_counts().sort_index().items()
-            },
-            threads=int(frames.steps[GLOBAL_TID].nunique()),
-            wall_ns=_wall_stats(wall),
+        headline=write_headline(
+            analysis.selection.name, steps.wall.mean_ns, busy_ns_per_step(frames), candidates
         ),
-        ledger=[
-            LedgerEntry(str(stage), str(bucket), str(cause) or None, int(ns))
-            for stage, bucket, cause, ns in _rows(
-                frames.means.sort_values(["ns_per_step", "stage"], ascending=[False, True]),
-                "stage",
-                BUCKET,
-                CAUSE,
-                "ns_per_step",
-            )
-        ],
+        steps=steps,
+        ledger=ledger_entries(frames),
         stages=stages,
         candidates=candidates,
         long_host_gaps=findings,
         graphs=graphs,
-        step_rows=_step_rows(frames, trace_start),
-        step_ledger=[
-            StepLedgerEntry(int(step_id), str(stage), str(bucket), str(cause) or None, int(ns))
-            for step_id, stage, bucket, cause, ns in _rows(
-                frames.ledger, STEP_ID, "stage", BUCKET, CAUSE, DURATION_NS
-            )
-        ],
+        step_rows=step_rows(frames, trace_start),
+        step_ledger=step_ledger_entries(frames),
         label=label,
     )
 
 
-def _process_frames(analysis: Analysis, pid: int) -> _ProcessFrames:
-    names = np.array(analysis.stage_map.names, dtype=object)
-
-    def named(frame: pd.DataFrame) -> pd.DataFrame:
-        return frame.assign(stage=names[frame[STAGE].to_numpy()])
-
-    steps = analysis.steps[analysis.steps[PID] == pid]
-    analysed = steps[~steps[IS_WARMUP]]
-    ledger = named(analysis.ledger[analysis.ledger[STEP_ID].isin(steps[STEP_ID])])
-    totals = (
-        ledger[ledger[STEP_ID].isin(analysed[STEP_ID])]
-        .groupby(["stage", BUCKET, CAUSE], sort=True)[DURATION_NS]
-        .sum()
-    )
-    means = round_per_step(totals, len(analysed)).rename("ns_per_step").reset_index()
-    stats = analysis.stage_stats[analysis.stage_stats[PID] == pid].set_index(STAGE)
-    stats.index = names[stats.index.to_numpy()]
-    # Calls behind "api" idle time: neither launches nor syncs.
-    call_totals = analysis.api_call_totals
-    api_calls = named(call_totals[call_totals[PID] == pid]).sort_values(
-        ["stage", "total", NAME], ascending=[True, False, True]
-    )
-    gaps = named(analysis.longest_gaps[analysis.longest_gaps[PID] == pid])
-    blocked = analysis.blocked_host
-    blocked = named(blocked[blocked[STEP_ID].isin(analysed[STEP_ID])])
-    blocked_totals = (
-        blocked.groupby(["stage", NAME], observed=True)
-        .agg(total=(DURATION_NS, "sum"), count=(DURATION_NS, "size"))
-        .reset_index()
-        .sort_values(["stage", "total", NAME], ascending=[True, False, True])
-    )
-    spacing = analysis.launch_spacing
-    thresholds = spacing_thresholds(spacing[spacing[PID] == pid])
-    explained = analysis.host_gaps[
-        (analysis.host_gaps[PID] == pid) & analysis.host_gaps[STEP_ID].isin(analysed[STEP_ID])
-    ]
-    long_gaps = named(select_long_gaps(explained, thresholds))
-    return _ProcessFrames(
-        thresholds=named(thresholds).set_index("stage"),
-        long_gaps=long_gaps,
-        steps=steps,
-        analysed=analysed,
-        ledger=ledger,
-        means=means[means["ns_per_step"] > 0],
-        stats=stats,
-        kernels=named(analysis.top_kernels[analysis.top_kernels[PID] == pid]),
-        api_calls=api_calls,
-        gaps=gaps,
-        blocked=blocked_totals,
-    )
-
-
-def _candidates(
-    frames: _ProcessFrames,
-    stages: list[StageSummary],
-    findings: list[LongGapFinding],
-    graphs: GraphFacts,
-    shared_with: tuple[int, ...],
-    n: int,
-    trace_start: int,
-    *,
-    top: int,
-    waits: RankSummary | None = None,
-) -> list[Candidate]:
-    by_name = {stage.name: stage for stage in stages}
-    step_index = frames.steps.set_index(STEP_ID)[STEP_INDEX]
-    wall_mean = (
-        int(round((frames.analysed[END_NS] - frames.analysed[START_NS]).sum() / n)) if n else 0
-    )
-    candidates = []
-    ranked = rank_candidates(frames.means, wall_mean_ns=wall_mean).head(top)
-    for rank, stage, bucket, ns_per_step, share in _rows(
-        ranked, "rank", "stage", BUCKET, "ns_per_step", "share"
-    ):
-        is_idle = bucket == Bucket.IDLE.value
-        summary = by_name.get(stage)
-        split = idle_split(frames.means, stage)
-        launches = sum(summary.launches_per_step.values()) if summary else 0.0
-        long_idle = summary.long_gap_idle_ns_per_step if summary and is_idle else 0
-        gaps = (
-            frames.gaps[frames.gaps["stage"] == stage].nlargest(3, "duration")
-            if is_idle
-            else frames.gaps.iloc[:0]
-        )
-        evidence = Evidence(
-            idle_by_cause_ns_per_step=split if is_idle else {},
-            launches_per_step=round(launches, 2),
-            syncs_per_step=summary.syncs_per_step if summary else 0.0,
-            host_ns_per_launch=host_ns_per_launch(split, launches, long_idle) if is_idle else None,
-            top_kernels=[
-                KernelShare(str(name), int(round(total / n)), round(count / n, 2))
-                for name, total, count in _rows(
-                    frames.kernels[frames.kernels["stage"] == stage], NAME, "total_ns", "count"
-                )
-            ],
-            top_api_calls=[
-                CallShare(str(name), int(round(total / n)), round(count / n, 2))
-                for name, total, count in _rows(
-                    frames.api_calls[frames.api_calls["stage"] == stage].head(3),
-                    NAME,
-                    "total",
-                    "count",
-                )
-            ],
-            longest_gaps=[
-                GapEvidence(
-                    int(step_index[step_id]), int(start - trace_start), int(duration), str(cause)
-                )
-                for step_id, start, duration, cause in _rows(
-                    gaps, STEP_ID, START_NS, "duration", CAUSE
-                )
-            ],
-            unexpected_calls_per_step=summary.unexpected_calls_per_step if summary else {},
-            host_blocked_in=[
-                CallShare(str(name), int(round(total / n)), round(count / n, 2))
-                for name, total, count in _rows(
-                    frames.blocked[frames.blocked["stage"] == stage].head(3), NAME, "total", "count"
-                )
-            ]
-            if is_idle
-            else [],
-            long_host_gaps=[f for f in findings if f.stage == stage][:3] if is_idle else [],
-            long_gap_idle_ns_per_step=long_idle,
-        )
-        captured_here = tuple(" > ".join(c.nvtx_path) for c in graphs.captures if c.stage == stage)
-        facts = _stage_facts(summary, captured_here, shared_with)
-        verdict = (
-            Verdict(
-                VerdictKind.WAITING_FOR_PEER,
-                wait_verdict(stage, int(ns_per_step), waits),
-                int(ns_per_step),
-                "its collectives wait for "
-                + (
-                    f"process {waits.waits_for[0].label}" if waits and waits.waits_for else "a peer"
-                ),
-            )
-            if bucket == Bucket.WAIT.value
-            else write_verdict(stage, bucket, int(ns_per_step), evidence, facts)
-        )
-        candidates.append(
-            Candidate(
-                rank=int(rank),
-                stage=stage,
-                bucket=bucket,
-                ns_per_step=int(ns_per_step),
-                share=round(float(share), 4),
-                kind=verdict.kind.value,
-                lever_ns_per_step=verdict.lever_ns_per_step,
-                why=verdict.why,
-                verdict=verdict.text,
-                evidence=evidence,
-            )
-        )
-    return candidates
-
-
-def _step_rows(frames: _ProcessFrames, trace_start: int) -> list[StepRow]:
-    per_step = frames.ledger.groupby([STEP_ID, BUCKET])[DURATION_NS].sum().unstack(fill_value=0)
-    buckets = [Bucket.BUSY.value, Bucket.IDLE.value, Bucket.WAIT.value]
-    per_step = per_step.reindex(columns=buckets, fill_value=0)
-    steps = frames.steps.join(per_step, on=STEP_ID).fillna(dict.fromkeys(buckets, 0))
-    columns = (STEP_ID, GLOBAL_TID, STEP_INDEX, START_NS, END_NS, IS_WARMUP, SKIP_REASON)
-    return [
-        StepRow(
-            step_id=int(step_id),
-            thread=int(tid) & 0xFFFFFF,
-            index=int(index),
-            start_offset_ns=int(start - trace_start),
-            wall_ns=int(end - start),
-            is_warmup=bool(is_warmup),
-            skip_reason=str(reason),
-            busy_ns=int(busy),
-            idle_ns=int(idle),
-            wait_ns=int(wait),
-        )
-        for step_id, tid, index, start, end, is_warmup, reason, busy, idle, wait in _rows(
-            steps, *columns, *buckets
-        )
-    ]
-
-
-def _rows(frame: pd.DataFrame, *columns: str) -> Iterator[tuple[Any, ...]]:
-    """The given columns of a frame, row by row, as plain Python values."""
-    return zip(*(frame[column].tolist() for column in columns), strict=True)
-
-
-def _wall_stats(wall: np.ndarray) -> WallStats:
-    if len(wall) == 0:
-        return WallStats(0, 0, 0, 0, 0)
-    return WallStats(
-        mean=int(round(wall.sum() / len(wall))),
-        p50=int(np.percentile(wall, 50, method="nearest")),
-        p90=int(np.percentile(wall, 90, method="nearest")),
-        max=int(wall.max()),
-        min=int(wall.min()),
-    )
-
-
-def _per_step(total: float, n: int) -> float:
-    return round(float(total) / n, 2) if n else 0.0
-
-
-def _stage_summary(
-    stage: str,
-    frames: _ProcessFrames,
-    busy_idle: pd.Series,
-    long_by_stage: pd.DataFrame,
-    n: int,
-) -> StageSummary:
-    stats = frames.stats
-    values = (
-        stats.loc[[stage]].to_numpy()[0].tolist()
-        if stage in stats.index
-        else [0] * len(stats.columns)
-    )
-    row = dict(zip(map(str, stats.columns), map(int, values), strict=True))
-
-    def count(column: str) -> int:
-        return int(row.get(column, 0))
-
-    graph_launches = count("graph_launches")
-    eager_launches = count("kernel_launches") + count("memcpy_launches") + count("memset_launches")
-    launches = eager_launches + graph_launches
-    has_spacing = stage in frames.thresholds.index
-    return StageSummary(
-        name=stage,
-        execution=execution_mode(count("graph_ops"), count("eager_ops")).value,
-        busy_ns_per_step=int(busy_idle.get((stage, Bucket.BUSY.value), 0)),
-        idle_ns_per_step=int(busy_idle.get((stage, Bucket.IDLE.value), 0)),
-        launches_per_step={
-            "kernel": _per_step(count("kernel_launches"), n),
-            "graph": _per_step(graph_launches, n),
-            "memcpy": _per_step(count("memcpy_launches"), n),
-            "memset": _per_step(count("memset_launches"), n),
-        },
-        eager_launches_per_step=_per_step(eager_launches, n),
-        launch_api_ns_per_step=int(round(_per_step(count("launch_api_ns"), n))),
-        queue_delay_mean_ns_per_launch=int(round(count("queue_ns") / launches)) if launches else 0,
-        queue_delay_sum_ns_per_step=int(round(_per_step(count("queue_ns"), n))),
-        queued_launches_per_step=_per_step(count("queued_launches"), n),
-        syncs_per_step=_per_step(count("syncs"), n),
-        sync_ns_per_step=int(round(_per_step(count("sync_ns"), n))),
-        unexpected_calls_per_step={
-            "module_load": _per_step(count("module_loads"), n),
-            "alloc": _per_step(count("allocs"), n),
-            "graph_setup": _per_step(count("graph_setups"), n),
-        },
-        unexpected_ns_per_step=int(
-            round(
-                _per_step(count("module_load_ns") + count("alloc_ns") + count("graph_setup_ns"), n)
-            )
-        ),
-        module_load_ns_per_step=int(round(_per_step(count("module_load_ns"), n))),
-        lookups_per_step=_per_step(count("lookups"), n),
-        lookup_ns_per_step=int(round(_per_step(count("lookup_ns"), n))),
-        nodes_per_replay=round(count("graph_ops") / graph_launches, 2) if graph_launches else None,
-        launch_spacing_ns=int(frames.thresholds["spacing_ns"][stage]) if has_spacing else None,
-        long_gap_threshold_ns=int(frames.thresholds["threshold_ns"][stage])
-        if has_spacing
-        else LONG_GAP_MIN_NS,
-        long_gaps_per_step=_per_step(
-            long_by_stage["count"].get(stage, 0) if len(long_by_stage) else 0, n
-        ),
-        long_gap_idle_ns_per_step=int(
-            round(_per_step(long_by_stage["idle"].get(stage, 0) if len(long_by_stage) else 0, n))
-        ),
-    )
-
-
-def _long_gap_findings(
-    long_gaps: pd.DataFrame, range_tree: pd.DataFrame, n: int
-) -> list[LongGapFinding]:
-    """The long host gaps grouped by pattern, per analysed step, largest first."""
-    if long_gaps.empty or not n:
-        return []
-    groups = group_long_gaps(long_gaps)
-    columns = (
-        "stage",
-        CALL_BEFORE,
-        CALL_AFTER,
-        OS_CALLS,
-        "count",
-        "total_ns",
-        "idle_ns",
-        "os_ns",
-        "typical_ns",
-        "longest_ns",
-        "longest_tid",
-        "longest_start_ns",
-        "ends_in_code_load",
-    )
-    findings = []
-    for row in _rows(groups, *columns):
-        stage, before, after, os_calls, count, total, idle, os_ns = row[:8]
-        typical, longest, tid, start, loads = row[8:]
-        findings.append(
-            LongGapFinding(
-                stage=str(stage),
-                call_before=str(before),
-                call_after=str(after),
-                os_calls=[name for name in str(os_calls).split(", ") if name],
-                nvtx_path=open_range_path(range_tree, int(tid), int(start)),
-                gaps_per_step=_per_step(count, n),
-                ns_per_step=int(round(total / n)),
-                idle_ns_per_step=int(round(idle / n)),
-                os_ns_per_step=int(round(os_ns / n)),
-                typical_ns=int(round(typical)),
-                longest_ns=int(longest),
-                ends_in_code_load=bool(loads),
-            )
-        )
-    return findings
-
-
-def _graph_facts(
-    trace: Trace, analysis: Analysis, pid: int, stages: list[StageSummary], n: int
-) -> GraphFacts:
-    """The process's graph captures (with their stage), instantiations, events and replays."""
-    captures = find_captures(analysis.graph_setup_calls, pid)
-    has_nodes = GRAPH_NODE_EVENTS_TABLE in trace.info.tables
-    described = describe_captures(
-        captures,
-        analysis.range_tree,
-        trace.graph_nodes if has_nodes else None,
-        {stage.name: stage.launches_per_step["graph"] for stage in stages},
-        trace_start_ns=analysis.trace_start_ns,
-    )
-    setup = analysis.graph_setup_calls
-    setup = setup[setup[PID] == pid]
-    events = trace.graph_events
-    return GraphFacts(
-        captures=described,
-        instantiations=int(setup[NAME].astype(str).str.contains("GraphInstantiate").sum()),
-        graph_events=int(events.loc[events[PID] == pid, "events"].sum()),
-        replays_per_step=_per_step(sum(s.launches_per_step["graph"] * n for s in stages), n),
-        unmatched_captures=sum(1 for capture in described if capture.stage is None),
-    )
-
-
-def _sharing_gpus(analysis: Analysis, pid: int) -> tuple[int, ...]:
-    """Other processes that ran ops on the GPUs this process used."""
-    ops = analysis.device_ops
-    devices = ops.loc[ops[PID] == pid, DEVICE_ID].unique()
-    others = ops.loc[ops[DEVICE_ID].isin(devices) & (ops[PID] != pid), PID].unique()
-    return tuple(sorted(int(other) for other in others))
-
-
-def _stage_facts(
-    summary: StageSummary | None, captured_here: tuple[str, ...], shared_with: tuple[int, ...]
-) -> StageFacts:
-    if summary is None:
-        return StageFacts(ExecutionMode.NONE, 0, 0, 0, 0, 0, 0, 0, 0, captured_here, shared_with)
-    launches = summary.launches_per_step
-    return StageFacts(
-        execution=ExecutionMode(summary.execution),
-        eager_launches_per_step=summary.eager_launches_per_step,
-        graph_launches_per_step=launches["graph"],
-        launch_api_ns_per_step=summary.launch_api_ns_per_step,
-        syncs_per_step=summary.syncs_per_step,
-        sync_ns_per_step=summary.sync_ns_per_step,
-        module_loads_per_step=summary.unexpected_calls_per_step["module_load"],
-        module_load_ns_per_step=summary.module_load_ns_per_step,
-        allocs_per_step=summary.unexpected_calls_per_step["alloc"],
-        graph_setups_per_step=summary.unexpected_calls_per_step["graph_setup"],
-        captured_here=captured_here,
-        gpu_shared_with=shared_with,
-        long_gap_idle_ns_per_step=summary.long_gap_idle_ns_per_step,
-    )
-
-
 def slowest_ranks(processes: list[ProcessReport]) -> list[SlowestRank]:
+    """For each stage present in several processes, the process where it takes longest."""
     if len(processes) < 2:
         return []
     per_stage: dict[str, dict[int, int]] = {}

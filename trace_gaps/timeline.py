@@ -59,7 +59,7 @@ class StepTimeline:
     pid: int
     thread: int  # the step's thread id (tid, not globalTid)
     step_id: int
-    index: int
+    step_index: int
     step_name: str | None
     is_warmup: bool
     start_offset_ns: int  # the step's start, from the trace start
@@ -123,7 +123,7 @@ def _step_timeline(
         pid=pid,
         thread=tid & 0xFFFFFF,
         step_id=int(getattr(step, STEP_ID)),
-        index=int(getattr(step, STEP_INDEX)),
+        step_index=int(getattr(step, STEP_INDEX)),
         step_name=analysis.selection.name,
         is_warmup=bool(getattr(step, IS_WARMUP)),
         start_offset_ns=start - trace_start_ns,

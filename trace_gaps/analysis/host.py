@@ -14,10 +14,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from trace_gaps.analysis.ledger import CAUSE, IdleCause
+from trace_gaps.analysis.ledger import CAUSE
 from trace_gaps.analysis.stages import STAGE, StageMap, stage_at
 from trace_gaps.analysis.steps import IS_WARMUP, STEP_ID
-from trace_gaps.model import END_NS, GLOBAL_TID, NAME, START_NS
+from trace_gaps.model import END_NS, GLOBAL_TID, NAME, START_NS, IdleCause
 
 BLOCKED_COLUMNS = [STEP_ID, STAGE, NAME, "duration_ns"]
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from trace_gaps.analysis.ledger import BUCKET, Bucket
+from trace_gaps.analysis.ledger import BUCKET
 from trace_gaps.analysis.pipeline import Analysis
-from trace_gaps.analysis.stages import NO_LAUNCH_CALL, OTHER_THREAD, STAGE
+from trace_gaps.analysis.stages import STAGE
 from trace_gaps.analysis.steps import (
     IS_WARMUP,
     LOADS,
@@ -21,9 +21,12 @@ from trace_gaps.model import (
     END_GLOBAL_TID,
     GLOBAL_TID,
     NAME,
+    NO_LAUNCH_CALL,
     OP_KIND,
+    OTHER_THREAD,
     PID,
     START_NS,
+    Bucket,
     OpKind,
     Trace,
 )

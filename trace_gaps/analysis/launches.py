@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from enum import StrEnum
-
 import numpy as np
 import pandas as pd
 
@@ -25,17 +23,8 @@ from trace_gaps.model import (
     PID,
     START_NS,
     CallCategory,
+    ExecutionMode,
 )
-
-
-class ExecutionMode(StrEnum):
-    """How a stage's GPU work reaches the GPU."""
-
-    GRAPH = "graph"  # every op from a graph launch
-    EAGER = "eager"  # no op from a graph launch
-    MIXED = "mixed"
-    NONE = "none"  # no GPU op
-
 
 # Per-stage totals over the analysed steps (divide by the step count for per-step figures).
 STAGE_STAT_COLUMNS = [

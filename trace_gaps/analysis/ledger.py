@@ -17,7 +17,6 @@ Over a step's window, on the device timeline of its process (all its GPUs and st
 from __future__ import annotations
 
 from collections.abc import Iterator
-from enum import StrEnum
 from typing import TypeAlias
 
 import numpy as np
@@ -34,44 +33,18 @@ from trace_gaps.analysis.stages import (
 from trace_gaps.analysis.steps import STEP_ID
 from trace_gaps.model import (
     CALL_CATEGORY,
+    CAUSE_ORDER,
     END_NS,
     GLOBAL_TID,
     LAUNCH_CATEGORIES,
     PID,
     START_NS,
+    WAIT_CAUSE,
+    Bucket,
     CallCategory,
+    IdleCause,
 )
 
-
-class Bucket(StrEnum):
-    """Whether the GPU was running something, waiting in a collective, or idle."""
-
-    BUSY = "busy"
-    WAIT = "wait"
-    IDLE = "idle"
-
-
-WAIT_CAUSE = "collective"  # the cause of every wait row
-
-
-class IdleCause(StrEnum):
-    """What the step's thread was doing while the GPU sat idle."""
-
-    LAUNCH = "launch"
-    SYNC = "sync"
-    QUEUED = "queued"
-    API = "api"
-    HOST = "host"
-
-
-# Cause codes in the segment arrays: 0 is busy, then the idle causes in this order.
-CAUSE_ORDER: tuple[IdleCause, ...] = (
-    IdleCause.LAUNCH,
-    IdleCause.SYNC,
-    IdleCause.QUEUED,
-    IdleCause.API,
-    IdleCause.HOST,
-)
 _BUSY = 0
 _CODE = {cause: code for code, cause in enumerate(CAUSE_ORDER, start=1)}
 _WAIT = len(CAUSE_ORDER) + 1

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from trace_gaps.analysis.host import outermost_calls, overlaps_with_calls
-from trace_gaps.analysis.ledger import CAUSE, IdleCause
+from trace_gaps.analysis.ledger import CAUSE
 from trace_gaps.analysis.stages import STAGE, StageMap, stage_at
 from trace_gaps.analysis.steps import STEP_ID
 from trace_gaps.model import (
@@ -33,6 +33,7 @@ from trace_gaps.model import (
     PID,
     START_NS,
     CallCategory,
+    IdleCause,
 )
 
 LONG_GAP_FACTOR = 10  # a long gap is longer than this many times the stage's launch spacing

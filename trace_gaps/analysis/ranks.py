@@ -23,10 +23,9 @@ from trace_gaps.analysis.collectives import (
     CollectiveMatch,
 )
 from trace_gaps.analysis.pipeline import Analysis
-from trace_gaps.analysis.stages import NO_STAGE, ThreadStages
+from trace_gaps.analysis.stages import ThreadStages
 from trace_gaps.analysis.steps import IS_WARMUP
-from trace_gaps.model import END_NS, GLOBAL_TID, PID, START_NS
-from trace_gaps.units import format_duration
+from trace_gaps.model import END_NS, GLOBAL_TID, NO_STAGE, PID, START_NS
 
 # A peer's stages listed in a verdict: the few it spent most time in.
 PEER_STAGES_SHOWN = 3
@@ -52,7 +51,7 @@ class RankSummary:
     collectives_per_step: float
     collective_ns_per_step: int  # the collective kernels' time, waits included
     wait_ns_per_step: int  # of it, waiting for a peer
-    last_arrival_share: float  # of its matched collectives, the share in which it arrived last
+    last_arrival_fraction: float  # of its matched collectives, the share in which it arrived last
     waits_for: list[PeerWait]
     label: str = ""  # "file:pid" where pids repeat across exports, else the pid
 
@@ -109,8 +108,8 @@ def build_ranks_across(sources: list[RankSource], match: CollectiveMatch) -> Ran
             if mine.empty:
                 continue
             summaries.append(_rank_summary(source, pid, mine, analysed, ops, by_export))
-    ranked = [s for s in summaries if s.last_arrival_share > 0]
-    pace = max(ranked, key=lambda s: (s.last_arrival_share, -s.pid)) if ranked else None
+    ranked = [s for s in summaries if s.last_arrival_fraction > 0]
+    pace = max(ranked, key=lambda s: (s.last_arrival_fraction, -s.pid)) if ranked else None
     return RanksView(
         pace.pid if pace else None,
         summaries,
@@ -157,7 +156,7 @@ def _rank_summary(
         collectives_per_step=round(len(mine) / n, 2),
         collective_ns_per_step=int(round((mine[END_NS] - mine[START_NS]).sum() / n)),
         wait_ns_per_step=int(round(waits.sum() / n)),
-        last_arrival_share=round(float(mine[LAST_ARRIVAL].sum()) / max(matched, 1), 3),
+        last_arrival_fraction=round(float(mine[LAST_ARRIVAL].sum()) / max(matched, 1), 3),
         waits_for=waits_for,
         label=source.label(pid),
     )
@@ -229,27 +228,4 @@ def _covered(a: int, b: int, starts: np.ndarray, ends: np.ndarray) -> int:
     last = int(np.searchsorted(starts, b, side="left"))
     return int(
         sum(max(0, min(b, int(ends[k])) - max(a, int(starts[k]))) for k in range(first, last))
-    )
-
-
-def wait_verdict(stage: str, ns_per_step: int, rank: RankSummary | None) -> str:
-    """One line for a (stage, wait) candidate: whom it waits for, and what that peer did."""
-    amount = format_duration(ns_per_step)
-    line = f"{stage}: GPU waiting in collectives {amount}/step"
-    if rank is None or not rank.waits_for:
-        return line + " for a peer process — the time is set elsewhere: look at the peers"
-    peer = rank.waits_for[0]
-    line += (
-        f", {format_duration(peer.ns_per_step)}/step of it for process {peer.label or peer.pid}, which "
-        f"arrives last {peer.last_arrivals_per_step:g} times/step"
-    )
-    if peer.peer_stages_ns_per_step:
-        doing = ", ".join(
-            f"{name} {format_duration(ns)}" for name, ns in peer.peer_stages_ns_per_step.items()
-        )
-        line += f"; meanwhile {peer.label or peer.pid} was in {doing} per step"
-    return (
-        line + f" — rank-bound: this rank's kernels are not the problem; shorten "
-        f"{peer.label or peer.pid}'s "
-        "path to the collective"
     )

@@ -15,21 +15,19 @@ import pandas as pd
 from trace_gaps.analysis.ranges import DEPTH, PARENT
 from trace_gaps.analysis.steps import RANGE_ROW, thread_positions
 from trace_gaps.model import (
+    BETWEEN_STEPS,
     CALL_CATEGORY,
     CORRELATION_ID,
     END_NS,
     GLOBAL_TID,
     NAME,
+    NO_LAUNCH_CALL,
+    NO_STAGE,
+    OTHER_THREAD,
     PID,
+    SPECIAL_STAGES,
     START_NS,
 )
-
-NO_STAGE = "(no stage)"  # inside a step, outside every stage
-BETWEEN_STEPS = "(between steps)"  # on a step thread, outside every step
-OTHER_THREAD = "(other thread)"  # launched by a thread that has no steps
-NO_LAUNCH_CALL = "(no launch call)"  # the op's launching call is not in the export
-
-SPECIAL_STAGES = (NO_STAGE, BETWEEN_STEPS, OTHER_THREAD, NO_LAUNCH_CALL)
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,9 +8,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from trace_gaps.analysis.ledger import IdleCause
-from trace_gaps.analysis.stages import BETWEEN_STEPS, NO_LAUNCH_CALL, NO_STAGE, OTHER_THREAD
-from trace_gaps.model import CallCategory
+from trace_gaps.model import (
+    BETWEEN_STEPS,
+    NO_LAUNCH_CALL,
+    NO_STAGE,
+    OTHER_THREAD,
+    CallCategory,
+    IdleCause,
+)
 from trace_gaps.report import Report
 
 OTHER_STAGES = "other stages"

@@ -15,8 +15,8 @@ from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from trace_gaps.analysis.ledger import Bucket
 from trace_gaps.errors import TraceGapsError
+from trace_gaps.model import Bucket
 from trace_gaps.plot.palette import LITERAL_TEXT, OTHER_STAGES, legend_label, stage_colours
 from trace_gaps.report import ProcessReport, Report
 from trace_gaps.units import NS_PER_MS
@@ -93,7 +93,7 @@ def _draw_process(ax: Axes, process: ProcessReport, colours: dict[str, str]) -> 
     rows = pd.DataFrame(
         {
             "step_id": [r.step_id for r in process.step_rows],
-            "index": [r.index for r in process.step_rows],
+            "index": [r.step_index for r in process.step_rows],
             "is_warmup": [r.is_warmup for r in process.step_rows],
             "start": [r.start_offset_ns for r in process.step_rows],
             "wall": [r.wall_ns for r in process.step_rows],
@@ -165,7 +165,7 @@ def _draw_process(ax: Axes, process: ProcessReport, colours: dict[str, str]) -> 
         _fade_warmup_bands(ax, warm)
     p50_note = ""
     if (~warm).any():
-        p50 = process.steps.wall_ns.p50 / NS_PER_MS
+        p50 = process.steps.wall.p50_ns / NS_PER_MS
         ax.axhline(p50, color=P50_COLOUR, linewidth=0.8, linestyle="--")
         p50_note = f"; dashed line: p50 of the analysed steps, {p50:.2f} ms"
         _clip_warmup(ax, rows["wall"].to_numpy() / NS_PER_MS, warm)
@@ -178,8 +178,8 @@ def _draw_process(ax: Axes, process: ProcessReport, colours: dict[str, str]) -> 
     name = f" ({process.name})" if process.name else ""
     step = process.steps.name or "whole process"
     ax.set_title(
-        f"process {process.pid}{name} — {step}: {process.steps.analyzed} analysed, "
-        f"{process.steps.skipped} warm-up{p50_note}",
+        f"process {process.pid}{name} — {step}: {process.steps.steps_analysed} analysed, "
+        f"{process.steps.steps_skipped} warm-up{p50_note}",
         fontsize=9,
         loc="left",
     )

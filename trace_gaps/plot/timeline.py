@@ -20,8 +20,8 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter
 
-from trace_gaps.analysis.ledger import CAUSE_ORDER
 from trace_gaps.errors import TraceGapsError
+from trace_gaps.model import CAUSE_ORDER
 from trace_gaps.plot.lanes import LANE_HEIGHT, draw_lane, label_lane
 from trace_gaps.plot.palette import (
     CALL_COLOURS,
@@ -125,7 +125,7 @@ def _draw(
         [s + t.wall_ns for s, t in zip(shifts, timelines, strict=True)],
         ["step"] * len(timelines),
         [
-            f"{t.step_name or 'whole process'} #{t.index}"
+            f"{t.step_name or 'whole process'} #{t.step_index}"
             + (" (warm-up)" if t.is_warmup else "")
             + f" · {format_duration(t.wall_ns)}"
             for t in timelines
@@ -253,18 +253,18 @@ def _title(report: Report, timelines: list[StepTimeline]) -> str:
     name = first.step_name or "whole process"
     if len(timelines) == 1:
         which = {"median": "median step", "worst": "slowest step"}.get(first.view, "step")
-        steps = f"{which}: {name} #{first.index}" + (" (warm-up)" if first.is_warmup else "")
+        steps = f"{which}: {name} #{first.step_index}" + (" (warm-up)" if first.is_warmup else "")
         wall = f"wall {format_duration(first.wall_ns)}"
     else:
-        steps = f"steps {name} #{first.index}–#{last.index}"
+        steps = f"steps {name} #{first.step_index}–#{last.step_index}"
         wall = (
             "walls "
             + ", ".join(format_duration(t.wall_ns) for t in timelines[:6])
             + (", …" if len(timelines) > 6 else "")
         )
-    if process is not None and process.steps.analyzed:
-        p50 = format_duration(process.steps.wall_ns.p50)
-        wall += f" (p50 of {process.steps.analyzed} analysed: {p50})"
+    if process is not None and process.steps.steps_analysed:
+        p50 = format_duration(process.steps.wall.p50_ns)
+        wall += f" (p50 of {process.steps.steps_analysed} analysed: {p50})"
     return f"{report.export.file} — {who}, thread {first.thread}\n{steps} — {wall}"
 
 

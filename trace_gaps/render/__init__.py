@@ -1,17 +1,23 @@
-"""Render a Report as text, Markdown, JSON or CSV; the format is chosen in one place."""
+"""Render a Report, a Diff or an Overview; the format is chosen here, in one registry."""
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from enum import StrEnum
 
+from trace_gaps.diff import Diff
+from trace_gaps.errors import TraceGapsError
+from trace_gaps.overview import Overview
 from trace_gaps.render.csv import render_csv
+from trace_gaps.render.diff import render_diff_json, render_diff_markdown, render_diff_text
 from trace_gaps.render.json import render_json
 from trace_gaps.render.markdown import render_markdown
+from trace_gaps.render.overview import render_overview_json, render_overview_text
 from trace_gaps.render.text import render_text
 from trace_gaps.report import Report
 
 
 class Format(StrEnum):
-    """Output formats of `trace-gaps analyze`."""
+    """Output formats of `trace-gaps analyze` (and of `diff`, where it has them)."""
 
     TEXT = "text"
     MD = "md"
@@ -19,9 +25,39 @@ class Format(StrEnum):
     CSV = "csv"
 
 
-RENDERERS: dict[Format, Callable[[Report], str]] = {
-    Format.TEXT: render_text,
-    Format.MD: render_markdown,
-    Format.JSON: render_json,
-    Format.CSV: render_csv,
+@dataclass(frozen=True, slots=True)
+class Renderers:
+    """One format's renderer of each document; None where the document has no such form."""
+
+    report: Callable[[Report], str]
+    diff: Callable[[Diff], str] | None = None
+    overview: Callable[[Overview], str] | None = None
+
+
+RENDERERS: dict[Format, Renderers] = {
+    Format.TEXT: Renderers(render_text, render_diff_text, render_overview_text),
+    Format.MD: Renderers(render_markdown, render_diff_markdown),
+    Format.JSON: Renderers(render_json, render_diff_json, render_overview_json),
+    Format.CSV: Renderers(render_csv),
 }
+
+
+def render_report(report: Report, fmt: Format) -> str:
+    """The Report in the chosen format."""
+    return RENDERERS[fmt].report(report)
+
+
+def render_diff(diff: Diff, fmt: Format) -> str:
+    """The Diff in the chosen format; diff has no CSV form."""
+    renderer = RENDERERS[fmt].diff
+    if renderer is None:
+        raise TraceGapsError(f"diff has no {fmt.value} output; use --format text, md or json.")
+    return renderer(diff)
+
+
+def render_overview(overview: Overview, fmt: Format) -> str:
+    """The Overview as text or JSON."""
+    renderer = RENDERERS[fmt].overview
+    if renderer is None:
+        raise TraceGapsError(f"info has no {fmt.value} output; use text or --json.")
+    return renderer(overview)

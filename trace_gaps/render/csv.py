@@ -20,7 +20,7 @@ def render_csv(report: Report) -> str:
                     entry.bucket,
                     entry.cause or "",
                     entry.ns_per_step,
-                    process.steps.analyzed,
+                    process.steps.steps_analysed,
                 ]
             )
     return buffer.getvalue()

@@ -1,10 +1,9 @@
-"""Render a Diff as text, Markdown or JSON; the format is chosen in one place."""
+"""Render a Diff as text, Markdown or JSON (chosen in render/__init__.py)."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable
 from dataclasses import dataclass
 from io import StringIO
 
@@ -14,19 +13,17 @@ from rich.table import Table as RichTable
 
 from trace_gaps.diff import (
     Diff,
-    Presence,
     ProcessDiff,
     Side,
     StageChange,
     StageSide,
-    describe_mode_change,
 )
-from trace_gaps.errors import TraceGapsError
-from trace_gaps.render import Format
+from trace_gaps.model import Presence
 from trace_gaps.render.markdown import escape_markdown, render_table
 from trace_gaps.render.tables import LEFT, RIGHT, Table
 from trace_gaps.render.text import elide
 from trace_gaps.units import NS_PER_MS, NS_PER_US
+from trace_gaps.verdicts import describe_mode_change
 
 # Rows of the bucket and stage tables shown in text and Markdown (JSON has them all).
 TABLE_ROWS = 20
@@ -48,7 +45,7 @@ class Unit:
 
 def table_unit(process: ProcessDiff) -> Unit:
     """ms for steps of 1 ms or more on either side, else µs, so that changes stay readable."""
-    longest = max(process.before.wall_ns.mean, process.after.wall_ns.mean)
+    longest = max(process.before.wall.mean_ns, process.after.wall.mean_ns)
     return Unit("ms", NS_PER_MS) if longest >= NS_PER_MS else Unit("µs", NS_PER_US)
 
 
@@ -65,28 +62,28 @@ def describe_side(label: str, side: Side) -> str:
 def wall_table(process: ProcessDiff) -> Table:
     """Step wall time before and after: mean with its CI, p50, p90."""
     unit = table_unit(process)
-    before, after = process.before.wall_ns, process.after.wall_ns
+    before, after = process.before.wall, process.after.wall
     ci = process.wall.ci_ns
     rows = [
         [
             "mean",
-            unit.cell(before.mean),
-            unit.cell(after.mean),
-            unit.signed(after.mean - before.mean),
+            unit.cell(before.mean_ns),
+            unit.cell(after.mean_ns),
+            unit.signed(after.mean_ns - before.mean_ns),
             f"{unit.signed(ci.low_ns)} to {unit.signed(ci.high_ns)}" if ci else "n/a",
         ],
         [
             "p50",
-            unit.cell(before.p50),
-            unit.cell(after.p50),
-            unit.signed(after.p50 - before.p50),
+            unit.cell(before.p50_ns),
+            unit.cell(after.p50_ns),
+            unit.signed(after.p50_ns - before.p50_ns),
             "",
         ],
         [
             "p90",
-            unit.cell(before.p90),
-            unit.cell(after.p90),
-            unit.signed(after.p90 - before.p90),
+            unit.cell(before.p90_ns),
+            unit.cell(after.p90_ns),
+            unit.signed(after.p90_ns - before.p90_ns),
             "",
         ],
     ]
@@ -291,17 +288,3 @@ def render_diff_json(diff: Diff) -> str:
         )
         + "\n"
     )
-
-
-DIFF_RENDERERS: dict[Format, Callable[[Diff], str]] = {
-    Format.TEXT: render_diff_text,
-    Format.MD: render_diff_markdown,
-    Format.JSON: render_diff_json,
-}
-
-
-def render_diff(diff: Diff, fmt: Format) -> str:
-    """Render in the chosen format; diff has no CSV form."""
-    if fmt not in DIFF_RENDERERS:
-        raise TraceGapsError(f"diff has no {fmt.value} output; use --format text, md or json.")
-    return DIFF_RENDERERS[fmt](diff)

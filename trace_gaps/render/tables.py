@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trace_gaps.analysis.ledger import CAUSE_ORDER, Bucket
+from trace_gaps.model import CAUSE_ORDER, Bucket
 from trace_gaps.report import ProcessReport, Report
 from trace_gaps.units import format_duration, format_ms
 
@@ -39,14 +39,14 @@ def describe_steps(process: ProcessReport) -> list[str]:
     steps = process.steps
     name = steps.name if steps.name else "whole process (no step range)"
     skipped = ""
-    if steps.skipped:
+    if steps.steps_skipped:
         reasons = ", ".join(f"{count} {reason}" for reason, count in steps.skip_reasons.items())
-        skipped = f", {steps.skipped} skipped as warm-up ({reasons})"
-    wall = steps.wall_ns
+        skipped = f", {steps.steps_skipped} skipped as warm-up ({reasons})"
+    wall = steps.wall
     return [
-        f"Step: {name} — {steps.analyzed} analysed{skipped}; {steps.reason.rstrip('.')}.",
-        f"Step wall time: mean {format_duration(wall.mean)}, p50 {format_duration(wall.p50)}, "
-        f"p90 {format_duration(wall.p90)}, max {format_duration(wall.max)}.",
+        f"Step: {name} — {steps.steps_analysed} analysed{skipped}; {steps.reason.rstrip('.')}.",
+        f"Step wall time: mean {format_duration(wall.mean_ns)}, p50 {format_duration(wall.p50_ns)}, "
+        f"p90 {format_duration(wall.p90_ns)}, max {format_duration(wall.max_ns)}.",
     ]
 
 
@@ -68,7 +68,7 @@ def candidate_table(process: ProcessReport) -> Table:
                 candidate.stage,
                 candidate.bucket,
                 format_ms(candidate.ns_per_step),
-                f"{candidate.share * 100:.1f}",
+                f"{candidate.share_fraction * 100:.1f}",
                 *[format_ms(split[c]) if split else "" for c in causes],
                 f"{candidate.evidence.launches_per_step:g}",
             ]
@@ -279,7 +279,7 @@ def evidence_lines(process: ProcessReport, *, top: int = 3) -> list[tuple[str, l
 def ranks_table(report: Report) -> Table:
     """The cross-rank view: per process, its collectives and whom it waits for."""
     ranks = report.ranks
-    walls = {p.label or str(p.pid): p.steps.wall_ns.mean for p in report.processes}
+    walls = {p.label or str(p.pid): p.steps.wall.mean_ns for p in report.processes}
     buckets: dict[str, dict[str, int]] = {}
     for process in report.processes:
         for entry in process.ledger:
@@ -298,7 +298,7 @@ def ranks_table(report: Report) -> Table:
                 format_ms(mine.get(Bucket.IDLE.value, 0)),
                 f"{rank.collectives_per_step:g}",
                 format_ms(rank.collective_ns_per_step),
-                f"{rank.last_arrival_share * 100:.0f}",
+                f"{rank.last_arrival_fraction * 100:.0f}",
                 waits_for or "-",
             ]
         )

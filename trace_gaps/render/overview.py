@@ -1,0 +1,44 @@
+"""Render an Overview (`trace-gaps info`) as text or JSON."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+from trace_gaps.overview import Overview
+
+
+def render_overview_text(overview: Overview) -> str:
+    """Plain text for a terminal."""
+    lines = [
+        f"File: {overview.file} ({overview.size_bytes / 1e6:.1f} MB)",
+        f"Nsight Systems {overview.nsys_version or 'unknown'}, export schema "
+        f"{overview.schema_version or 'unknown'}, CUDA graph trace: {overview.graph_trace_mode}",
+        "GPUs: " + ("; ".join(overview.gpus) or "not recorded"),
+        "",
+        "Rows per table:",
+        *(f"  {table:40} {count:>12,}" for table, count in overview.row_counts.items()),
+        "",
+        "Processes and threads with CUDA calls or NVTX ranges:",
+        *(
+            f"  pid {t.pid:>8} tid {t.tid:>8}  {t.name or '?':24} {t.api_calls:>10,} API calls "
+            f"{t.nvtx_ranges:>10,} NVTX ranges"
+            for t in overview.threads
+        ),
+        "",
+        "NVTX ranges (default domain), most frequent first — pass one to --step:",
+        *(
+            f"  {r.count:>8,} × {r.name[:60]:60} depth {r.min_depth}"
+            + (f", inside {', '.join(p[:30] for p in r.parents)}" if r.parents else "")
+            for r in overview.ranges
+        ),
+    ]
+    if overview.capture_settings:
+        lines += ["", "Capture settings:"]
+        lines += [f"  {k} = {v}" for k, v in overview.capture_settings[:40]]
+    return "\n".join(lines) + "\n"
+
+
+def render_overview_json(overview: Overview) -> str:
+    """JSON with the Overview's fields as keys."""
+    return json.dumps(dataclasses.asdict(overview), indent=2, ensure_ascii=False) + "\n"

@@ -1,0 +1,146 @@
+"""The JSON Schema of `analyze -f json` and `diff -f json`, generated from their dataclasses."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import types
+import typing
+from enum import StrEnum
+from typing import Any
+
+from trace_gaps.analysis.candidates import Candidate, Evidence
+from trace_gaps.analysis.summary import LedgerEntry, StageSummary, StepLedgerEntry
+from trace_gaps.diff import Diff, StageSide
+from trace_gaps.model import WAIT_CAUSE, Bucket, ExecutionMode, IdleCause, VerdictKind
+from trace_gaps.report import Report
+
+DRAFT = "https://json-schema.org/draft/2020-12/schema"
+
+# String fields whose values are the model's vocabulary (typed `str` in the dataclasses, so
+# that asdict gives plain strings): their schema lists the allowed values.
+_CAUSES = [*(cause.value for cause in IdleCause), WAIT_CAUSE]
+VOCABULARY: dict[tuple[type, str], list[str]] = {
+    (LedgerEntry, "bucket"): [bucket.value for bucket in Bucket],
+    (LedgerEntry, "cause"): _CAUSES,
+    (StepLedgerEntry, "bucket"): [bucket.value for bucket in Bucket],
+    (StepLedgerEntry, "cause"): _CAUSES,
+    (Candidate, "bucket"): [bucket.value for bucket in Bucket],
+    (Candidate, "kind"): [kind.value for kind in VerdictKind],
+    (StageSummary, "execution"): [mode.value for mode in ExecutionMode],
+    (StageSide, "execution"): [mode.value for mode in ExecutionMode],
+}
+
+# Dict fields whose keys are a fixed set (a dict may hold fewer: an evidence without a stage
+# summary has none).
+_LAUNCH_KINDS = ["kernel", "graph", "memcpy", "memset"]
+_UNEXPECTED = ["module_load", "alloc", "graph_setup"]
+DICT_KEYS: dict[tuple[type, str], list[str]] = {
+    (StageSummary, "launches_per_step"): _LAUNCH_KINDS,
+    (StageSummary, "unexpected_calls_per_step"): _UNEXPECTED,
+    (Evidence, "unexpected_calls_per_step"): _UNEXPECTED,
+    (Evidence, "idle_by_cause_ns_per_step"): [cause.value for cause in IdleCause],
+}
+
+_SCALARS: dict[Any, dict[str, Any]] = {
+    int: {"type": "integer"},
+    float: {"type": "number"},
+    str: {"type": "string"},
+    bool: {"type": "boolean"},
+    type(None): {"type": "null"},
+}
+
+
+def json_schema(root: type) -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) of `dataclasses.asdict(root(...))` as rendered.
+
+    Every dataclass is an object with all its fields required and no other keys; `X | None`
+    is either; a float field also accepts integers (JSON does not tell 1.0 from 1).
+    """
+    definitions: dict[str, dict[str, Any]] = {}
+    _define(root, definitions)
+    return {
+        "$schema": DRAFT,
+        "title": f"trace-gaps {root.__name__}",
+        "$ref": f"#/$defs/{root.__name__}",
+        "$defs": dict(sorted(definitions.items())),
+    }
+
+
+def render_schema(root: type) -> str:
+    """The schema as the indented JSON written to docs/."""
+    return json.dumps(json_schema(root), indent=2, ensure_ascii=False) + "\n"
+
+
+def schema_keys(schema: dict[str, Any]) -> set[str]:
+    """Every key name any object of the schema has."""
+    return {key for definition in schema["$defs"].values() for key in definition["properties"]}
+
+
+def schema_values(schema: dict[str, Any]) -> set[str]:
+    """Every value a vocabulary field of the schema may take, and every fixed dict key."""
+    values: set[str] = set()
+    for definition in schema["$defs"].values():
+        for prop in definition["properties"].values():
+            for allowed in (prop.get("enum", []), prop.get("propertyNames", {}).get("enum", [])):
+                values.update(v for v in allowed if isinstance(v, str))
+    return values
+
+
+def _define(cls: type, definitions: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    name = cls.__name__
+    if name not in definitions:
+        definitions[name] = {}  # placeholder: a dataclass may refer to itself
+        hints = typing.get_type_hints(cls)
+        properties = {
+            f.name: _field_schema(cls, f.name, hints[f.name], definitions)
+            for f in dataclasses.fields(cls)
+        }
+        definitions[name] = {
+            "description": (cls.__doc__ or "").strip().splitlines()[0],
+            "type": "object",
+            "properties": properties,
+            "required": list(properties),
+            "additionalProperties": False,
+        }
+    return {"$ref": f"#/$defs/{name}"}
+
+
+def _field_schema(
+    cls: type, name: str, hint: Any, definitions: dict[str, dict[str, Any]]
+) -> dict[str, Any]:
+    schema = _type_schema(hint, definitions)
+    values = VOCABULARY.get((cls, name))
+    if values is not None:
+        nullable = _is_optional(hint)
+        schema = {"enum": [*values, None] if nullable else list(values)}
+    keys = DICT_KEYS.get((cls, name))
+    if keys is not None:
+        schema = {**schema, "propertyNames": {"enum": list(keys)}}
+    return schema
+
+
+def _is_optional(hint: Any) -> bool:
+    return isinstance(hint, types.UnionType) and type(None) in typing.get_args(hint)
+
+
+def _type_schema(hint: Any, definitions: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    if hint is float:
+        return {"type": ["number", "integer"]}
+    if hint in _SCALARS:
+        return dict(_SCALARS[hint])
+    if isinstance(hint, type) and issubclass(hint, StrEnum):
+        return {"enum": [member.value for member in hint]}
+    if dataclasses.is_dataclass(hint) and isinstance(hint, type):
+        return _define(hint, definitions)
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if isinstance(hint, types.UnionType):
+        return {"anyOf": [_type_schema(arg, definitions) for arg in args]}
+    if origin is list:
+        return {"type": "array", "items": _type_schema(args[0], definitions)}
+    if origin is dict and args[0] is str:
+        return {"type": "object", "additionalProperties": _type_schema(args[1], definitions)}
+    raise TypeError(f"no JSON Schema for {hint!r}: add it to trace_gaps/schema.py")
+
+
+SCHEMAS: dict[str, type] = {"report": Report, "diff": Diff}

@@ -1,0 +1,415 @@
+"""Verdict sentences, written from structured facts: a candidate's verdict and the headline
+(analyze), a collective wait's verdict (ranks), and a diff's verdict and mode changes.
+
+Every renderer and the JSON show these same words. This module runs on the model's
+vocabulary and units alone; the records it reads (candidates, evidence, rank waits, diff
+changes) are imported for their types only, so analysis, diff and render can all call it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from trace_gaps.model import Bucket, ExecutionMode, IdleCause, Presence, VerdictKind
+from trace_gaps.units import format_duration
+
+if TYPE_CHECKING:
+    from trace_gaps.analysis.candidates import Candidate, Evidence
+    from trace_gaps.analysis.long_gaps import LongGapFinding
+    from trace_gaps.analysis.ranks import RankSummary
+    from trace_gaps.diff import BucketChange, StageChange, WallChange
+
+# A stage issuing at least this many eager launches per step is called launch-heavy.
+MANY_LAUNCHES_PER_STEP = 20
+# Host time per launch (short gaps only) above which the host is not launching but computing:
+# launch-heavy eager PyTorch stages (300+ launches/step) spend 3-27 µs per launch on the
+# samples (docs/definitions.md).
+PLAUSIBLE_HOST_NS_PER_LAUNCH = 30_000
+
+
+# Rows of the bucket table the diff's verdict names, at most.
+VERDICT_CHANGES = 3
+
+
+@dataclass(frozen=True, slots=True)
+class StageFacts:
+    """What the verdict needs to know about one stage, per analysed step."""
+
+    execution: ExecutionMode
+    eager_launches_per_step: float
+    graph_launches_per_step: float
+    launch_api_ns_per_step: int
+    syncs_per_step: float
+    sync_ns_per_step: int
+    module_loads_per_step: float
+    allocs_per_step: float
+    graph_setups_per_step: float
+    captured_here: tuple[str, ...] = ()  # NVTX ranges of the graph captures matching this stage
+    gpu_shared_with: tuple[int, ...] = ()  # other processes with ops on this process's GPUs
+    module_load_ns_per_step: int = 0  # inside the load calls
+    long_gap_idle_ns_per_step: int = 0  # GPU-idle host time inside long host gaps
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """A candidate in words, and the structured facts the headline is phrased from."""
+
+    kind: VerdictKind
+    text: str
+    lever_ns_per_step: int  # the time per step the named cause explains
+    why: str  # one clause
+
+
+def write_verdict(
+    stage: str, bucket: str, ns_per_step: int, evidence: Evidence, facts: StageFacts
+) -> Verdict:
+    """One line in words: what the candidate is, and the figures that say so."""
+    amount = format_duration(ns_per_step)
+    if bucket == Bucket.BUSY.value:
+        top = evidence.top_kernels[0] if evidence.top_kernels else None
+        kernel = f"; top op {top.name} {format_duration(top.ns_per_step)}/step" if top else ""
+        how = {
+            ExecutionMode.GRAPH: " (replayed from a CUDA graph)",
+            ExecutionMode.EAGER: " (eager launches)",
+            ExecutionMode.MIXED: " (eager and graph launches)",
+        }.get(facts.execution, "")
+        return Verdict(
+            VerdictKind.GPU_BOUND,
+            f"{stage}: GPU busy {amount}/step{how}{kernel} — GPU-bound here: only faster or "
+            "fewer kernels shrink it",
+            ns_per_step,
+            "the GPU runs its kernels back to back: only faster or fewer kernels help",
+        )
+    split = evidence.idle_by_cause_ns_per_step
+    long_idle = min(evidence.long_gap_idle_ns_per_step, split[IdleCause.HOST.value])
+    head = f"{stage}: GPU idle {amount}/step"
+    if evidence.long_host_gaps and 2 * long_idle >= ns_per_step:
+        return _long_gap_verdict(head, long_idle, evidence, facts)
+    # Long gaps are explained on their own: what is left of host time is the short gaps.
+    short = {**split, IdleCause.HOST.value: split[IdleCause.HOST.value] - long_idle}
+    dominant = max(short, key=lambda cause: short[cause])
+    verdict = _idle_verdict(head, dominant, short, evidence, facts)
+    graph = "" if verdict.kind == VerdictKind.LAUNCH_BOUND else _unreplayed_capture_words(facts)
+    extra = (_long_gap_words(long_idle, evidence), graph, _unexpected_words(facts))
+    text = "; ".join([verdict.text, *(words for words in extra if words)])
+    return Verdict(verdict.kind, text, verdict.lever_ns_per_step, verdict.why)
+
+
+def _unreplayed_capture_words(facts: StageFacts) -> str:
+    """Said only of the stage a capture belongs to, when it replays no graph."""
+    if not facts.captured_here or facts.graph_launches_per_step:
+        return ""
+    return (
+        f"it captured a CUDA graph (in {facts.captured_here[0]}) but replays none: "
+        f"{facts.eager_launches_per_step:.0f} eager launches/step take the eager path"
+    )
+
+
+def _long_gap_verdict(head: str, long_idle: int, evidence: Evidence, facts: StageFacts) -> Verdict:
+    main = evidence.long_host_gaps[0]
+    count = sum(f.gaps_per_step for f in evidence.long_host_gaps)
+    pattern = _pattern_words(main)
+    text = (
+        f"{head} — long host gaps: {format_duration(long_idle)}/step of it in {count:.1f} "
+        f"host gaps/step far longer than the stage's launch spacing; mostly "
+        f"{main.gaps_per_step:.1f}/step of ~{format_duration(main.typical_ns)} {pattern}"
+    )
+    if main.ends_in_code_load:
+        why = f"each ending in {main.call_after}: code is built or loaded every step"
+        text += (
+            " — code is built or loaded in steady state, not only at warm-up: cache it (fixed "
+            "shapes, a warm-up pass over every shape, or a persistent kernel cache); a CUDA "
+            "graph does not remove it"
+        )
+    elif 2 * main.os_ns_per_step >= main.ns_per_step:
+        why = (
+            f"the thread waits in OS calls ({', '.join(main.os_calls[:3])}) between two CUDA "
+            "calls, not launching work"
+        )
+        text += (
+            f" — blocked: {format_duration(main.os_ns_per_step)}/step of these gaps is spent "
+            "inside OS calls: the thread is waiting on another thread, process or rank, not "
+            "computing; a CUDA graph does not remove it"
+        )
+    else:
+        why = "the host is busy elsewhere between two CUDA calls, not launching work"
+        text += (
+            " — not launch overhead: the host runs other code there, which a CUDA graph does "
+            "not remove; profile that range's host code"
+        )
+    for words in (
+        _unreplayed_capture_words(facts),
+        _unexpected_words(facts, loads=not main.ends_in_code_load),
+    ):
+        if words:
+            text += f"; {words}"
+    return Verdict(VerdictKind.LONG_HOST_GAPS, text, long_idle, why)
+
+
+def _pattern_words(finding: LongGapFinding) -> str:
+    """ "between cudaGetDeviceProperties and cuLibraryLoadData (OS calls inside: fopen, fread)"."""
+    before = finding.call_before or "the step's start"
+    after = finding.call_after or "the step's end"
+    words = f"between {before} and {after}"
+    if finding.os_calls:
+        words += f" (OS calls inside: {', '.join(finding.os_calls[:4])})"
+    return words
+
+
+def _long_gap_words(long_idle: int, evidence: Evidence) -> str:
+    if not evidence.long_host_gaps or long_idle <= 0:
+        return ""
+    count = sum(f.gaps_per_step for f in evidence.long_host_gaps)
+    main = evidence.long_host_gaps[0]
+    return (
+        f"apart from that, {format_duration(long_idle)}/step in {count:.1f} long host gaps/step "
+        f"(mostly ~{format_duration(main.typical_ns)} {_pattern_words(main)})"
+    )
+
+
+def _idle_verdict(
+    head: str, dominant: str, split: dict[str, int], evidence: Evidence, facts: StageFacts
+) -> Verdict:
+    """The verdict on idle time whose long host gaps are left out of split."""
+    ns = sum(split.values())
+    launch, host = split[IdleCause.LAUNCH.value], split[IdleCause.HOST.value]
+    per_launch = evidence.host_ns_per_launch
+    if facts.eager_launches_per_step >= MANY_LAUNCHES_PER_STEP and dominant in (
+        IdleCause.LAUNCH.value,
+        IdleCause.HOST.value,
+    ):
+        if per_launch is not None and per_launch > PLAUSIBLE_HOST_NS_PER_LAUNCH:
+            text = (
+                f"{head} while the host launches {facts.eager_launches_per_step:.0f} eager "
+                f"ops/step, but {format_duration(per_launch)} of host code per launch is more "
+                f"than launching takes (at most {format_duration(PLAUSIBLE_HOST_NS_PER_LAUNCH)}): "
+                f"host-bound: {format_duration(host)} of host code between the launches computes "
+                "something else (input preparation, Python logic); a CUDA graph would remove "
+                f"only the {format_duration(launch)} with the GPU idle inside launch calls"
+            )
+            return Verdict(
+                VerdictKind.HOST_BOUND,
+                text,
+                launch + host,
+                f"{format_duration(per_launch)} of host code per launch: host work, not launch work",
+            )
+        per = f", {format_duration(per_launch)} of host time per launch" if per_launch else ""
+        text = (
+            f"{head} while the host launches {facts.eager_launches_per_step:.0f} eager ops/step — "
+            f"launch-bound: {format_duration(launch)} with the GPU idle inside launch calls and "
+            f"{format_duration(host)} of host code in the short gaps between them{per}"
+        )
+        if facts.graph_launches_per_step == 0:
+            graph = "it does not replay a CUDA graph"
+            if facts.captured_here:
+                graph += (
+                    f" although it captured one (in {facts.captured_here[0]}) — the eager path "
+                    "is taken"
+                )
+            text += f"; {graph}"
+        text += "; a CUDA graph or fewer, fused kernels removes both"
+        return Verdict(
+            VerdictKind.LAUNCH_BOUND,
+            text,
+            launch + host,
+            f"{facts.eager_launches_per_step:.0f} eager launches/step keep the GPU waiting: a CUDA "
+            "graph or fused kernels remove it",
+        )
+    if dominant == IdleCause.SYNC.value:
+        sync = split[IdleCause.SYNC.value]
+        return Verdict(
+            VerdictKind.SYNC_BOUND,
+            f"{head}, {format_duration(sync)} of it inside {facts.syncs_per_step:.1f} host "
+            "syncs/step — sync-bound: the host waits for the GPU, then the GPU waits for the "
+            "host to refill the queue",
+            ns,
+            "host syncs drain the GPU's queue",
+        )
+    if dominant == IdleCause.HOST.value:
+        blocked = sum(call.ns_per_step for call in evidence.host_blocked_in)
+        text = f"{head}, {format_duration(host)} of it in host code outside CUDA calls"
+        if evidence.host_blocked_in and blocked * 2 >= host:
+            os_call = evidence.host_blocked_in[0]
+            text += (
+                f", {format_duration(blocked)} of that blocked in OS calls (mostly "
+                f"{os_call.name}, {os_call.count_per_step:g}/step) — the thread is waiting on "
+                "another thread, process or rank, not computing"
+            )
+            return Verdict(
+                VerdictKind.BLOCKED_IN_OS,
+                text,
+                ns,
+                f"the thread waits in {os_call.name} for another thread, process or rank",
+            )
+        text += (
+            f" ({evidence.launches_per_step:.0f} launches/step) — CPU-bound: the host work "
+            "of this stage keeps the GPU waiting"
+        )
+        return Verdict(VerdictKind.HOST_BOUND, text, ns, "host code keeps the GPU waiting")
+    if dominant == IdleCause.QUEUED.value:
+        if facts.gpu_shared_with:
+            others = ", ".join(map(str, facts.gpu_shared_with[:4]))
+            why = f"the GPU is shared with process {others}, whose work runs meanwhile"
+        else:
+            why = "launch latency, or ops waiting on another stream's event"
+        return Verdict(
+            VerdictKind.QUEUED,
+            f"{head}, {format_duration(split[IdleCause.QUEUED.value])} of it with ops launched "
+            f"but not yet started ({evidence.launches_per_step:.0f} launches/step) — queued: {why}",
+            ns,
+            f"ops wait to start: {why}",
+        )
+    if dominant == IdleCause.API.value:
+        calls = evidence.top_api_calls
+        named = (
+            f" (mostly {calls[0].name}, {format_duration(calls[0].ns_per_step)}/step)"
+            if calls
+            else ""
+        )
+        return Verdict(
+            VerdictKind.API,
+            f"{head}, {format_duration(split[IdleCause.API.value])} of it inside non-launch "
+            f"CUDA API calls{named}",
+            ns,
+            f"the host is inside non-launch CUDA calls{named}",
+        )
+    return Verdict(
+        VerdictKind.LAUNCH_CALLS,
+        f"{head}, {format_duration(launch)} of it with the GPU idle inside launch calls",
+        ns,
+        "the GPU waits while the host is inside launch calls",
+    )
+
+
+def _unexpected_words(facts: StageFacts, *, loads: bool = True) -> str:
+    found = []
+    if loads and facts.module_loads_per_step:
+        found.append(
+            f"{facts.module_loads_per_step:.1f} code loads per step "
+            f"({format_duration(facts.module_load_ns_per_step)}/step inside them) — code is "
+            "loaded or built in steady state, not only at warm-up"
+        )
+    if facts.allocs_per_step:
+        found.append(f"{facts.allocs_per_step:.1f} device allocations per step")
+    if facts.graph_setups_per_step:
+        found.append(f"{facts.graph_setups_per_step:.1f} graph capture/instantiate calls per step")
+    return "; ".join(found)
+
+
+def write_headline(
+    step_name: str | None, wall_mean_ns: int, busy_ns: int, candidates: list[Candidate]
+) -> str:
+    """One line: step time, GPU busy %, the biggest lever with its ms/step, and why."""
+    step = step_name or "step"
+    busy = 100 * busy_ns / wall_mean_ns if wall_mean_ns else 0.0
+    line = f"{step} {format_duration(wall_mean_ns)}/step, GPU busy {busy:.1f} %"
+    if not candidates:
+        return line
+    top = max(candidates, key=lambda c: (c.lever_ns_per_step, -c.rank))
+    share = 100 * top.lever_ns_per_step / wall_mean_ns if wall_mean_ns else 0.0
+    what = _LEVER_WORDS.get(VerdictKind(top.kind), top.kind)
+    return (
+        f"{line}; biggest lever: {top.stage} {what}, {format_duration(top.lever_ns_per_step)}/step "
+        f"({share:.0f} % of the step) — {top.why}"
+    )
+
+
+_LEVER_WORDS = {
+    VerdictKind.GPU_BOUND: "GPU work",
+    VerdictKind.LONG_HOST_GAPS: "long host gaps",
+    VerdictKind.LAUNCH_BOUND: "launch overhead",
+    VerdictKind.HOST_BOUND: "host code",
+    VerdictKind.BLOCKED_IN_OS: "blocked host thread",
+    VerdictKind.SYNC_BOUND: "host syncs",
+    VerdictKind.QUEUED: "queued ops",
+    VerdictKind.API: "CUDA API calls",
+    VerdictKind.LAUNCH_CALLS: "launch calls",
+    VerdictKind.WAITING_FOR_PEER: "waiting in collectives for another rank",
+}
+
+
+def wait_verdict(stage: str, ns_per_step: int, rank: RankSummary | None) -> str:
+    """One line for a (stage, wait) candidate: whom it waits for, and what that peer did."""
+    amount = format_duration(ns_per_step)
+    line = f"{stage}: GPU waiting in collectives {amount}/step"
+    if rank is None or not rank.waits_for:
+        return line + " for a peer process — the time is set elsewhere: look at the peers"
+    peer = rank.waits_for[0]
+    line += (
+        f", {format_duration(peer.ns_per_step)}/step of it for process {peer.label or peer.pid}, which "
+        f"arrives last {peer.last_arrivals_per_step:g} times/step"
+    )
+    if peer.peer_stages_ns_per_step:
+        doing = ", ".join(
+            f"{name} {format_duration(ns)}" for name, ns in peer.peer_stages_ns_per_step.items()
+        )
+        line += f"; meanwhile {peer.label or peer.pid} was in {doing} per step"
+    return (
+        line + f" — rank-bound: this rank's kernels are not the problem; shorten "
+        f"{peer.label or peer.pid}'s "
+        "path to the collective"
+    )
+
+
+def signed_ms(ns: float) -> str:
+    """ "−4.10 ms" / "+0.25 ms": a signed change with a real minus sign."""
+    return ("−" if ns < 0 else "+") + format_duration(abs(ns))
+
+
+def signed_pct(pct: float) -> str:
+    """ "−38.0 %"."""
+    return ("−" if pct < 0 else "+") + f"{abs(pct):.1f} %"
+
+
+def describe_mode_change(change: StageChange) -> str | None:
+    """ "verify_forward: eager 354 launches/step → graph 1", or None when nothing much moved.
+
+    Much: the execution mode changed, or the launches per step changed by at least half.
+    """
+    if change.before is None or change.after is None:
+        return None
+    sides = [change.before, change.after]
+    launches = [s.eager_launches_per_step + s.graph_launches_per_step for s in sides]
+    moved = abs(launches[1] - launches[0]) >= max(1.0, launches[0] / 2)
+    if sides[0].execution == sides[1].execution and not moved:
+        return None
+    return (
+        f"{change.stage}: {sides[0].execution} {launches[0]:g} launches/step → "
+        f"{sides[1].execution} {launches[1]:g}"
+    )
+
+
+def write_diff_verdict(
+    wall: WallChange,
+    buckets: list[BucketChange],
+    stages: list[StageChange],
+    *,
+    confidence_pct: int,
+) -> str:
+    """One line: the step-time change and its noise, then the few changes that explain it."""
+    head = f"Step time {signed_ms(wall.change_ns)}/step"
+    pct = f"{signed_pct(wall.change_pct)}" if wall.change_pct is not None else "n/a %"
+    if wall.ci_ns is None:
+        head += f" ({pct}; fewer than 2 steps on a side, no noise estimate)"
+        named = buckets[:VERDICT_CHANGES]
+    else:
+        low, high = signed_ms(wall.ci_ns.low_ns), signed_ms(wall.ci_ns.high_ns)
+        head += f" ({pct}, {confidence_pct} % CI {low} to {high})"
+        named = [b for b in buckets if b.is_beyond_noise][:VERDICT_CHANGES]
+    if wall.is_beyond_noise is False:
+        head += ": no change beyond noise"
+        if named:
+            head += "; within it"
+    if not named:
+        return head
+    modes = {c.stage: describe_mode_change(c) for c in stages}
+    parts = []
+    for bucket in named:
+        part = f"{bucket.stage} {bucket.bucket} {signed_ms(bucket.change_ns_per_step)}/step"
+        if bucket.presence != Presence.BOTH:
+            part += f" ({bucket.presence})"
+        parts.append(part)
+    mentioned = dict.fromkeys(b.stage for b in named)
+    extra = [modes[s] for s in mentioned if modes.get(s)]
+    return head + ": " + ", ".join(parts) + "".join(f"; {m}" for m in extra if m)
