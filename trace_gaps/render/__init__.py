@@ -1,23 +1,15 @@
 """Render a Report as text, Markdown, JSON or CSV; the format is chosen in one place."""
 
 from collections.abc import Callable
-from enum import StrEnum
 
+from trace_gaps.formats import Format
 from trace_gaps.render.csv import render_csv
 from trace_gaps.render.json import render_json
 from trace_gaps.render.markdown import render_markdown
 from trace_gaps.render.text import render_text
 from trace_gaps.report import Report
 
-
-class Format(StrEnum):
-    """Output formats of `trace-gaps analyze`."""
-
-    TEXT = "text"
-    MD = "md"
-    JSON = "json"
-    CSV = "csv"
-
+__all__ = ["RENDERERS", "Format"]
 
 RENDERERS: dict[Format, Callable[[Report], str]] = {
     Format.TEXT: render_text,
