@@ -382,3 +382,94 @@ def test_a_stage_keeps_its_colour_when_the_time_ranking_changes():
     assert [eager[s] for s in stages] == [graph[s] for s in stages]
     assert len({eager[s] for s in stages}) == len(stages)
     assert not set(CAUSE_COLOURS.values()) & {eager[s] for s in stages}
+
+
+def test_a_dense_column_is_drawn_by_duration_share_not_by_the_last_span():
+    from matplotlib.figure import Figure as Fig
+
+    from trace_gaps.plot.lanes import LANE_HEIGHT, draw_lane
+
+    # One 1000 ns pixel column: 3 launch calls of 100 ns (30 % of it), then 4 thin "other"
+    # calls of 10 ns (4 %) drawn after them, in every one of 20 columns.
+    starts, ends, faces = [], [], []
+    for column in range(20):
+        o = column * 1_000
+        for k in range(3):
+            starts.append(o + 50 + k * 300), ends.append(o + 150 + k * 300)
+            faces.append("#1f4e9c")
+        for k in range(4):
+            starts.append(o + 160 + k * 200), ends.append(o + 170 + k * 200)
+            faces.append("#aaaaaa")
+    ax = Fig().add_subplot()
+    saturated = draw_lane(
+        ax,
+        2,
+        np.array(starts),
+        np.array(ends),
+        np.array(faces, dtype=object),
+        min_ns=1_000,
+    )
+    assert saturated
+    heights: dict[str, float] = {}
+    for collection in ax.collections:
+        face = to_hex(collection.get_facecolors()[0])
+        for path in collection.get_paths():
+            ys, xs = path.vertices[:, 1], path.vertices[:, 0]
+            assert xs.min() >= 0 and xs.max() <= 20_000
+            assert ys.min() >= 2 - LANE_HEIGHT / 2 - 1e-9 and ys.max() <= 2 + LANE_HEIGHT / 2 + 1e-9
+            heights[face] = ys.max() - ys.min()
+    assert heights["#1f4e9c"] == pytest.approx(0.30 * LANE_HEIGHT)
+    assert heights["#aaaaaa"] == pytest.approx(0.04 * LANE_HEIGHT)
+    # Launch time is stacked from the lane's bottom (the larger y: the axis is inverted).
+    launch = next(c for c in ax.collections if to_hex(c.get_facecolors()[0]) == "#1f4e9c")
+    assert launch.get_paths()[0].vertices[:, 1].max() == pytest.approx(2 + LANE_HEIGHT / 2)
+
+
+def test_a_sparse_gpu_lane_reads_sparse_and_says_it_is_saturated_until_zoomed(export_builder):
+    # 1000 kernels of 0.3 us every 2.5 us: the GPU is 12 % busy over 2.5 ms.
+    builder = export_builder()
+    for step in range(3):
+        o = step * 10_000_000
+        builder.range("decode_step", o, o + 3_000_000).range("forward", o, o + 3_000_000)
+        for k in range(1000 if step == 1 else 1):
+            t = o + 1_000 + k * 2_500
+            builder.launch("tiny", t, t + 200, t + 1_000, t + 1_300)
+    report = decode_report(builder.write(), TimelineRequest(StepPick.INDEX, first=1))
+    ax = plot_timeline(report).axes[0]
+    row = [t.get_text() for t in ax.get_yticklabels()].index("GPU 0 stream 7")
+    area = 0.0
+    for collection in ax.collections:
+        if collection.get_alpha() not in (None, 1.0):
+            continue
+        for path in collection.get_paths():
+            xs, ys = path.vertices[:, 0], path.vertices[:, 1]
+            if round(ys.mean()) == row:
+                area += (xs.max() - xs.min()) * (ys.max() - ys.min())
+    busy_ns = 1000 * 300
+    assert area / (busy_ns / 0.12 * 0.8) == pytest.approx(0.12, abs=0.03)  # not a solid bar
+    marks = [t for t in ax.texts if t.get_text().startswith("saturated at this zoom")]
+    assert row in {round(t.get_position()[1]) for t in marks}
+
+    zoomed = plot_timeline(report, window_ns=(1_000_000, 1_050_000)).axes[0]
+    assert zoomed.get_xlim() == (1_000_000, 1_050_000)
+    assert not [t for t in zoomed.texts if t.get_text().startswith("saturated")]
+    for collection in zoomed.collections:
+        for path in collection.get_paths():
+            xs = path.vertices[:, 0]
+            assert xs.min() >= 1_000_000 - 1 and xs.max() <= 1_050_000 + 1
+
+
+def test_from_and_to_zoom_the_timeline_and_a_reversed_window_is_a_usage_error(
+    decode_export, tmp_path
+):
+    out = tmp_path / "t.png"
+    runner = CliRunner()
+    zoomed = runner.invoke(
+        app,
+        ["plot", "timeline", str(decode_export), "-o", str(out), "--from", "0.2", "--to", "0.4"],
+    )
+    assert zoomed.exit_code == 0, zoomed.output
+    reversed_window = runner.invoke(
+        app, ["plot", "timeline", str(decode_export), "-o", str(out), "--from", "2", "--to", "1"]
+    )
+    assert reversed_window.exit_code == 2
