@@ -24,6 +24,7 @@ from trace_gaps.output import (
     write_figure_atomically,
     write_text_atomically,
 )
+from trace_gaps.units import NS_PER_MS
 
 # pandas, matplotlib and the analysis are imported inside the commands that use them, so
 # `--help`, `--version` and a wrong option answer at once (benchmarks/bench_startup.py).
@@ -526,6 +527,17 @@ def check_image_path(output: Path) -> None:
         raise TraceGapsError(f"cannot write {output}: name a .png or .svg file with -o.")
 
 
+def zoom_window(from_ms: float | None, to_ms: float | None) -> tuple[int, int] | None:
+    """--from/--to as a window in ns from the step start; None draws the whole step."""
+    if from_ms is None and to_ms is None:
+        return None
+    low_ns = round((from_ms or 0.0) * NS_PER_MS)
+    high_ns = sys.maxsize if to_ms is None else round(to_ms * NS_PER_MS)
+    if high_ns <= low_ns:
+        raise typer.BadParameter(f"--to {to_ms:g} must be after --from {from_ms or 0:g}.")
+    return low_ns, high_ns
+
+
 def save_figure(figure: Figure, output: Path, *, quiet: bool = False) -> None:
     """Write the figure, its format chosen by the file's suffix."""
     try:
@@ -567,11 +579,28 @@ def plot_timeline_command(
     skip: SkipOpt = None,
     depth: DepthOpt = 1,
     process: ProcessOpt = None,
+    from_ms: Annotated[
+        float | None,
+        typer.Option(
+            "--from", min=0, metavar="MS", help="Draw from this time, in ms from the step start."
+        ),
+    ] = None,
+    to_ms: Annotated[
+        float | None,
+        typer.Option(
+            "--to", min=0, metavar="MS", help="Draw up to this time, in ms from the step start."
+        ),
+    ] = None,
     quiet: QuietOpt = False,
 ) -> None:
-    """Draw a step as lanes: stages, CUDA calls, GPU streams, and GPU idle time by cause."""
+    """Draw a step as lanes: stages, CUDA calls, GPU streams, and GPU idle time by cause.
+
+    A lane too dense to tell its spans apart says "saturated at this zoom": zoom in with
+    --from/--to.
+    """
     with user_errors():
         check_image_path(output)
+        window_ns = zoom_window(from_ms, to_ms)
         from trace_gaps.analysis.pipeline import AnalysisOptions
         from trace_gaps.plot import plot_timeline
         from trace_gaps.timeline import choose_request
@@ -582,7 +611,7 @@ def plot_timeline_command(
         refuse_inputs_as_outputs([output], [path])
         options = AnalysisOptions(step_name=step, skip=skip, depth=depth, process=process)
         _, report = load_and_report(path, options, timelines=(request,))
-        save_figure(plot_timeline(report), output, quiet=quiet)
+        save_figure(plot_timeline(report, window_ns=window_ns), output, quiet=quiet)
 
 
 @plot_app.command("steps")
