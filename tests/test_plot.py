@@ -473,3 +473,27 @@ def test_from_and_to_zoom_the_timeline_and_a_reversed_window_is_a_usage_error(
         app, ["plot", "timeline", str(decode_export), "-o", str(out), "--from", "2", "--to", "1"]
     )
     assert reversed_window.exit_code == 2
+
+
+def test_the_steps_axis_is_clipped_by_the_steady_steps_even_when_every_step_is_warmup(
+    export_builder,
+):
+    #   step 0: 27.5 ms, steps 1-9: 1.5 ms, all marked warm-up (as in a process of a
+    #   multi-process export whose steps the skip rule all dropped)
+    import dataclasses
+
+    builder = export_builder()
+    walls = [27_500_000] + [1_500_000] * 9
+    start = 0
+    for wall in walls:
+        builder.range("decode_step", start, start + wall).range("forward", start, start + wall)
+        builder.launch("k", start + 1_000, start + 2_000, start + 3_000, start + 500_000)
+        start += wall + 100_000
+    trace = load_trace(builder.write())
+    report = build_report(trace, analyse_trace(trace, AnalysisOptions(skip=1)))
+    process = report.processes[0]
+    rows = [dataclasses.replace(r, is_warmup=True) for r in process.step_rows]
+    report = dataclasses.replace(report, processes=[dataclasses.replace(process, step_rows=rows)])
+    ax = plot_steps(report).axes[0]
+    assert ax.get_ylim()[1] == pytest.approx(1.5 * 1.15)
+    assert [t.get_text() for t in ax.texts] == ["28 ms ↑"]
