@@ -294,9 +294,10 @@ def no_timed_ops_error(
     launches = _count(connection, tables, queries.RUNTIME_TABLE, queries.LAUNCH_CALL_COUNT)
     if launches:
         return NoKernelsError(
-            f"has {launches} launch calls but no timed GPU op records ({untimed} untimed rows "
-            "left out): nsys lost them (the program died before its buffers were flushed, or "
-            "they overflowed); capture again and let the program exit normally, or call "
+            f"has {launches} launch calls but no GPU activity records ({untimed} untimed rows "
+            "left out): GPU tracing was off, or the records were lost (a process that exits "
+            "abnormally can lose them, and full buffers drop them); capture again with "
+            "--trace=cuda and GPU activity on, and let the program exit normally or call "
             "cudaProfilerStop() before it exits",
             path=path,
         )
