@@ -497,3 +497,56 @@ def test_the_steps_axis_is_clipped_by_the_steady_steps_even_when_every_step_is_w
     ax = plot_steps(report).axes[0]
     assert ax.get_ylim()[1] == pytest.approx(1.5 * 1.15)
     assert [t.get_text() for t in ax.texts] == ["28 ms ↑"]
+
+
+def two_ranks(builder: ExportBuilder) -> ExportBuilder:
+    """Two processes, 4 steps of 2 ms each; pid 200 starts each step 0.5 ms after pid 100."""
+    for pid, late in ((100, 0), (200, 500_000)):
+        for step in range(4):
+            o = step * 3_000_000 + late
+            builder.range("decode_step", o, o + 2_000_000, pid=pid, tid=pid)
+            builder.range("forward", o, o + 2_000_000, pid=pid, tid=pid)
+            builder.launch("k", o + 1_000, o + 2_000, o + 3_000, o + 900_000, pid=pid, tid=pid)
+    return builder
+
+
+def test_ranks_draw_every_process_on_one_time_axis_for_the_same_step(export_builder):
+    path = two_ranks(export_builder()).write("ranks.sqlite")
+    request = TimelineRequest(StepPick.INDEX, first=2, all_processes=True)
+    report = decode_report(path, request)
+    assert sorted((t.pid, t.index) for t in report.timelines) == [(100, 2), (200, 2)]
+    ax = plot_timeline(report).axes[0]
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert labels == [
+        f"{pid} · {lane}"
+        for pid in (100, 200)
+        for lane in (
+            "step",
+            f"stages (thread {pid})",
+            f"CUDA API (thread {pid})",
+            "GPU 0 stream 7",
+            "GPU idle: cause",
+        )
+    ]
+    # The late rank's step bar starts 0.5 ms right of the early one's.
+    step_bars = {}
+    for collection in ax.collections:
+        for path_ in collection.get_paths():
+            row = round(path_.vertices[:, 1].mean())
+            if labels[row].endswith("· step"):
+                step_bars[labels[row]] = path_.vertices[:, 0].min()
+    assert step_bars == {"100 · step": 0, "200 · step": 500_000}
+    assert "processes 100, 200 on one time axis" in ax.get_title(loc="left")
+    assert "step start after 100: 200 +500.0 µs" in ax.get_title(loc="left")
+
+
+def test_ranks_on_the_command_line_and_not_with_process(export_builder, tmp_path):
+    path = two_ranks(export_builder()).write("ranks.sqlite")
+    out = tmp_path / "ranks.png"
+    runner = CliRunner()
+    drawn = runner.invoke(app, ["plot", "timeline", str(path), "--ranks", "-o", str(out)])
+    assert drawn.exit_code == 0, drawn.output
+    refused = runner.invoke(
+        app, ["plot", "timeline", str(path), "--ranks", "--process", "100", "-o", str(out)]
+    )
+    assert refused.exit_code == 1 and "--ranks draws every process" in refused.stderr

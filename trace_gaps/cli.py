@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import io
 import os
@@ -591,6 +592,14 @@ def plot_timeline_command(
             "--to", min=0, metavar="MS", help="Draw up to this time, in ms from the step start."
         ),
     ] = None,
+    ranks: Annotated[
+        bool,
+        typer.Option(
+            "--ranks",
+            help="Every process's lanes on one time axis, for the same step index, so the "
+            "skew between ranks shows.",
+        ),
+    ] = False,
     quiet: QuietOpt = False,
 ) -> None:
     """Draw a step as lanes: stages, CUDA calls, GPU streams, and GPU idle time by cause.
@@ -606,6 +615,10 @@ def plot_timeline_command(
         from trace_gaps.timeline import choose_request
 
         request = choose_request(step_index=step_index, steps=steps, worst=worst, median=median)
+        if ranks:
+            if process is not None:
+                raise TraceGapsError("--ranks draws every process: give no --process with it.")
+            request = dataclasses.replace(request, all_processes=True)
         refuse_inputs_as_outputs([output], [export])
         path = resolve_export(export, demo)
         refuse_inputs_as_outputs([output], [path])

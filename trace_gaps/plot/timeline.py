@@ -65,16 +65,25 @@ def plot_timeline(
     if not timelines:
         raise TraceGapsError(f"the report has no timeline{f' {view!r}' if view else ''} to draw.")
     first = timelines[0]
-    shifts = [t.start_offset_ns - first.start_offset_ns for t in timelines]
-    span_ns = shifts[-1] + timelines[-1].wall_ns
-    streams = sorted({(s.device_id, s.stream_id) for t in timelines for s in t.streams})
-    lane_names = [
-        "step",
-        f"stages (thread {first.thread})",
-        f"CUDA API (thread {first.thread})",
-        *[f"GPU {device} stream {stream}" for device, stream in streams],
-        "GPU idle: cause",
-    ]
+    # One block of lanes per process (with --ranks, several), all on one time axis whose 0 is
+    # the earliest step start drawn: a rank that starts its step late starts right of 0.
+    pids = sorted({t.pid for t in timelines}, key=lambda pid: (pid != first.pid, pid))
+    origin_ns = min(t.start_offset_ns for t in timelines)
+    span_ns = max(t.start_offset_ns - origin_ns + t.wall_ns for t in timelines)
+    lane_names: list[str] = []
+    blocks: list[tuple[list[StepTimeline], list[tuple[int, int]], int]] = []
+    for pid in pids:
+        group = [t for t in timelines if t.pid == pid]
+        streams = sorted({(s.device_id, s.stream_id) for t in group for s in t.streams})
+        blocks.append((group, streams, len(lane_names)))
+        who = f"{pid} · " if len(pids) > 1 else ""
+        lane_names += [
+            f"{who}step",
+            f"{who}stages (thread {group[0].thread})",
+            f"{who}CUDA API (thread {group[0].thread})",
+            *[f"{who}GPU {device} stream {stream}" for device, stream in streams],
+            f"{who}GPU idle: cause",
+        ]
     fig = Figure(
         figsize=(FIGURE_WIDTH_IN, 1.9 + 0.42 * len(lane_names)), dpi=DPI, layout="constrained"
     )
@@ -88,7 +97,14 @@ def plot_timeline(
         )
     ns_per_px = (high_ns - low_ns) / (FIGURE_WIDTH_IN * DPI * PLOT_FRACTION)
     colours = stage_colours(report)
-    used = _draw(ax, timelines, shifts, streams, colours, ns_per_px, (low_ns, high_ns))
+    used: dict[str, set[str]] = {"stages": set(), "calls": set(), "causes": set()}
+    for group, streams, top in blocks:
+        shifts = [t.start_offset_ns - origin_ns for t in group]
+        drawn = _draw(ax, group, shifts, streams, colours, ns_per_px, (low_ns, high_ns), top)
+        for key, names in drawn.items():
+            used[key] |= names
+        if top:
+            ax.axhline(top - 0.5, color="#888888", linewidth=0.8)
 
     ax.set_yticks(range(len(lane_names)), lane_names, fontsize=8.5)
     ax.set_ylim(len(lane_names) - 0.5, -0.5)
@@ -97,6 +113,8 @@ def plot_timeline(
     unit, ns_per_unit = ("s", NS_PER_S) if high_ns >= 10 * NS_PER_S else ("ms", NS_PER_MS)
     ax.xaxis.set_major_formatter(FuncFormatter(lambda ns, _: f"{ns / ns_per_unit:g}"))
     origin = "the step start" if len(timelines) == 1 else "the first step's start"
+    if len(pids) > 1:
+        origin = "the earliest step start drawn"
     ax.set_xlabel(f"{unit} from {origin}")
     ax.grid(axis="x", color="#e0e0e0", linewidth=0.6)
     ax.set_axisbelow(True)
@@ -134,6 +152,7 @@ def _draw(
     colours: dict[str, str],
     ns_per_px: float,
     window_ns: tuple[int, int],
+    top: int = 0,
 ) -> dict[str, set[str]]:
     """Draw every lane; return the stages, call kinds and causes that appear.
 
@@ -156,8 +175,8 @@ def _draw(
     stages = _clip(_concat([t.stages for t in timelines], shifts), low_ns, high_ns)
     calls = _clip(_concat([t.api_calls for t in timelines], shifts), low_ns, high_ns)
     idle = _clip(_concat([t.idle for t in timelines], shifts), low_ns, high_ns)
-    lanes = {key: row for row, key in enumerate(streams, start=3)}
-    idle_lane = 3 + len(streams)
+    lanes = {key: row for row, key in enumerate(streams, start=top + 3)}
+    idle_lane = top + 3 + len(streams)
     saturated: list[int] = []
 
     def draw(
@@ -168,26 +187,26 @@ def _draw(
 
     step_starts, step_ends = np.array(steps.start_ns), np.array(steps.end_ns)
     step_faces = np.full(len(step_starts), STEP_COLOUR, dtype=object)
-    draw(0, step_starts, step_ends, step_faces, height=0.5)
+    draw(top, step_starts, step_ends, step_faces, height=0.5)
     label_lane(
-        ax, 0, step_starts, step_ends, np.array(steps.name), ns_per_px=ns_per_px, faces=step_faces
+        ax, top, step_starts, step_ends, np.array(steps.name), ns_per_px=ns_per_px, faces=step_faces
     )
 
     stage_names = np.array(stages.group, dtype=object)
     stage_starts, stage_ends = np.array(stages.start_ns), np.array(stages.end_ns)
     stage_colour = stage_colour_array(colours, stage_names)
-    draw(1, stage_starts, stage_ends, stage_colour)
+    draw(top + 1, stage_starts, stage_ends, stage_colour)
     label_lane(
-        ax, 1, stage_starts, stage_ends, stage_names, ns_per_px=ns_per_px, faces=stage_colour
+        ax, top + 1, stage_starts, stage_ends, stage_names, ns_per_px=ns_per_px, faces=stage_colour
     )
 
     kinds = call_kinds(calls.group)
     call_starts, call_ends = np.array(calls.start_ns), np.array(calls.end_ns)
     call_colour = colours_of(CALL_COLOURS, kinds, "black")
-    draw(2, call_starts, call_ends, call_colour)
+    draw(top + 2, call_starts, call_ends, call_colour)
     label_lane(
         ax,
-        2,
+        top + 2,
         call_starts,
         call_ends,
         np.array(calls.name, dtype=object),
@@ -254,7 +273,7 @@ def _draw(
         band = len(lanes) - 1 + LANE_HEIGHT
         draw_lane(
             ax,
-            3 + (len(lanes) - 1) / 2,
+            top + 3 + (len(lanes) - 1) / 2,
             idle_starts,
             idle_ends,
             cause_colour,
@@ -317,6 +336,9 @@ def _clip_concat(spans: list[Spans], shifts: list[int], window_ns: tuple[int, in
 
 
 def _title(report: Report, timelines: list[StepTimeline]) -> str:
+    pids = sorted({t.pid for t in timelines}, key=lambda pid: (pid != timelines[0].pid, pid))
+    if len(pids) > 1:
+        return _ranks_title(report, timelines, pids)
     first, last = timelines[0], timelines[-1]
     process = next((p for p in report.processes if p.pid == first.pid), None)
     who = f"process {first.pid}" + (f" ({process.name})" if process and process.name else "")
@@ -336,6 +358,24 @@ def _title(report: Report, timelines: list[StepTimeline]) -> str:
         p50 = format_duration(process.steps.wall_ns.p50)
         wall += f" (p50 of {process.steps.analyzed} analysed: {p50})"
     return f"{report.export.file} — {who}, thread {first.thread}\n{steps} — {wall}"
+
+
+def _ranks_title(report: Report, timelines: list[StepTimeline], pids: list[int]) -> str:
+    """Which processes and steps, and how late each process starts them after the first."""
+    first = timelines[0]
+    name = first.step_name or "whole process"
+    indices = sorted({t.index for t in timelines})
+    which = f"#{indices[0]}" if len(indices) == 1 else f"#{indices[0]}–#{indices[-1]}"
+    starts = {pid: min(t.start_offset_ns for t in timelines if t.pid == pid) for pid in pids}
+    skews = ", ".join(f"{pid} {_signed_ms(starts[pid] - starts[first.pid])}" for pid in pids[1:])
+    return (
+        f"{report.export.file} — processes {', '.join(map(str, pids))} on one time axis\n"
+        f"{name} {which} of each process — step start after {first.pid}: {skews}"
+    )
+
+
+def _signed_ms(ns: int) -> str:
+    return ("+" if ns >= 0 else "−") + format_duration(abs(ns))
 
 
 def _legend(colours: dict[str, str], used: dict[str, set[str]]) -> tuple[list[Patch], list[Patch]]:
