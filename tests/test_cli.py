@@ -173,3 +173,32 @@ def test_the_command_line_loads_no_heavy_module_until_a_command_needs_it():
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == ""  # start-up time: benchmarks/bench_startup.py
+
+
+def test_a_longest_gap_gives_its_export_time_and_the_command_that_draws_its_step(
+    export_builder, tmp_path
+):
+    import re
+
+    from trace_gaps.analysis.pipeline import AnalysisOptions
+    from trace_gaps.cli import load_and_report
+    from trace_gaps.timeline import choose_request
+
+    path = eager_and_graph_export(export_builder())
+    text = runner.invoke(app, ["analyze", str(path), "--skip", "0"]).stdout
+    gap = re.search(r"gap of .* at (\d+\.\d{6}) s in the export's timeline", text)
+    command = re.search(r"see it: (trace-gaps plot timeline (\S+) --step-index (\d+) .*)", text)
+    assert gap and command, text
+    assert command.group(2) == path.name
+    at_ns = round(float(gap.group(1)) * 1e9)
+    index = int(command.group(3))
+    request = choose_request(step_index=index)
+    _, report = load_and_report(path, AnalysisOptions(skip=0), timelines=(request,))
+    (timeline,) = report.timelines
+    start_ns = report.export.trace_start_ns + timeline.start_offset_ns
+    assert start_ns <= at_ns < start_ns + timeline.wall_ns  # the step drawn holds the gap
+    drawn = runner.invoke(
+        app,
+        ["plot", "timeline", str(path), "--step-index", str(index), "-o", str(tmp_path / "s.png")],
+    )
+    assert drawn.exit_code == 0, drawn.output

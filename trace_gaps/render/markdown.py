@@ -73,7 +73,9 @@ def render_markdown(report: Report) -> str:
             out += (
                 ["**CUDA graphs**", ""] + [f"- {escape_markdown(line)}" for line in graphs] + [""]
             )
-        sections = evidence_lines(process)
+        sections = evidence_lines(
+            process, export=report.export, several_processes=len(report.processes) > 1
+        )
         if sections:
             out += ["### Evidence", ""]
             for heading, lines in sections:
