@@ -202,3 +202,34 @@ def test_a_longest_gap_gives_its_export_time_and_the_command_that_draws_its_step
         ["plot", "timeline", str(path), "--step-index", str(index), "-o", str(tmp_path / "s.png")],
     )
     assert drawn.exit_code == 0, drawn.output
+
+
+def test_info_shows_what_analyze_would_take_and_never_cuts_silently(export_builder):
+    builder = export_builder()
+    for i in range(45):
+        builder.meta(f"SETTING_{i:02}", str(i), table="META_DATA_CAPTURE")
+    path = eager_and_graph_export(builder)
+    result = runner.invoke(app, ["info", str(path)])
+    assert result.exit_code == 0, result.output
+    analysed = json.loads(runner.invoke(app, ["analyze", str(path), "-f", "json"]).stdout)
+    steps = analysed["processes"][0]["steps"]
+    pid = analysed["processes"][0]["pid"]
+    assert f"What `analyze` would take: step range '{steps['name']}'" in result.stdout
+    assert (
+        f"pid {pid:>8}  GPU 0        {steps['analyzed'] + steps['skipped']:>6} steps: "
+        f"{steps['analyzed']} analysed, {steps['skipped']} skipped as warm-up"
+    ) in result.stdout
+    settings = result.stdout.split("Capture settings:")[1].strip().splitlines()
+    assert len(settings) == 41 and settings[-1].strip() == "… 5 more (info -f json lists them all)"
+    data = json.loads(runner.invoke(app, ["info", str(path), "-f", "json"]).stdout)
+    assert len(data["capture_settings"]) == 45
+    assert data["step_range"] == steps["name"]
+    assert data["process_steps"] == [
+        {
+            "pid": pid,
+            "steps": steps["analyzed"] + steps["skipped"],
+            "analysed": steps["analyzed"],
+            "skipped": steps["skipped"],
+            "gpus": [0],
+        }
+    ]

@@ -415,7 +415,7 @@ def info(
 ) -> None:
     """What the export holds: versions, capture settings, GPUs, threads, rows, NVTX ranges."""
     with user_errors():
-        from trace_gaps.nsys.load import count_rows
+        from trace_gaps.nsys.load import count_rows, devices_per_process
         from trace_gaps.nsys.stream import stream_export
         from trace_gaps.overview import (
             build_overview,
@@ -430,6 +430,8 @@ def info(
                 count_rows(path),
                 calls_per_thread=opened.calls_per_thread(),
                 active_pids=opened.sources.known_pids(),
+                module_loads=opened.sources.module_loads,
+                devices=devices_per_process(path),
             )
         render = render_overview_json if as_json or fmt is InfoFormat.JSON else render_overview_text
         write_output(render(overview), None, quiet=quiet)

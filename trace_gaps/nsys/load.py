@@ -769,3 +769,17 @@ def count_rows(path: Path) -> dict[str, int]:
             for table, sql in queries.ROW_COUNTS.items()
             if table in tables
         }
+
+
+def devices_per_process(path: Path) -> dict[int, list[int]]:
+    """The GPUs (device ids) each process ran kernels, copies or memsets on."""
+    devices: dict[int, set[int]] = {}
+    with open_export(path) as connection:
+        tables = list_tables(connection, path)
+        for table, sql in queries.DEVICES_PER_PROCESS.items():
+            if table not in tables:
+                continue
+            for pid, device_id in connection.execute(sql):
+                if pid is not None and device_id is not None:
+                    devices.setdefault(int(pid), set()).add(int(device_id))
+    return {pid: sorted(ids) for pid, ids in sorted(devices.items())}
