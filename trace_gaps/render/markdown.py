@@ -74,7 +74,10 @@ def render_markdown(report: Report) -> str:
                 ["**CUDA graphs**", ""] + [f"- {escape_markdown(line)}" for line in graphs] + [""]
             )
         sections = evidence_lines(
-            process, export=report.export, several_processes=len(report.processes) > 1
+            process,
+            # Several exports: a process's own export and clock are not this one's.
+            export=None if report.other_exports else report.export,
+            several_processes=len(report.processes) > 1,
         )
         if sections:
             out += ["### Evidence", ""]
