@@ -139,3 +139,24 @@ def test_report_md_gives_the_headline_and_verdict_before_the_settings_and_pictur
     first_line = markdown[verdict:].splitlines()[2]
     assert first_line.startswith("**Process 100") and "GPU busy" in first_line
     assert headline.split(",")[0].replace("_", "\\_") in first_line
+
+
+def test_a_bundle_of_several_processes_draws_them_on_one_axis_and_says_what_each_covers(
+    tmp_path,
+):
+    from tests.test_plot import two_ranks
+
+    export = two_ranks(ExportBuilder(tmp_path)).write("ranks.sqlite")
+    out = tmp_path / "bundle"
+    stderr = write_bundle(export, out)
+    assert {p.name for p in out.iterdir()} == BUNDLE_FILES | {"timeline-median-ranks.png"}
+    assert f"wrote {out / 'timeline-median-ranks.png'}" in stderr
+    markdown = (out / "report.md").read_text()
+    assert (
+        "![Every process on one time axis: decode\\_step #0 (the median step of process 100) "
+        "of processes 100, 200](timeline-median-ranks.png)" in markdown
+    )
+    # Median and slowest are one step here: drawn once, its coverage said once.
+    assert markdown.count("Covers process 100 only (the lowest pid with steps).") == 1
+    assert "Covers every process, one panel each: 100, 200." in markdown
+    assert all((out / t).is_file() for t in re.findall(r"\]\(([^)]+)\)", markdown))

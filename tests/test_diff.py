@@ -253,10 +253,11 @@ def test_json_has_schema_version_integer_ns_and_is_reproducible(eager_and_graph)
     assert isinstance(data["processes"][0]["buckets"][0]["change_ns_per_step"], int)
 
 
-def test_csv_is_refused_and_output_goes_to_the_file(eager_and_graph, tmp_path):
+def test_csv_is_not_offered_and_output_goes_to_the_file(eager_and_graph, tmp_path):
+    assert "csv" not in runner.invoke(app, ["diff", "--help"]).stdout
     refused = runner.invoke(app, ["diff", *map(str, eager_and_graph), "-f", "csv"])
-    assert refused.exit_code == 1
-    assert "use --format text, md or json" in refused.stderr
+    assert refused.exit_code == 2  # a usage error, before any export is read
+    assert "'text', 'md', 'json'" in refused.stderr
     out = tmp_path / "diff.md"
     written = runner.invoke(app, ["diff", *map(str, eager_and_graph), "-f", "md", "-o", str(out)])
     assert written.exit_code == 0, written.output
@@ -410,3 +411,36 @@ def test_a_candidate_whose_buckets_all_stay_within_noise_is_unchanged(export_bui
     result = diff_reports(run(0), run(7))
     statuses = {c.status for c in result.processes[0].candidates}
     assert statuses == {CandidateStatus.UNCHANGED}
+
+
+def test_a_change_below_the_display_resolution_is_never_printed_as_plus_zero():
+    from trace_gaps.render.diff import Unit
+
+    ms = Unit("ms", 1_000_000)
+    assert ms.signed(4_000) == "< 0.01" and ms.signed(-4_000) == "< 0.01"
+    assert ms.signed(0) == "0.00"
+    assert ms.signed(6_000) == "+0.01" and ms.signed(-1_250_000) == "−1.25"
+
+
+def test_a_mixed_stage_is_shown_by_graph_launches_nodes_kernels_and_copies():
+    from trace_gaps.diff import StageSide
+    from trace_gaps.render.diff import _mode
+
+    mixed = StageSide(
+        ns_per_step=1,
+        execution="mixed",
+        eager_launches_per_step=3.98,
+        graph_launches_per_step=1.0,
+        kernel_launches_per_step=2.98,
+        copy_launches_per_step=1.0,
+        nodes_per_replay=312.0,
+    )
+    assert _mode(mixed) == "mixed: 1 graph (312 nodes) + 2.98 kernels + 1 copy"
+    eager = StageSide(1, "eager", 354.0, 0.0, 354.0, 0.0, None)
+    assert _mode(eager) == "eager 354"
+
+
+def test_the_bucket_table_leaves_out_changes_that_print_as_zero(eager_and_graph):
+    result = runner.invoke(app, ["diff", *map(str, eager_and_graph), "-f", "md"])
+    assert result.exit_code == 0, result.output
+    assert "+0.00" not in result.stdout and "−0.00" not in result.stdout

@@ -382,3 +382,171 @@ def test_a_stage_keeps_its_colour_when_the_time_ranking_changes():
     assert [eager[s] for s in stages] == [graph[s] for s in stages]
     assert len({eager[s] for s in stages}) == len(stages)
     assert not set(CAUSE_COLOURS.values()) & {eager[s] for s in stages}
+
+
+def test_a_dense_column_is_drawn_by_duration_share_not_by_the_last_span():
+    from matplotlib.figure import Figure as Fig
+
+    from trace_gaps.plot.lanes import LANE_HEIGHT, draw_lane
+
+    # One 1000 ns pixel column: 3 launch calls of 100 ns (30 % of it), then 4 thin "other"
+    # calls of 10 ns (4 %) drawn after them, in every one of 20 columns.
+    starts, ends, faces = [], [], []
+    for column in range(20):
+        o = column * 1_000
+        for k in range(3):
+            starts.append(o + 50 + k * 300), ends.append(o + 150 + k * 300)
+            faces.append("#1f4e9c")
+        for k in range(4):
+            starts.append(o + 160 + k * 200), ends.append(o + 170 + k * 200)
+            faces.append("#aaaaaa")
+    ax = Fig().add_subplot()
+    saturated = draw_lane(
+        ax,
+        2,
+        np.array(starts),
+        np.array(ends),
+        np.array(faces, dtype=object),
+        min_ns=1_000,
+    )
+    assert saturated
+    heights: dict[str, float] = {}
+    for collection in ax.collections:
+        face = to_hex(collection.get_facecolors()[0])
+        for path in collection.get_paths():
+            ys, xs = path.vertices[:, 1], path.vertices[:, 0]
+            assert xs.min() >= 0 and xs.max() <= 20_000
+            assert ys.min() >= 2 - LANE_HEIGHT / 2 - 1e-9 and ys.max() <= 2 + LANE_HEIGHT / 2 + 1e-9
+            heights[face] = ys.max() - ys.min()
+    assert heights["#1f4e9c"] == pytest.approx(0.30 * LANE_HEIGHT)
+    assert heights["#aaaaaa"] == pytest.approx(0.04 * LANE_HEIGHT)
+    # Launch time is stacked from the lane's bottom (the larger y: the axis is inverted).
+    launch = next(c for c in ax.collections if to_hex(c.get_facecolors()[0]) == "#1f4e9c")
+    assert launch.get_paths()[0].vertices[:, 1].max() == pytest.approx(2 + LANE_HEIGHT / 2)
+
+
+def test_a_sparse_gpu_lane_reads_sparse_and_says_it_is_saturated_until_zoomed(export_builder):
+    # 1000 kernels of 0.3 us every 2.5 us: the GPU is 12 % busy over 2.5 ms.
+    builder = export_builder()
+    for step in range(3):
+        o = step * 10_000_000
+        builder.range("decode_step", o, o + 3_000_000).range("forward", o, o + 3_000_000)
+        for k in range(1000 if step == 1 else 1):
+            t = o + 1_000 + k * 2_500
+            builder.launch("tiny", t, t + 200, t + 1_000, t + 1_300)
+    report = decode_report(builder.write(), TimelineRequest(StepPick.INDEX, first=1))
+    ax = plot_timeline(report).axes[0]
+    row = [t.get_text() for t in ax.get_yticklabels()].index("GPU 0 stream 7")
+    area = 0.0
+    for collection in ax.collections:
+        if collection.get_alpha() not in (None, 1.0):
+            continue
+        for path in collection.get_paths():
+            xs, ys = path.vertices[:, 0], path.vertices[:, 1]
+            if round(ys.mean()) == row:
+                area += (xs.max() - xs.min()) * (ys.max() - ys.min())
+    busy_ns = 1000 * 300
+    assert area / (busy_ns / 0.12 * 0.8) == pytest.approx(0.12, abs=0.03)  # not a solid bar
+    marks = [t for t in ax.texts if t.get_text().startswith("saturated at this zoom")]
+    assert row in {round(t.get_position()[1]) for t in marks}
+
+    zoomed = plot_timeline(report, window_ns=(1_000_000, 1_050_000)).axes[0]
+    assert zoomed.get_xlim() == (1_000_000, 1_050_000)
+    assert not [t for t in zoomed.texts if t.get_text().startswith("saturated")]
+    for collection in zoomed.collections:
+        for path in collection.get_paths():
+            xs = path.vertices[:, 0]
+            assert xs.min() >= 1_000_000 - 1 and xs.max() <= 1_050_000 + 1
+
+
+def test_from_and_to_zoom_the_timeline_and_a_reversed_window_is_a_usage_error(
+    decode_export, tmp_path
+):
+    out = tmp_path / "t.png"
+    runner = CliRunner()
+    zoomed = runner.invoke(
+        app,
+        ["plot", "timeline", str(decode_export), "-o", str(out), "--from", "0.2", "--to", "0.4"],
+    )
+    assert zoomed.exit_code == 0, zoomed.output
+    reversed_window = runner.invoke(
+        app, ["plot", "timeline", str(decode_export), "-o", str(out), "--from", "2", "--to", "1"]
+    )
+    assert reversed_window.exit_code == 2
+
+
+def test_the_steps_axis_is_clipped_by_the_steady_steps_even_when_every_step_is_warmup(
+    export_builder,
+):
+    #   step 0: 27.5 ms, steps 1-9: 1.5 ms, all marked warm-up (as in a process of a
+    #   multi-process export whose steps the skip rule all dropped)
+    import dataclasses
+
+    builder = export_builder()
+    walls = [27_500_000] + [1_500_000] * 9
+    start = 0
+    for wall in walls:
+        builder.range("decode_step", start, start + wall).range("forward", start, start + wall)
+        builder.launch("k", start + 1_000, start + 2_000, start + 3_000, start + 500_000)
+        start += wall + 100_000
+    trace = load_trace(builder.write())
+    report = build_report(trace, analyse_trace(trace, AnalysisOptions(skip=1)))
+    process = report.processes[0]
+    rows = [dataclasses.replace(r, is_warmup=True) for r in process.step_rows]
+    report = dataclasses.replace(report, processes=[dataclasses.replace(process, step_rows=rows)])
+    ax = plot_steps(report).axes[0]
+    assert ax.get_ylim()[1] == pytest.approx(1.5 * 1.15)
+    assert [t.get_text() for t in ax.texts] == ["28 ms ↑"]
+
+
+def two_ranks(builder: ExportBuilder) -> ExportBuilder:
+    """Two processes, 4 steps of 2 ms each; pid 200 starts each step 0.5 ms after pid 100."""
+    for pid, late in ((100, 0), (200, 500_000)):
+        for step in range(4):
+            o = step * 3_000_000 + late
+            builder.range("decode_step", o, o + 2_000_000, pid=pid, tid=pid)
+            builder.range("forward", o, o + 2_000_000, pid=pid, tid=pid)
+            builder.launch("k", o + 1_000, o + 2_000, o + 3_000, o + 900_000, pid=pid, tid=pid)
+    return builder
+
+
+def test_ranks_draw_every_process_on_one_time_axis_for_the_same_step(export_builder):
+    path = two_ranks(export_builder()).write("ranks.sqlite")
+    request = TimelineRequest(StepPick.INDEX, first=2, all_processes=True)
+    report = decode_report(path, request)
+    assert sorted((t.pid, t.step_index) for t in report.timelines) == [(100, 2), (200, 2)]
+    ax = plot_timeline(report).axes[0]
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert labels == [
+        f"{pid} · {lane}"
+        for pid in (100, 200)
+        for lane in (
+            "step",
+            f"stages (thread {pid})",
+            f"CUDA API (thread {pid})",
+            "GPU 0 stream 7",
+            "GPU idle: cause",
+        )
+    ]
+    # The late rank's step bar starts 0.5 ms right of the early one's.
+    step_bars = {}
+    for collection in ax.collections:
+        for path_ in collection.get_paths():
+            row = round(path_.vertices[:, 1].mean())
+            if labels[row].endswith("· step"):
+                step_bars[labels[row]] = path_.vertices[:, 0].min()
+    assert step_bars == {"100 · step": 0, "200 · step": 500_000}
+    assert "processes 100, 200 on one time axis" in ax.get_title(loc="left")
+    assert "step start after 100: 200 +500.0 µs" in ax.get_title(loc="left")
+
+
+def test_ranks_on_the_command_line_and_not_with_process(export_builder, tmp_path):
+    path = two_ranks(export_builder()).write("ranks.sqlite")
+    out = tmp_path / "ranks.png"
+    runner = CliRunner()
+    drawn = runner.invoke(app, ["plot", "timeline", str(path), "--ranks", "-o", str(out)])
+    assert drawn.exit_code == 0, drawn.output
+    refused = runner.invoke(
+        app, ["plot", "timeline", str(path), "--ranks", "--process", "100", "-o", str(out)]
+    )
+    assert refused.exit_code == 1 and "--ranks draws every process" in refused.stderr

@@ -166,12 +166,17 @@ def test_progress_is_off_when_quiet_or_when_stderr_is_not_a_terminal(monkeypatch
     from trace_gaps import cli
 
     monkeypatch.setattr(sys, "stderr", io.StringIO())  # not a terminal
-    with cli.progress(quiet=False) as phase:
-        assert not phase.enabled
+    with cli.progress(quiet=False) as shown:
+        shown("analysing", 1, 4)
+        assert not shown.enabled and shown.bar is None
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
-    with cli.progress(quiet=True) as phase:
-        assert not phase.enabled
-    with cli.progress(quiet=False) as phase:
-        assert phase.enabled and phase.status is None  # nothing shown before PROGRESS_DELAY_S
-        phase("reading")
-    assert phase.timer is not None and phase.timer.finished.is_set() and not phase.enabled
+    with cli.progress(quiet=True) as shown:
+        shown("analysing", 1, 4)
+        assert not shown.enabled and shown.bar is None
+    with cli.progress(quiet=False) as shown:
+        assert shown.enabled and shown.bar is None  # nothing shown before there is work
+        shown("reading")
+        shown("analysing", 3, 7)  # the real total: windows, or exports
+        task = shown.bar.tasks[0]
+        assert (task.completed, task.total, task.description) == (3, 7, "analysing")
+    assert not shown.enabled and not shown.bar.live.is_started

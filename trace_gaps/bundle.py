@@ -31,8 +31,10 @@ from trace_gaps.render.tables import process_title
 from trace_gaps.report import Report
 from trace_gaps.timeline import StepPick, TimelineRequest
 
-# The timelines a bundle draws, and the picture each goes to.
-BUNDLE_VIEWS = (TimelineRequest(StepPick.MEDIAN), TimelineRequest(StepPick.WORST))
+# The timelines a bundle draws, and the picture each goes to. The last, every process's
+# lanes for the median step of the first, is drawn only when the report has several.
+RANKS_VIEW = TimelineRequest(StepPick.MEDIAN, all_processes=True)
+BUNDLE_VIEWS = (TimelineRequest(StepPick.MEDIAN), TimelineRequest(StepPick.WORST), RANKS_VIEW)
 REPORT_MD = "report.md"
 REPORT_JSON = "report.json"
 STEPS_PNG = "steps.png"
@@ -143,8 +145,13 @@ def render_bundle_markdown(report: Report, provenance: Provenance) -> str:
     else:
         out += ["The export records no capture settings.", ""]
     out += ["## Pictures", ""]
+    pids = _drawn_pids(report)
     drawn: set[int] = set()
     for request in BUNDLE_VIEWS:
+        if request == RANKS_VIEW:
+            if len(pids) > 1:
+                out += _ranks_picture(report, pids)
+            continue
         caption, step_id = _caption(report, request.view)
         image = timeline_file(request.view)
         if step_id in drawn:
@@ -160,12 +167,44 @@ def render_bundle_markdown(report: Report, provenance: Provenance) -> str:
             f"![{escape_markdown(caption)}]({image})",
             "",
         ]
+        if len(pids) > 1:
+            out += [f"Covers process {pids[0]} only (the lowest pid with steps).", ""]
     out += ["**Every step's wall time by stage, busy and idle**", "", f"![Steps]({STEPS_PNG})", ""]
+    if len(pids) > 1:
+        out += [f"Covers every process, one panel each: {', '.join(map(str, pids))}.", ""]
     out += ["Data: [report.json](report.json) (this report as JSON, integer ns).", ""]
     # The report's own headings move one level down, under this document's title.
     body = re.sub(r"^(#{1,5}) ", r"#\1 ", render_markdown(report), flags=re.MULTILINE)
     body = body.replace("## trace-gaps report\n", "## Report\n", 1)
     return "\n".join(out) + "\n" + body
+
+
+def _drawn_pids(report: Report) -> list[int]:
+    """The processes of the every-process timeline, the first (the one picked) first."""
+    timelines = [t for t in report.timelines if t.view == RANKS_VIEW.view]
+    if not timelines:
+        return []
+    first = timelines[0].pid
+    return sorted({t.pid for t in timelines}, key=lambda pid: (pid != first, pid))
+
+
+def _ranks_picture(report: Report, pids: list[int]) -> list[str]:
+    first = next(t for t in report.timelines if t.view == RANKS_VIEW.view)
+    name = first.step_name or "whole process"
+    caption = (
+        f"Every process on one time axis: {name} #{first.step_index} "
+        f"(the median step of process {pids[0]}) of processes {', '.join(map(str, pids))}"
+    )
+    image = timeline_file(RANKS_VIEW.view)
+    return [
+        f"**{escape_markdown(caption)}**",
+        "",
+        f"![{escape_markdown(caption)}]({image})",
+        "",
+        "A rank that starts its step late starts right of the others; hatched GPU time is a "
+        "collective waiting for a peer.",
+        "",
+    ]
 
 
 def _caption(report: Report, view: str) -> tuple[str, int]:
@@ -180,7 +219,8 @@ def _caption(report: Report, view: str) -> tuple[str, int]:
 
 def bundle_figures(report: Report) -> dict[str, Figure]:
     """The bundle's pictures by file name."""
-    figures = {timeline_file(r.view): plot_timeline(report, r.view) for r in BUNDLE_VIEWS}
+    views = [r for r in BUNDLE_VIEWS if r != RANKS_VIEW or len(_drawn_pids(report)) > 1]
+    figures = {timeline_file(r.view): plot_timeline(report, r.view) for r in views}
     return figures | {STEPS_PNG: plot_steps(report)}
 
 

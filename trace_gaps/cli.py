@@ -2,50 +2,74 @@
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import io
 import os
 import sys
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from matplotlib.figure import Figure
-from rich.console import Console
-from rich.status import Status
 
-from trace_gaps.analysis.pipeline import AnalysisOptions
-from trace_gaps.bundle import BUNDLE_FILES, BUNDLE_VIEWS, build_provenance, write_bundle
-from trace_gaps.diff import diff_reports, is_slower_than
+from trace_gaps import __version__
 from trace_gaps.errors import TraceGapsError, about_file
-from trace_gaps.model import Trace
-from trace_gaps.multi import analyse_exports
+from trace_gaps.formats import DiffFormat, Format, InfoFormat
 from trace_gaps.nsys.convert import convert_report, find_nsys, is_report
-from trace_gaps.nsys.load import count_rows
-from trace_gaps.nsys.stream import stream_export
 from trace_gaps.output import (
     escape_control_characters,
     refuse_inputs_as_outputs,
     write_figure_atomically,
     write_text_atomically,
 )
-from trace_gaps.overview import build_overview
-from trace_gaps.plot import plot_steps, plot_timeline
-from trace_gaps.render import Format, render_diff, render_overview, render_report
-from trace_gaps.report import Report, build_report
-from trace_gaps.run import analyse_export
-from trace_gaps.timeline import TimelineRequest, choose_request
+from trace_gaps.units import NS_PER_MS
+
+# pandas, matplotlib and the analysis are imported inside the commands that use them, so
+# `--help`, `--version` and a wrong option answer at once (benchmarks/bench_startup.py).
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+    from trace_gaps.analysis.pipeline import AnalysisOptions
+    from trace_gaps.model import Trace
+    from trace_gaps.report import Report
+    from trace_gaps.timeline import TimelineRequest
+
+HELP_OPTIONS = {"help_option_names": ["-h", "--help"]}
 
 app = typer.Typer(
     help="Where does each decode step's time go? Read an Nsight Systems SQLite export and "
-    "charge every nanosecond of every step to a stage: GPU busy, or GPU idle and why.",
+    "charge every nanosecond of every step to a stage: GPU busy, or GPU idle and why.\n\n"
+    "Exit codes: 0 ok; 1 bad input or empty analysis; 2 usage error; "
+    "3 diff --fail-if-slower gate.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    context_settings=HELP_OPTIONS,
 )
+
+
+def show_version(value: bool) -> None:
+    if value:
+        typer.echo(f"trace-gaps {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def main(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            callback=show_version,
+            is_eager=True,
+            help="Print the version and exit.",
+        ),
+    ] = False,
+) -> None:
+    """trace-gaps: the options every command shares (--version)."""
+
 
 ExportArg = Annotated[
     Path | None,
@@ -64,58 +88,62 @@ DepthOpt = Annotated[
     int, typer.Option("--depth", min=1, max=4, help="Stage depth inside the step.")
 ]
 ProcessOpt = Annotated[int | None, typer.Option("--process", help="Analyse only this pid.")]
-QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress line on stderr.")]
-
-PROGRESS_DELAY_S = 2.0  # runs shorter than this show no progress line
+QuietOpt = Annotated[
+    bool, typer.Option("--quiet", "-q", help="No progress bar and no 'wrote FILE' lines on stderr.")
+]
 
 
 class Progress:
-    """A transient status line on stderr naming the phase, once a run has taken PROGRESS_DELAY_S.
+    """A progress bar on stderr with the real total (windows, or exports) and its ETA.
 
     Nothing is shown with --quiet or when stderr is not a terminal (pipes, CI, tests).
+    rich.progress is imported only once a bar is shown.
     """
 
     def __init__(self, enabled: bool) -> None:
         self.enabled = enabled
-        self.phase = ""
-        self.lock = threading.Lock()
-        self.status: Status | None = None
-        self.timer: threading.Timer | None = None
+        self.bar: Any = None  # rich.progress.Progress, once started
+        self.task: Any = None
 
-    def start(self) -> None:
+    def __call__(self, description: str, done: int | None = None, total: int | None = None) -> None:
+        """Name what runs now and, where known, how much of a known total is done."""
         if not self.enabled:
             return
-        self.timer = threading.Timer(PROGRESS_DELAY_S, self._show)
-        self.timer.daemon = True
-        self.timer.start()
+        if self.bar is None:
+            from rich.console import Console
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                TextColumn,
+                TimeRemainingColumn,
+            )
+            from rich.progress import Progress as Bar
 
-    def _show(self) -> None:
-        with self.lock:
-            if self.enabled and self.status is None:
-                self.status = Status(self.phase, console=Console(stderr=True))
-                self.status.start()
-
-    def __call__(self, phase: str) -> None:
-        """Name the phase now running."""
-        with self.lock:
-            self.phase = phase
-            if self.status is not None:
-                self.status.update(phase)
+            self.bar = Bar(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeRemainingColumn(),
+                console=Console(stderr=True),
+                transient=True,
+            )
+            self.bar.start()
+            self.task = self.bar.add_task(description, total=total)
+        if total is None:
+            self.bar.update(self.task, description=description)
+        else:
+            self.bar.update(self.task, description=description, completed=done or 0, total=total)
 
     def stop(self) -> None:
-        with self.lock:
-            self.enabled = False
-            if self.timer is not None:
-                self.timer.cancel()
-            if self.status is not None:
-                self.status.stop()
+        self.enabled = False
+        if self.bar is not None:
+            self.bar.stop()
 
 
 @contextmanager
 def progress(quiet: bool) -> Iterator[Progress]:
     """A Progress for one command; it is cleared when the command ends, however it ends."""
     shown = Progress(enabled=not quiet and sys.stderr.isatty())
-    shown.start()
     try:
         yield shown
     finally:
@@ -151,6 +179,8 @@ def resolve_export(export: Path | None, demo: bool) -> Path:
     A native report (.nsys-rep) is exported to SQLite first when nsys is on PATH; without
     nsys, loading it fails with the export command to run.
     """
+    if demo and export is not None:
+        raise TraceGapsError("--demo uses the shipped trace: give no export with it.")
     if demo:
         return demo_export()
     if export is None:
@@ -166,7 +196,9 @@ def resolve_export(export: Path | None, demo: bool) -> Path:
     return converted.sqlite
 
 
-def write_output(text: str, output: Path | None, *, exact: bool = False) -> None:
+def write_output(
+    text: str, output: Path | None, *, exact: bool = False, quiet: bool = False
+) -> None:
     """Write to the file given with -o, else to stdout. Control characters in names are
     escaped (terminal escapes, NUL), unless exact (CSV keeps names byte for byte)."""
     if not exact:
@@ -180,7 +212,8 @@ def write_output(text: str, output: Path | None, *, exact: bool = False) -> None
         raise TraceGapsError(
             f"cannot write {output}: {error.strerror}. Choose another -o path."
         ) from error
-    say(f"wrote {output}")
+    if not quiet:
+        say(f"wrote {output}")
 
 
 def write_stdout(text: str) -> None:
@@ -268,6 +301,9 @@ def analyze(
 ) -> None:
     """Per-step, per-stage ledger of GPU busy and idle time, and the ranked bottlenecks."""
     with user_errors():
+        from trace_gaps.analysis.pipeline import AnalysisOptions
+        from trace_gaps.render import render_report
+
         paths = expand_exports(exports)
         if demo and paths:
             raise TraceGapsError("--demo analyses the shipped trace: give no export with it.")
@@ -277,41 +313,43 @@ def analyze(
         if len(paths) > 1 or jobs is not None or scheduler is not None:
             if demo:
                 raise TraceGapsError("--jobs and --scheduler need exports, not --demo.")
+            from trace_gaps.multi import analyse_exports
+
             resolved = [resolve_export(path, False) for path in paths]
             refuse_inputs_as_outputs(outputs, resolved)
-            with progress(quiet) as phase, dask_client(jobs, scheduler) as client:
-                phase(f"analysing {len(resolved)} exports")
+            with progress(quiet) as shown, dask_client(jobs, scheduler) as client:
+                shown("analysing exports", 0, len(resolved))
                 result = analyse_exports(
                     resolved,
                     options,
                     top=top,
                     client=client,
-                    on_export=lambda done, total: phase(f"analysed {done} of {total} exports"),
+                    on_export=lambda done, total: shown("analysing exports", done, total),
                 )
                 text = render_report(result.report, fmt)
-            write_output(text, output)
+            write_output(text, output, quiet=quiet)
             if result.failed:
                 for path, message in result.failed:
                     typer.echo(f"error: {path}: not analysed: {message}", err=True)
                 raise typer.Exit(1)
             return
+        from trace_gaps.report import build_report
+        from trace_gaps.run import analyse_export
+
         path = resolve_export(paths[0] if paths else None, demo)
         refuse_inputs_as_outputs(outputs, [path])
-        # The progress line is cleared before anything is written.
-        with progress(quiet) as phase, about_file(path):
-            phase(f"reading {path.name}")
+        # The progress bar is cleared before anything is written.
+        with progress(quiet) as shown, about_file(path):
+            shown(f"reading {path.name}")
             trace, analysis = analyse_export(
                 path,
                 options,
-                on_window=lambda done, total: phase(
-                    f"analysing {path.name}: window {done} of {total}"
-                ),
+                on_window=lambda done, total: shown(f"analysing {path.name}", done, total),
             )
-            phase("ranking candidates")
+            shown("ranking candidates")
             report = build_report(trace, analysis, top=top)
-            phase("rendering")
             text = render_report(report, fmt)
-        write_output(text, output, exact=fmt is Format.CSV)
+        write_output(text, output, exact=fmt is Format.CSV, quiet=quiet)
 
 
 def expand_exports(exports: list[Path] | None) -> list[Path]:
@@ -369,10 +407,19 @@ def info(
     demo: Annotated[
         bool, typer.Option("--demo", help="Describe the shipped sample trace.")
     ] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")] = False,
+    fmt: Annotated[
+        InfoFormat, typer.Option("--format", "-f", help="Output format.")
+    ] = InfoFormat.TEXT,
+    as_json: Annotated[bool, typer.Option("--json", hidden=True, help="Same as -f json.")] = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """What the export holds: versions, capture settings, GPUs, threads, rows, NVTX ranges."""
     with user_errors():
+        from trace_gaps.nsys.load import count_rows, devices_per_process
+        from trace_gaps.nsys.stream import stream_export
+        from trace_gaps.overview import build_overview
+        from trace_gaps.render import render_overview
+
         path = resolve_export(export, demo)
         with about_file(path), stream_export(path) as opened:
             overview = build_overview(
@@ -380,8 +427,11 @@ def info(
                 count_rows(path),
                 calls_per_thread=opened.calls_per_thread(),
                 active_pids=opened.sources.known_pids(),
+                module_loads=opened.sources.module_loads,
+                devices=devices_per_process(path),
             )
-        write_output(render_overview(overview, Format.JSON if as_json else Format.TEXT), None)
+        shown = Format.JSON if as_json or fmt is InfoFormat.JSON else Format.TEXT
+        write_output(render_overview(overview, shown), None, quiet=quiet)
 
 
 DiffExportArg = Annotated[
@@ -396,14 +446,19 @@ DiffExportArg = Annotated[
 
 def diff_side_report(paths: list[Path], options: AnalysisOptions, output: Path | None) -> Report:
     """The Report of one side of a diff: one export, or several of one run (a quoted glob)."""
+    from trace_gaps.report import build_report
+    from trace_gaps.run import analyse_export
+
     if len(paths) > 1:
+        from trace_gaps.multi import analyse_exports
+
         resolved = [resolve_export(path, False) for path in paths]
         if output is not None:
             refuse_inputs_as_outputs([output], resolved)
         result = analyse_exports(resolved, options)
         if result.failed:
-            path, message = result.failed[0]
-            raise TraceGapsError(f"{path}: not analysed: {message}")
+            failed, message = result.failed[0]
+            raise TraceGapsError(f"{failed}: not analysed: {message}")
         return result.report
     path = paths[0]
     with about_file(path):
@@ -433,11 +488,18 @@ def diff(
             "than PCT % beyond the noise (the CI's lower bound); for CI gating.",
         ),
     ] = None,
-    fmt: Annotated[Format, typer.Option("--format", "-f", help="text, md or json.")] = Format.TEXT,
+    fmt: Annotated[
+        DiffFormat, typer.Option("--format", "-f", help="Output format.")
+    ] = DiffFormat.TEXT,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write here.")] = None,
+    quiet: QuietOpt = False,
 ) -> None:
     """Did the fix work? Step time with its noise, stage and launch changes, BEFORE → AFTER."""
     with user_errors():
+        from trace_gaps.analysis.pipeline import AnalysisOptions
+        from trace_gaps.diff import diff_reports, is_slower_than
+        from trace_gaps.render import render_diff
+
         sides = [expand_exports([before]), expand_exports([after])]
         refuse_inputs_as_outputs([] if output is None else [output], [*sides[0], *sides[1]])
         reports = [
@@ -446,7 +508,7 @@ def diff(
             for pid in [pid if pid is not None else process]
         ]
         result = diff_reports(*reports)
-        write_output(render_diff(result, fmt), output)
+        write_output(render_diff(result, Format(fmt.value)), output, quiet=quiet)
     if fail_if_slower is not None and is_slower_than(result, fail_if_slower):
         typer.echo(f"error: step time grew more than {fail_if_slower:g} % beyond noise", err=True)
         raise typer.Exit(3)
@@ -455,6 +517,7 @@ def diff(
 plot_app = typer.Typer(
     help="Pictures of the steps: one step's timeline as lanes, or every step's ledger as bars.",
     no_args_is_help=True,
+    context_settings=HELP_OPTIONS,
 )
 app.add_typer(plot_app, name="plot")
 
@@ -481,7 +544,18 @@ def check_image_path(output: Path) -> None:
         raise TraceGapsError(f"cannot write {output}: name a .png or .svg file with -o.")
 
 
-def save_figure(figure: Figure, output: Path) -> None:
+def zoom_window(from_ms: float | None, to_ms: float | None) -> tuple[int, int] | None:
+    """--from/--to as a window in ns from the step start; None draws the whole step."""
+    if from_ms is None and to_ms is None:
+        return None
+    low_ns = round((from_ms or 0.0) * NS_PER_MS)
+    high_ns = sys.maxsize if to_ms is None else round(to_ms * NS_PER_MS)
+    if high_ns <= low_ns:
+        raise typer.BadParameter(f"--to {to_ms:g} must be after --from {from_ms or 0:g}.")
+    return low_ns, high_ns
+
+
+def save_figure(figure: Figure, output: Path, *, quiet: bool = False) -> None:
     """Write the figure, its format chosen by the file's suffix."""
     try:
         write_figure_atomically(output, figure)
@@ -489,7 +563,8 @@ def save_figure(figure: Figure, output: Path) -> None:
         raise TraceGapsError(
             f"cannot write {output}: {error.strerror}. Choose another -o path."
         ) from error
-    say(f"wrote {output}")
+    if not quiet:
+        say(f"wrote {output}")
 
 
 def load_and_report(
@@ -500,6 +575,9 @@ def load_and_report(
     timelines: tuple[TimelineRequest, ...] = (),
 ) -> tuple[Trace, Report]:
     """Load an export and build its Report; errors raised on the way name the file."""
+    from trace_gaps.report import build_report
+    from trace_gaps.run import analyse_export
+
     with about_file(path):
         trace, analysis = analyse_export(path, options, timelines=timelines)
         return trace, build_report(trace, analysis, top=top)
@@ -518,17 +596,51 @@ def plot_timeline_command(
     skip: SkipOpt = None,
     depth: DepthOpt = 1,
     process: ProcessOpt = None,
+    from_ms: Annotated[
+        float | None,
+        typer.Option(
+            "--from", min=0, metavar="MS", help="Draw from this time, in ms from the step start."
+        ),
+    ] = None,
+    to_ms: Annotated[
+        float | None,
+        typer.Option(
+            "--to", min=0, metavar="MS", help="Draw up to this time, in ms from the step start."
+        ),
+    ] = None,
+    ranks: Annotated[
+        bool,
+        typer.Option(
+            "--ranks",
+            help="Every process's lanes on one time axis, for the same step index, so the "
+            "skew between ranks shows.",
+        ),
+    ] = False,
+    quiet: QuietOpt = False,
 ) -> None:
-    """Draw a step as lanes: stages, CUDA calls, GPU streams, and GPU idle time by cause."""
+    """Draw a step as lanes: stages, CUDA calls, GPU streams, and GPU idle time by cause.
+
+    A lane too dense to tell its spans apart says "saturated at this zoom": zoom in with
+    --from/--to.
+    """
     with user_errors():
         check_image_path(output)
+        window_ns = zoom_window(from_ms, to_ms)
+        from trace_gaps.analysis.pipeline import AnalysisOptions
+        from trace_gaps.plot import plot_timeline
+        from trace_gaps.timeline import choose_request
+
         request = choose_request(step_index=step_index, steps=steps, worst=worst, median=median)
+        if ranks:
+            if process is not None:
+                raise TraceGapsError("--ranks draws every process: give no --process with it.")
+            request = dataclasses.replace(request, all_processes=True)
         refuse_inputs_as_outputs([output], [export])
         path = resolve_export(export, demo)
         refuse_inputs_as_outputs([output], [path])
         options = AnalysisOptions(step_name=step, skip=skip, depth=depth, process=process)
         _, report = load_and_report(path, options, timelines=(request,))
-        save_figure(plot_timeline(report), output)
+        save_figure(plot_timeline(report, window_ns=window_ns), output, quiet=quiet)
 
 
 @plot_app.command("steps")
@@ -540,16 +652,20 @@ def plot_steps_command(
     skip: SkipOpt = None,
     depth: DepthOpt = 1,
     process: ProcessOpt = None,
+    quiet: QuietOpt = False,
 ) -> None:
     """Draw every step as a stacked bar of its ledger; warm-up steps faded."""
     with user_errors():
         check_image_path(output)
+        from trace_gaps.analysis.pipeline import AnalysisOptions
+        from trace_gaps.plot import plot_steps
+
         refuse_inputs_as_outputs([output], [export])
         path = resolve_export(export, demo)
         refuse_inputs_as_outputs([output], [path])
         options = AnalysisOptions(step_name=step, skip=skip, depth=depth, process=process)
         _, report = load_and_report(path, options)
-        save_figure(plot_steps(report), output)
+        save_figure(plot_steps(report), output, quiet=quiet)
 
 
 @app.command("report")
@@ -570,9 +686,13 @@ def report_command(
             "(left out by default: they can hold tokens or private paths).",
         ),
     ] = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Write a folder for a bug report: report.md (provenance, pictures), report.json, PNGs."""
     with user_errors():
+        from trace_gaps.analysis.pipeline import AnalysisOptions
+        from trace_gaps.bundle import BUNDLE_FILES, BUNDLE_VIEWS, build_provenance, write_bundle
+
         bundle_files = [output, *(output / name for name in BUNDLE_FILES)]
         paths = expand_exports(exports)
         if demo and paths:
@@ -580,6 +700,8 @@ def report_command(
         refuse_inputs_as_outputs(bundle_files, paths)
         options = AnalysisOptions(step_name=step, skip=skip, depth=depth, process=process)
         if len(paths) > 1:
+            from trace_gaps.multi import analyse_exports
+
             resolved = [resolve_export(path, False) for path in paths]
             refuse_inputs_as_outputs(bundle_files, resolved)
             result = analyse_exports(resolved, options, top=top, timelines=BUNDLE_VIEWS)
@@ -593,4 +715,5 @@ def report_command(
             info = trace.info
         provenance = build_provenance(info, include_command=include_command)
         for written in write_bundle(report, provenance, output):
-            say(f"wrote {written}")
+            if not quiet:
+                say(f"wrote {written}")

@@ -91,6 +91,10 @@ class StageSide:
     execution: str
     eager_launches_per_step: float
     graph_launches_per_step: float
+    # The eager launches split (a "mixed" stage is shown by its parts), and graph size.
+    kernel_launches_per_step: float = 0.0
+    copy_launches_per_step: float = 0.0  # memcpy and memset
+    nodes_per_replay: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -326,6 +330,9 @@ def _stage_side(summary: StageSummary | None, ns_per_step: int) -> StageSide:
             launches["kernel"] + launches["memcpy"] + launches["memset"], 2
         ),
         graph_launches_per_step=launches["graph"],
+        kernel_launches_per_step=launches["kernel"],
+        copy_launches_per_step=round(launches["memcpy"] + launches["memset"], 2),
+        nodes_per_replay=summary.nodes_per_replay,
     )
 
 

@@ -15,10 +15,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
-from matplotlib import rc_context
-
 from trace_gaps.errors import TraceGapsError
-from trace_gaps.plot.palette import LITERAL_TEXT
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -103,6 +100,10 @@ def write_figure_atomically(output: Path, figure: Figure) -> None:
     """write_atomically for a figure, its format (png, svg) chosen by the file's suffix."""
 
     def write(handle: BinaryIO) -> None:
+        from matplotlib import rc_context  # imported here: start-up stays fast
+
+        from trace_gaps.plot.palette import LITERAL_TEXT
+
         with rc_context(LITERAL_TEXT):  # tick labels made while drawing: user strings too
             figure.savefig(handle, format=output.suffix.lower().lstrip("."))
 

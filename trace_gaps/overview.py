@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import pandas as pd
 
 from trace_gaps.analysis.ranges import DEPTH, PARENT, build_range_tree
-from trace_gaps.model import END_NS, GLOBAL_TID, NAME, START_NS, Trace
+from trace_gaps.analysis.steps import IS_WARMUP, choose_step_range, cut_steps, mark_warmup
+from trace_gaps.model import END_NS, GLOBAL_TID, NAME, PID, START_NS, Trace
+
+# Lines of a list the text shows before "… N more" (JSON has every item).
+TEXT_SETTINGS = 40
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +38,17 @@ class ThreadInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class ProcessSteps:
+    """What `analyze` would do with one process: its steps, warm-up skipped, and its GPUs."""
+
+    pid: int
+    steps: int
+    analysed: int
+    skipped: int  # warm-up, by the default rule (as `analyze` without --skip)
+    gpus: list[int]  # device ids it ran kernels, copies or memsets on
+
+
+@dataclass(frozen=True, slots=True)
 class Overview:
     """The export at a glance."""
 
@@ -47,6 +63,10 @@ class Overview:
     threads: list[ThreadInfo]
     row_counts: dict[str, int]
     ranges: list[RangeName]
+    range_names: int  # how many distinct names; `ranges` holds the most frequent
+    step_range: str | None  # the range `analyze` would take as the step (None: whole process)
+    step_reason: str
+    process_steps: list[ProcessSteps]
 
 
 def build_overview(
@@ -55,21 +75,50 @@ def build_overview(
     *,
     calls_per_thread: pd.Series,
     active_pids: list[int],
+    module_loads: Callable[[int], pd.DataFrame] | None = None,
+    devices: dict[int, list[int]] | None = None,
     max_ranges: int = 40,
 ) -> Overview:
-    """Summarise an export's metadata, threads, row counts and NVTX range names.
+    """Summarise an export's metadata, threads, row counts and NVTX range names, and what
+    `analyze` would pick: the step range, and per process its steps analysed and skipped.
 
     trace needs only its small tables (ranges, threads, processes); calls_per_thread
     (timed CUDA API calls per globalTid) and active_pids (processes with timed ops or
-    calls) come from SQL, so that the op and call tables are never held in memory.
+    calls) come from SQL, so that the op and call tables are never held in memory;
+    module_loads(until_ns) gives the module loads the warm-up rule reads (none: no loads);
+    devices, the GPUs of each pid.
     """
     tree = build_range_tree(trace.nvtx_ranges)
+    selection = choose_step_range(tree, step_name=None)
+    steps = cut_steps(tree, selection)
+    if not steps.empty:
+        until = int(steps[END_NS].max())
+        loads = module_loads(until) if module_loads is not None else None
+        if loads is None:
+            steps = mark_warmup(steps, trace.api_calls.iloc[:0], skip=None)
+        else:
+            steps = mark_warmup(steps, loads, skip=None, known_until_ns=until)
+    devices = devices or {}
+    step_pids = set(steps[PID].tolist()) if not steps.empty else set()
+    process_steps = [
+        ProcessSteps(
+            pid=pid,
+            steps=int((steps[PID] == pid).sum()) if pid in step_pids else 0,
+            analysed=int(((steps[PID] == pid) & ~steps[IS_WARMUP]).sum())
+            if pid in step_pids
+            else 0,
+            skipped=int(((steps[PID] == pid) & steps[IS_WARMUP]).sum()) if pid in step_pids else 0,
+            gpus=devices.get(pid, []),
+        )
+        for pid in sorted(set(active_pids) | step_pids | set(devices))
+    ]
     parent_names = tree[NAME].to_numpy()[tree[PARENT].clip(lower=0).to_numpy()]
     tree = tree.assign(parent_name=pd.Series(parent_names).where(tree[PARENT].to_numpy() >= 0, ""))
     grouped = tree.assign(duration=tree[END_NS] - tree[START_NS]).groupby(NAME)
     stats = grouped.agg(
         count=(START_NS, "size"), total_ns=("duration", "sum"), min_depth=(DEPTH, "min")
     )
+    range_names = len(stats)
     stats = stats.sort_values(["count", "total_ns"], ascending=False).head(max_ranges)
     ranges = [
         RangeName(
@@ -116,4 +165,8 @@ def build_overview(
         threads=threads,
         row_counts=row_counts,
         ranges=ranges,
+        range_names=range_names,
+        step_range=selection.name,
+        step_reason=selection.reason,
+        process_steps=process_steps,
     )

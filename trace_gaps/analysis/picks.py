@@ -29,28 +29,52 @@ class TimelineRequest:
     pick: StepPick = StepPick.MEDIAN
     first: int = 0  # INDEX and RANGE
     stop: int = 0  # RANGE: one past the last index
+    # Every process: the steps of the same indices on each process's step thread, as picked
+    # on the first process (for one time axis across ranks).
+    all_processes: bool = False
 
     @property
     def view(self) -> str:
-        """A short name for the picture: median, worst, step-3, steps-3-6."""
+        """A short name for the picture: median, worst, step-3, steps-3-6 (+ -ranks)."""
+        ranks = "-ranks" if self.all_processes else ""
         if self.pick is StepPick.INDEX:
-            return f"step-{self.first}"
+            return f"step-{self.first}{ranks}"
         if self.pick is StepPick.RANGE:
-            return f"steps-{self.first}-{self.stop}"
-        return self.pick.value
+            return f"steps-{self.first}-{self.stop}{ranks}"
+        return self.pick.value + ranks
 
 
 def choose_steps(steps: pd.DataFrame, request: TimelineRequest) -> pd.DataFrame:
-    """The steps a request picks, from the main thread of the first process with steps."""
+    """The steps a request picks, from the main thread of the first process with steps.
+
+    With all_processes, the steps of the same indices on every process's main thread too.
+    """
     if steps.empty:
         raise TraceGapsError("the export has no steps to draw: no process has GPU work.")
     pid = int(steps[PID].min())
+    thread_steps = _step_thread(steps, pid)
+    chosen = _choose_on_thread(thread_steps, request, pid)
+    if not request.all_processes:
+        return chosen
+    indices = set(chosen[STEP_INDEX].tolist())
+    others = [_step_thread(steps, int(other)) for other in sorted(set(steps[PID]) - {pid})]
+    return pd.concat(
+        [chosen, *(other[other[STEP_INDEX].isin(indices)] for other in others)],
+        ignore_index=True,
+    )
+
+
+def _step_thread(steps: pd.DataFrame, pid: int) -> pd.DataFrame:
+    """The steps of the process's thread with the most steps, in time order."""
     process_steps = steps[steps[PID] == pid]
     counts = process_steps.groupby(GLOBAL_TID).size().reset_index(name="n")
     tid = int(counts.sort_values(["n", GLOBAL_TID], ascending=[False, True])[GLOBAL_TID].iloc[0])
-    thread_steps = process_steps[process_steps[GLOBAL_TID] == tid].sort_values(
-        START_NS, kind="stable"
-    )
+    return process_steps[process_steps[GLOBAL_TID] == tid].sort_values(START_NS, kind="stable")
+
+
+def _choose_on_thread(
+    thread_steps: pd.DataFrame, request: TimelineRequest, pid: int
+) -> pd.DataFrame:
     indices = thread_steps[STEP_INDEX]
     if request.pick is StepPick.INDEX:
         chosen = thread_steps[indices == request.first]

@@ -294,9 +294,10 @@ def no_timed_ops_error(
     launches = _count(connection, tables, queries.RUNTIME_TABLE, queries.LAUNCH_CALL_COUNT)
     if launches:
         return NoKernelsError(
-            f"has {launches} launch calls but no timed GPU op records ({untimed} untimed rows "
-            "left out): nsys lost them (the program died before its buffers were flushed, or "
-            "they overflowed); capture again and let the program exit normally, or call "
+            f"has {launches} launch calls but no GPU activity records ({untimed} untimed rows "
+            "left out): GPU tracing was off, or the records were lost (a process that exits "
+            "abnormally can lose them, and full buffers drop them); capture again with "
+            "--trace=cuda and GPU activity on, and let the program exit normally or call "
             "cudaProfilerStop() before it exits",
             path=path,
         )
@@ -768,3 +769,17 @@ def count_rows(path: Path) -> dict[str, int]:
             for table, sql in queries.ROW_COUNTS.items()
             if table in tables
         }
+
+
+def devices_per_process(path: Path) -> dict[int, list[int]]:
+    """The GPUs (device ids) each process ran kernels, copies or memsets on."""
+    devices: dict[int, set[int]] = {}
+    with open_export(path) as connection:
+        tables = list_tables(connection, path)
+        for table, sql in queries.DEVICES_PER_PROCESS.items():
+            if table not in tables:
+                continue
+            for pid, device_id in connection.execute(sql):
+                if pid is not None and device_id is not None:
+                    devices.setdefault(int(pid), set()).add(int(device_id))
+    return {pid: sorted(ids) for pid, ids in sorted(devices.items())}

@@ -164,6 +164,16 @@ WHERE id IN (SELECT DISTINCT nameId FROM OSRT_API)
 """
 
 # Launch calls, for the message of an export whose op records were all lost.
+# Which GPU each process ran ops on, per GPU op table (for `trace-gaps info`).
+DEVICES_PER_PROCESS = {
+    KERNEL_TABLE: "SELECT DISTINCT (globalPid >> 24) & 16777215 AS pid, deviceId AS device_id "
+    "FROM CUPTI_ACTIVITY_KIND_KERNEL",
+    MEMCPY_TABLE: "SELECT DISTINCT (globalPid >> 24) & 16777215 AS pid, deviceId AS device_id "
+    "FROM CUPTI_ACTIVITY_KIND_MEMCPY",
+    MEMSET_TABLE: "SELECT DISTINCT (globalPid >> 24) & 16777215 AS pid, deviceId AS device_id "
+    "FROM CUPTI_ACTIVITY_KIND_MEMSET",
+}
+
 LAUNCH_CALL_COUNT = """
 SELECT COUNT(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME
 WHERE nameId IN (SELECT id FROM StringIds WHERE value LIKE 'cudaLaunch%' OR value LIKE 'cuLaunch%'

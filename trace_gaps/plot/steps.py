@@ -26,7 +26,8 @@ IDLE_HATCH = "////"
 WAIT_HATCH = "xxx"  # GPU held by a collective waiting for a peer process
 P50_COLOUR = "#444444"
 MAX_TICKS = 25
-HEADROOM = 1.15  # the y axis ends this much above the tallest analysed step
+HEADROOM = 1.15  # the y axis ends this much above the tallest steady step
+STEADY_FACTOR = 3.0  # a step longer than this many times the median wall is not steady
 MIN_SLOTS = 3
 MAX_BARS = 400  # more steps than this: stacked bands instead of bars
 LEGEND_COLUMN_IN = 3.2  # an entry of LEGEND_CHARS characters at fontsize 8
@@ -168,7 +169,7 @@ def _draw_process(ax: Axes, process: ProcessReport, colours: dict[str, str]) -> 
         p50 = process.steps.wall.p50_ns / NS_PER_MS
         ax.axhline(p50, color=P50_COLOUR, linewidth=0.8, linestyle="--")
         p50_note = f"; dashed line: p50 of the analysed steps, {p50:.2f} ms"
-        _clip_warmup(ax, rows["wall"].to_numpy() / NS_PER_MS, warm)
+    _clip_to_steady(ax, rows["wall"].to_numpy() / NS_PER_MS)
     ticks = np.arange(0, len(rows), _tick_step(len(rows)))
     ax.set_xticks(ticks, [str(i) for i in rows["index"].to_numpy()[ticks]])
     # A lone step stays a bar, not a block filling the panel.
@@ -205,14 +206,21 @@ def _tick_step(n: int) -> int:
     return step
 
 
-def _clip_warmup(ax: Axes, wall_ms: np.ndarray, warm: np.ndarray) -> None:
-    """Scale the axis to the analysed steps; write the height of warm-up bars cut off.
+def _clip_to_steady(ax: Axes, wall_ms: np.ndarray) -> None:
+    """Scale the axis to the steady steps; write the height of each bar cut off.
 
-    A first step that compiles kernels can be 40x the others and would flatten them all.
+    Steady: at most STEADY_FACTOR times the median wall of all steps, whatever the skip
+    rule marked as warm-up. A first step that compiles kernels can be 40x the others and
+    would flatten them all, also when every step was skipped.
     """
-    top = float(wall_ms[~warm].max()) * HEADROOM
+    if len(wall_ms) == 0:
+        return
+    steady = wall_ms <= STEADY_FACTOR * float(np.median(wall_ms))
+    top = float(wall_ms[steady].max()) * HEADROOM
+    if top <= 0 or not (wall_ms > top).any():
+        return
     ax.set_ylim(0, top)
-    for x in np.flatnonzero(warm & (wall_ms > top)):
+    for x in np.flatnonzero(wall_ms > top):
         ax.text(
             float(x),
             top,

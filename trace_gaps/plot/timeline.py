@@ -19,6 +19,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter
+from matplotlib.transforms import blended_transform_factory
 
 from trace_gaps.errors import TraceGapsError
 from trace_gaps.model import CAUSE_ORDER
@@ -46,42 +47,74 @@ STEP_COLOUR = "#3b3b3b"
 WAIT_HATCH = "xxx"
 WAITING = "waiting in a collective"  # marks, in `used`, that some op waited
 IDLE_SHADE_ALPHA = 0.13
+SATURATED = "saturated at this zoom: zoom in with --from/--to"
 
 
 @rc_context(LITERAL_TEXT)
-def plot_timeline(report: Report, view: str | None = None) -> Figure:
-    """Draw the timelines of one view (default: the first in the report) as lanes."""
+def plot_timeline(
+    report: Report, view: str | None = None, *, window_ns: tuple[int, int] | None = None
+) -> Figure:
+    """Draw the timelines of one view (default: the first in the report) as lanes.
+
+    window_ns: draw only this part of the x axis (ns from the first step's start), at the
+    pixel size of that part: what is saturated over the whole step can be told apart there.
+    """
     timelines = [t for t in report.timelines if view is None or t.view == view]
     if view is None and timelines:
         timelines = [t for t in timelines if t.view == timelines[0].view]
     if not timelines:
         raise TraceGapsError(f"the report has no timeline{f' {view!r}' if view else ''} to draw.")
     first = timelines[0]
-    shifts = [t.start_offset_ns - first.start_offset_ns for t in timelines]
-    span_ns = shifts[-1] + timelines[-1].wall_ns
-    streams = sorted({(s.device_id, s.stream_id) for t in timelines for s in t.streams})
-    lane_names = [
-        "step",
-        f"stages (thread {first.thread})",
-        f"CUDA API (thread {first.thread})",
-        *[f"GPU {device} stream {stream}" for device, stream in streams],
-        "GPU idle: cause",
-    ]
+    # One block of lanes per process (with --ranks, several), all on one time axis whose 0 is
+    # the earliest step start drawn: a rank that starts its step late starts right of 0.
+    pids = sorted({t.pid for t in timelines}, key=lambda pid: (pid != first.pid, pid))
+    origin_ns = min(t.start_offset_ns for t in timelines)
+    span_ns = max(t.start_offset_ns - origin_ns + t.wall_ns for t in timelines)
+    lane_names: list[str] = []
+    blocks: list[tuple[list[StepTimeline], list[tuple[int, int]], int]] = []
+    for pid in pids:
+        group = [t for t in timelines if t.pid == pid]
+        streams = sorted({(s.device_id, s.stream_id) for t in group for s in t.streams})
+        blocks.append((group, streams, len(lane_names)))
+        who = f"{pid} · " if len(pids) > 1 else ""
+        lane_names += [
+            f"{who}step",
+            f"{who}stages (thread {group[0].thread})",
+            f"{who}CUDA API (thread {group[0].thread})",
+            *[f"{who}GPU {device} stream {stream}" for device, stream in streams],
+            f"{who}GPU idle: cause",
+        ]
     fig = Figure(
         figsize=(FIGURE_WIDTH_IN, 1.9 + 0.42 * len(lane_names)), dpi=DPI, layout="constrained"
     )
     ax = fig.add_subplot()
-    ns_per_px = span_ns / (FIGURE_WIDTH_IN * DPI * PLOT_FRACTION)
+    low_ns, high_ns = (0, span_ns) if window_ns is None else window_ns
+    high_ns = min(high_ns, span_ns)
+    if low_ns >= high_ns:
+        raise TraceGapsError(
+            f"--from/--to: the window {low_ns / NS_PER_MS:g}–{high_ns / NS_PER_MS:g} ms is "
+            f"empty; the steps drawn last {span_ns / NS_PER_MS:g} ms."
+        )
+    ns_per_px = (high_ns - low_ns) / (FIGURE_WIDTH_IN * DPI * PLOT_FRACTION)
     colours = stage_colours(report)
-    used = _draw(ax, timelines, shifts, streams, colours, ns_per_px)
+    used: dict[str, set[str]] = {"stages": set(), "calls": set(), "causes": set()}
+    for group, streams, top in blocks:
+        shifts = [t.start_offset_ns - origin_ns for t in group]
+        drawn = _draw(ax, group, shifts, streams, colours, ns_per_px, (low_ns, high_ns), top)
+        for key, names in drawn.items():
+            used[key] |= names
+        if top:
+            ax.axhline(top - 0.5, color="#888888", linewidth=0.8)
 
     ax.set_yticks(range(len(lane_names)), lane_names, fontsize=8.5)
     ax.set_ylim(len(lane_names) - 0.5, -0.5)
-    ax.set_xlim(0, span_ns)
+    ax.set_xlim(low_ns, high_ns)
     # Seconds once the span is long enough for ms ticks to read like 17500.
-    unit, ns_per_unit = ("s", NS_PER_S) if span_ns >= 10 * NS_PER_S else ("ms", NS_PER_MS)
+    unit, ns_per_unit = ("s", NS_PER_S) if high_ns >= 10 * NS_PER_S else ("ms", NS_PER_MS)
     ax.xaxis.set_major_formatter(FuncFormatter(lambda ns, _: f"{ns / ns_per_unit:g}"))
     origin = "the step start" if len(timelines) == 1 else "the first step's start"
+    if len(pids) > 1:
+        origin = "the earliest step start drawn"
     ax.set_xlabel(f"{unit} from {origin}")
     ax.grid(axis="x", color="#e0e0e0", linewidth=0.6)
     ax.set_axisbelow(True)
@@ -118,8 +151,15 @@ def _draw(
     streams: list[tuple[int, int]],
     colours: dict[str, str],
     ns_per_px: float,
+    window_ns: tuple[int, int],
+    top: int = 0,
 ) -> dict[str, set[str]]:
-    """Draw every lane; return the stages, call kinds and causes that appear."""
+    """Draw every lane; return the stages, call kinds and causes that appear.
+
+    Only what falls in window_ns is drawn, clipped to it. A lane where several spans share
+    a pixel column is marked "saturated at this zoom".
+    """
+    low_ns, high_ns = window_ns
     steps = Spans(
         [s for s in shifts],
         [s + t.wall_ns for s, t in zip(shifts, timelines, strict=True)],
@@ -131,35 +171,42 @@ def _draw(
             for t in timelines
         ],
     )
-    stages = _concat([t.stages for t in timelines], shifts)
-    calls = _concat([t.api_calls for t in timelines], shifts)
-    idle = _concat([t.idle for t in timelines], shifts)
-    lanes = {key: row for row, key in enumerate(streams, start=3)}
-    idle_lane = 3 + len(streams)
-    min_ns = ns_per_px
+    steps = _clip(steps, low_ns, high_ns)
+    stages = _clip(_concat([t.stages for t in timelines], shifts), low_ns, high_ns)
+    calls = _clip(_concat([t.api_calls for t in timelines], shifts), low_ns, high_ns)
+    idle = _clip(_concat([t.idle for t in timelines], shifts), low_ns, high_ns)
+    lanes = {key: row for row, key in enumerate(streams, start=top + 3)}
+    idle_lane = top + 3 + len(streams)
+    saturated: list[int] = []
+
+    def draw(
+        row: float, starts: np.ndarray, ends: np.ndarray, faces: np.ndarray, **kw: float
+    ) -> None:
+        if draw_lane(ax, row, starts, ends, faces, min_ns=ns_per_px, origin_ns=low_ns, **kw):
+            saturated.append(int(row))
 
     step_starts, step_ends = np.array(steps.start_ns), np.array(steps.end_ns)
-    step_faces = np.full(len(timelines), STEP_COLOUR, dtype=object)
-    draw_lane(ax, 0, step_starts, step_ends, step_faces, min_ns=min_ns, height=0.5)
+    step_faces = np.full(len(step_starts), STEP_COLOUR, dtype=object)
+    draw(top, step_starts, step_ends, step_faces, height=0.5)
     label_lane(
-        ax, 0, step_starts, step_ends, np.array(steps.name), ns_per_px=ns_per_px, faces=step_faces
+        ax, top, step_starts, step_ends, np.array(steps.name), ns_per_px=ns_per_px, faces=step_faces
     )
 
     stage_names = np.array(stages.group, dtype=object)
     stage_starts, stage_ends = np.array(stages.start_ns), np.array(stages.end_ns)
     stage_colour = stage_colour_array(colours, stage_names)
-    draw_lane(ax, 1, stage_starts, stage_ends, stage_colour, min_ns=min_ns)
+    draw(top + 1, stage_starts, stage_ends, stage_colour)
     label_lane(
-        ax, 1, stage_starts, stage_ends, stage_names, ns_per_px=ns_per_px, faces=stage_colour
+        ax, top + 1, stage_starts, stage_ends, stage_names, ns_per_px=ns_per_px, faces=stage_colour
     )
 
     kinds = call_kinds(calls.group)
     call_starts, call_ends = np.array(calls.start_ns), np.array(calls.end_ns)
     call_colour = colours_of(CALL_COLOURS, kinds, "black")
-    draw_lane(ax, 2, call_starts, call_ends, call_colour, min_ns=min_ns)
+    draw(top + 2, call_starts, call_ends, call_colour)
     label_lane(
         ax,
-        2,
+        top + 2,
         call_starts,
         call_ends,
         np.array(calls.name, dtype=object),
@@ -175,10 +222,12 @@ def _draw(
             for stream in t.streams
             if (stream.device_id, stream.stream_id) == key
         ]
-        ops = _concat([stream.ops for stream, _ in lane], [shift for _, shift in lane])
+        ops = _clip_concat(
+            [stream.ops for stream, _ in lane], [shift for _, shift in lane], window_ns
+        )
         starts, ends = np.array(ops.start_ns), np.array(ops.end_ns)
         op_colour = stage_colour_array(colours, ops.group)
-        draw_lane(ax, row, starts, ends, op_colour, min_ns=min_ns)
+        draw(row, starts, ends, op_colour)
         label_lane(
             ax,
             row,
@@ -189,7 +238,9 @@ def _draw(
             faces=op_colour,
         )
         op_stages.update(ops.group)
-        waits = _concat([stream.waits for stream, _ in lane], [shift for _, shift in lane])
+        waits = _clip_concat(
+            [stream.waits for stream, _ in lane], [shift for _, shift in lane], window_ns
+        )
         if waits.start_ns:
             # A collective waiting for a peer: its op's colour, hatched over.
             ax.broken_barh(
@@ -205,7 +256,7 @@ def _draw(
     causes = np.array(idle.group, dtype=object)
     idle_starts, idle_ends = np.array(idle.start_ns), np.array(idle.end_ns)
     cause_colour = colours_of(CAUSE_COLOURS, causes, "black")
-    draw_lane(ax, idle_lane, idle_starts, idle_ends, cause_colour, min_ns=min_ns)
+    draw(idle_lane, idle_starts, idle_ends, cause_colour)
     label_lane(
         ax, idle_lane, idle_starts, idle_ends, causes, ns_per_px=ns_per_px, faces=cause_colour
     )
@@ -214,13 +265,27 @@ def _draw(
         band = len(lanes) - 1 + LANE_HEIGHT
         draw_lane(
             ax,
-            3 + (len(lanes) - 1) / 2,
+            top + 3 + (len(lanes) - 1) / 2,
             idle_starts,
             idle_ends,
             cause_colour,
-            min_ns=min_ns,
+            min_ns=ns_per_px,
             height=band,
             alpha=IDLE_SHADE_ALPHA,
+            origin_ns=low_ns,
+        )
+    for row in saturated:
+        ax.text(
+            0.999,
+            row,
+            SATURATED,
+            transform=blended_transform_factory(ax.transAxes, ax.transData),
+            ha="right",
+            va="center",
+            fontsize=7,
+            style="italic",
+            bbox={"facecolor": "white", "edgecolor": "#888888", "linewidth": 0.5, "pad": 1.5},
+            clip_on=False,
         )
     return {
         "stages": {legend_name(colours, s) for s in set(stage_names) | op_stages - {WAITING}}
@@ -246,7 +311,26 @@ def _concat(spans: list[Spans], shifts: list[int]) -> Spans:
     )
 
 
+def _clip(spans: Spans, low_ns: int, high_ns: int) -> Spans:
+    """The spans that overlap [low_ns, high_ns], cut to it."""
+    starts, ends = np.array(spans.start_ns, dtype=np.int64), np.array(spans.end_ns, dtype=np.int64)
+    keep = np.flatnonzero((ends > low_ns) & (starts < high_ns))
+    return Spans(
+        np.maximum(starts[keep], low_ns).tolist(),
+        np.minimum(ends[keep], high_ns).tolist(),
+        [spans.group[i] for i in keep],
+        [spans.name[i] for i in keep],
+    )
+
+
+def _clip_concat(spans: list[Spans], shifts: list[int], window_ns: tuple[int, int]) -> Spans:
+    return _clip(_concat(spans, shifts), *window_ns)
+
+
 def _title(report: Report, timelines: list[StepTimeline]) -> str:
+    pids = sorted({t.pid for t in timelines}, key=lambda pid: (pid != timelines[0].pid, pid))
+    if len(pids) > 1:
+        return _ranks_title(report, timelines, pids)
     first, last = timelines[0], timelines[-1]
     process = next((p for p in report.processes if p.pid == first.pid), None)
     who = f"process {first.pid}" + (f" ({process.name})" if process and process.name else "")
@@ -266,6 +350,24 @@ def _title(report: Report, timelines: list[StepTimeline]) -> str:
         p50 = format_duration(process.steps.wall.p50_ns)
         wall += f" (p50 of {process.steps.steps_analysed} analysed: {p50})"
     return f"{report.export.file} — {who}, thread {first.thread}\n{steps} — {wall}"
+
+
+def _ranks_title(report: Report, timelines: list[StepTimeline], pids: list[int]) -> str:
+    """Which processes and steps, and how late each process starts them after the first."""
+    first = timelines[0]
+    name = first.step_name or "whole process"
+    indices = sorted({t.step_index for t in timelines})
+    which = f"#{indices[0]}" if len(indices) == 1 else f"#{indices[0]}–#{indices[-1]}"
+    starts = {pid: min(t.start_offset_ns for t in timelines if t.pid == pid) for pid in pids}
+    skews = ", ".join(f"{pid} {_signed_ms(starts[pid] - starts[first.pid])}" for pid in pids[1:])
+    return (
+        f"{report.export.file} — processes {', '.join(map(str, pids))} on one time axis\n"
+        f"{name} {which} of each process — step start after {first.pid}: {skews}"
+    )
+
+
+def _signed_ms(ns: int) -> str:
+    return ("+" if ns >= 0 else "−") + format_duration(abs(ns))
 
 
 def _legend(colours: dict[str, str], used: dict[str, set[str]]) -> tuple[list[Patch], list[Patch]]:

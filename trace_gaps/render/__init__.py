@@ -2,10 +2,10 @@
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from enum import StrEnum
 
 from trace_gaps.diff import Diff
 from trace_gaps.errors import TraceGapsError
+from trace_gaps.formats import Format
 from trace_gaps.overview import Overview
 from trace_gaps.render.csv import render_csv
 from trace_gaps.render.diff import render_diff_json, render_diff_markdown, render_diff_text
@@ -15,14 +15,7 @@ from trace_gaps.render.overview import render_overview_json, render_overview_tex
 from trace_gaps.render.text import render_text
 from trace_gaps.report import Report
 
-
-class Format(StrEnum):
-    """Output formats of `trace-gaps analyze` (and of `diff`, where it has them)."""
-
-    TEXT = "text"
-    MD = "md"
-    JSON = "json"
-    CSV = "csv"
+__all__ = ["RENDERERS", "Format"]
 
 
 @dataclass(frozen=True, slots=True)

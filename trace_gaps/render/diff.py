@@ -39,7 +39,16 @@ class Unit:
     def cell(self, ns: int) -> str:
         return f"{ns / self.ns:.2f}"
 
+    def is_below_resolution(self, ns: int) -> bool:
+        """Whether the value would print as 0.00: under half of 0.01 of the unit."""
+        return abs(ns) * 200 < self.ns
+
     def signed(self, ns: int) -> str:
+        """+1.25 or −0.40; a change too small to print is "< 0.01", never "+0.00"."""
+        if ns == 0:
+            return "0.00"
+        if self.is_below_resolution(ns):
+            return "< 0.01"
         return ("−" if ns < 0 else "+") + self.cell(abs(ns))
 
 
@@ -102,6 +111,9 @@ def process_ci_label(process: ProcessDiff) -> str:
 def bucket_table(process: ProcessDiff, *, rows: int = TABLE_ROWS) -> Table:
     """(stage, bucket) ms per step before, after and the change, largest change first."""
     unit = table_unit(process)
+    # A change that prints as 0.00 is no change to the reader, beyond noise or not.
+    shown = [b for b in process.buckets if not unit.is_below_resolution(b.change_ns_per_step)]
+    hidden = len(process.buckets) - len(shown)
     body = [
         [
             b.stage,
@@ -114,12 +126,17 @@ def bucket_table(process: ProcessDiff, *, rows: int = TABLE_ROWS) -> Table:
             else "n/a",
             "" if b.is_beyond_noise is None else ("yes" if b.is_beyond_noise else "no"),
         ]
-        for b in process.buckets[:rows]
+        for b in shown[:rows]
     ]
-    more = len(process.buckets) - rows
+    more = len(shown) - rows
     return Table(
         title=f"Changes by stage and bucket ({unit.name} per step, largest first)"
-        + (f"; {more} smaller rows in --format json" if more > 0 else ""),
+        + (f"; {more} smaller rows in --format json" if more > 0 else "")
+        + (
+            f"; {hidden} rows changed by < 0.01 {unit.name} left out (in --format json)"
+            if hidden
+            else ""
+        ),
         columns=["stage", "bucket", "before", "after", "change", "95 % CI", "beyond noise"],
         align=[LEFT, LEFT, RIGHT, RIGHT, RIGHT, RIGHT, LEFT],
         rows=body,
@@ -127,10 +144,26 @@ def bucket_table(process: ProcessDiff, *, rows: int = TABLE_ROWS) -> Table:
 
 
 def _mode(side: StageSide | None) -> str:
+    """ "eager 354", "graph 1", or a mixed stage by its parts: "mixed: 1 graph (312 nodes)
+    + 2.98 kernels + 1 copy"."""
     if side is None:
         return "—"
     launches = side.eager_launches_per_step + side.graph_launches_per_step
-    return f"{side.execution} {launches:g}"
+    if side.execution != "mixed":
+        return f"{side.execution} {launches:g}"
+    parts = []
+    if side.graph_launches_per_step:
+        nodes = f" ({_count(side.nodes_per_replay, 'node')})" if side.nodes_per_replay else ""
+        parts.append(f"{_count(side.graph_launches_per_step, 'graph')}{nodes}")
+    if side.kernel_launches_per_step:
+        parts.append(_count(side.kernel_launches_per_step, "kernel"))
+    if side.copy_launches_per_step:
+        parts.append(_count(side.copy_launches_per_step, "copy", "copies"))
+    return "mixed: " + " + ".join(parts) if parts else f"mixed {launches:g}"
+
+
+def _count(n: float, one: str, many: str | None = None) -> str:
+    return f"{n:g} {one if n == 1 else many or one + 's'}"
 
 
 def _shown_stages(process: ProcessDiff, rows: int) -> list[StageChange]:

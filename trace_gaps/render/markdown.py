@@ -73,7 +73,12 @@ def render_markdown(report: Report) -> str:
             out += (
                 ["**CUDA graphs**", ""] + [f"- {escape_markdown(line)}" for line in graphs] + [""]
             )
-        sections = evidence_lines(process)
+        sections = evidence_lines(
+            process,
+            # Several exports: a process's own export and clock are not this one's.
+            export=None if report.other_exports else report.export,
+            several_processes=len(report.processes) > 1,
+        )
         if sections:
             out += ["### Evidence", ""]
             for heading, lines in sections:

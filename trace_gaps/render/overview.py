@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from trace_gaps.overview import Overview
+from trace_gaps.overview import TEXT_SETTINGS, Overview
 
 
 def render_overview_text(overview: Overview) -> str:
@@ -26,6 +26,22 @@ def render_overview_text(overview: Overview) -> str:
             for t in overview.threads
         ),
         "",
+        "What `analyze` would take: "
+        + (
+            f"step range {overview.step_range!r} ({overview.step_reason})"
+            if overview.step_range
+            else f"no step range, each process as one step ({overview.step_reason})"
+        ),
+        *(
+            f"  pid {p.pid:>8}  GPU {', '.join(map(str, p.gpus)) or 'none':8}"
+            + (
+                f" {p.steps:>6} steps: {p.analysed} analysed, {p.skipped} skipped as warm-up"
+                if overview.step_range
+                else ""
+            )
+            for p in overview.process_steps
+        ),
+        "",
         "NVTX ranges (default domain), most frequent first — pass one to --step:",
         *(
             f"  {r.count:>8,} × {r.name[:60]:60} depth {r.min_depth}"
@@ -33,9 +49,15 @@ def render_overview_text(overview: Overview) -> str:
             for r in overview.ranges
         ),
     ]
+    hidden_ranges = overview.range_names - len(overview.ranges)
+    if hidden_ranges > 0:
+        lines.append(f"  … {hidden_ranges} more range names (the least frequent)")
     if overview.capture_settings:
         lines += ["", "Capture settings:"]
-        lines += [f"  {k} = {v}" for k, v in overview.capture_settings[:40]]
+        lines += [f"  {k} = {v}" for k, v in overview.capture_settings[:TEXT_SETTINGS]]
+        hidden = len(overview.capture_settings) - TEXT_SETTINGS
+        if hidden > 0:
+            lines.append(f"  … {hidden} more (info -f json lists them all)")
     return "\n".join(lines) + "\n"
 
 

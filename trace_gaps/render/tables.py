@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from trace_gaps.model import CAUSE_ORDER, Bucket
-from trace_gaps.report import ProcessReport, Report
+from trace_gaps.report import ExportSummary, ProcessReport, Report
 from trace_gaps.units import format_duration, format_ms
 
 LEFT, RIGHT = "left", "right"
@@ -232,7 +232,24 @@ def graph_lines(process: ProcessReport) -> list[str]:
     return lines
 
 
-def evidence_lines(process: ProcessReport, *, top: int = 3) -> list[tuple[str, list[str]]]:
+def export_time(ns: int) -> str:
+    """A time of the export's own timeline as the nsys GUI writes it (s from the session
+    start); an absolute (epoch) clock is left in ns."""
+    return f"{ns / 1e9:.6f} s" if ns < EPOCH_LIKE_NS else f"{ns} ns"
+
+
+EPOCH_LIKE_NS = 10**15  # ~11.6 days: an export timeline past this counts from the epoch
+
+
+def evidence_lines(
+    process: ProcessReport,
+    *,
+    top: int = 3,
+    export: ExportSummary | None = None,
+    several_processes: bool = False,
+) -> list[tuple[str, list[str]]]:
+    """Per top candidate, its evidence in words. With the export, each longest gap also
+    gives its time in the export's own timeline and the command that draws its step."""
     """For the top candidates: a heading and bullet lines of kernels, calls and gaps."""
     sections = []
     for candidate in process.candidates[:top]:
@@ -268,9 +285,21 @@ def evidence_lines(process: ProcessReport, *, top: int = 3) -> list[tuple[str, l
                 + (f", in {path}" if path else "")
             )
         for gap in evidence.longest_gaps:
+            if export is None:
+                lines.append(
+                    f"gap of {format_duration(gap.duration_ns)} at "
+                    f"+{gap.start_offset_ns / 1e6:.3f} ms (step {gap.step_index}, mostly {gap.cause})"
+                )
+                continue
+            at = export_time(export.trace_start_ns + gap.start_offset_ns)
             lines.append(
-                f"gap of {format_duration(gap.duration_ns)} at +{gap.start_offset_ns / 1e6:.3f} ms "
-                f"(step {gap.step_index}, mostly {gap.cause})"
+                f"gap of {format_duration(gap.duration_ns)} at {at} in the export's timeline "
+                f"(as nsys shows it; step {gap.step_index}, mostly {gap.cause})"
+            )
+            pid = f" --process {process.pid}" if several_processes else ""
+            lines.append(
+                f"see it: trace-gaps plot timeline {export.file} --step-index {gap.step_index}"
+                f"{pid} -o step-{gap.step_index}.png"
             )
         sections.append((f"#{candidate.rank} {candidate.stage} {candidate.bucket}", lines))
     return sections

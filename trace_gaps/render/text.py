@@ -82,7 +82,12 @@ def render_text(report: Report, *, width: int = 160) -> str:
             console.print("CUDA graphs:")
             for line in graphs:
                 console.print(plain(f"  - {line}"))
-        for heading, lines in evidence_lines(process):
+        for heading, lines in evidence_lines(
+            process,
+            # Several exports: a process's own export and clock are not this one's.
+            export=None if report.other_exports else report.export,
+            several_processes=len(report.processes) > 1,
+        ):
             console.print()
             console.print(plain(heading))
             for line in lines:
