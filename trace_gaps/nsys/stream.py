@@ -9,7 +9,9 @@ analysis checks, and falls back to load_trace when a table is not).
 from __future__ import annotations
 
 import os
+import queue
 import sqlite3
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -74,6 +76,7 @@ class _Tally:
     impossible: int = 0
     duplicated_ops: int = 0
     duplicated_calls: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)  # streams count on threads
 
     def ops(self) -> pd.DataFrame:
         if not self.device_ops:
@@ -291,7 +294,11 @@ class _ChunkReader:
 
     def chunks(self, sql: str, dtypes: dict[str, str]) -> Iterator[pd.DataFrame]:
         """The query's rows with these dtypes; a value that does not fit is the file's fault
-        (NotAnExportError), not the analysis's: only this generator's own work is wrapped."""
+        (NotAnExportError), not the analysis's: only this generator's own work is wrapped.
+
+        Meant to run on a read-ahead thread (_read_ahead): the sqlite3 path opens a
+        connection of its own, as a sqlite3 connection belongs to the thread that made it.
+        """
         arrow = self._arrow_chunks(sql)
         if arrow is not None:
             for chunk in arrow:
@@ -299,13 +306,14 @@ class _ChunkReader:
                     typed = chunk.astype(dtypes)
                 yield typed
             return
-        rows = pd.read_sql_query(sql, self.connection, dtype=dtypes, chunksize=CHUNK_ROWS)
-        while True:
-            with reading_export(self.path):
-                read = next(rows, None)
-            if read is None:
-                return
-            yield read
+        with open_export(self.path, values=False) as connection:
+            rows = pd.read_sql_query(sql, connection, dtype=dtypes, chunksize=CHUNK_ROWS)
+            while True:
+                with reading_export(self.path):
+                    read = next(rows, None)
+                if read is None:
+                    return
+                yield read
 
     def _arrow_chunks(self, sql: str) -> Iterator[pd.DataFrame] | None:
         if os.environ.get(ARROW_READER_ENV):
@@ -317,6 +325,59 @@ class _ChunkReader:
         except ImportError:
             return None
         return _arrow_batches(adbc_sqlite, adbc_driver_sqlite, pa, self.path, sql)
+
+
+# Chunks read ahead of the analysis, per stream (each a CHUNK_ROWS frame: a few MB).
+READ_AHEAD = 3
+
+
+def _read_ahead(produce: Callable[[], Iterator[pd.DataFrame]]) -> Iterator[pd.DataFrame]:
+    """produce()'s chunks, made on a thread of their own up to READ_AHEAD chunks ahead.
+
+    An exception raised there is raised here, at the chunk it replaced. Closing this
+    generator (or dropping it) stops the thread after the chunk it is reading.
+    """
+    made: queue.Queue[tuple[str, object]] = queue.Queue(maxsize=READ_AHEAD)
+    stop = threading.Event()
+
+    def hand_over(kind: str, value: object) -> bool:
+        while not stop.is_set():
+            try:
+                made.put((kind, value), timeout=0.05)
+            except queue.Full:
+                continue
+            return True
+        return False
+
+    def work() -> None:
+        chunks = produce()
+        try:
+            for chunk in chunks:
+                if not hand_over("chunk", chunk):
+                    return
+            hand_over("end", None)
+        except BaseException as error:  # noqa: BLE001 - raised again in the reading thread
+            hand_over("error", error)
+        finally:
+            close = getattr(chunks, "close", None)
+            if close is not None:
+                close()
+
+    thread = threading.Thread(target=work, name="trace-gaps read-ahead", daemon=True)
+    thread.start()
+    try:
+        while True:
+            kind, value = made.get()
+            if kind == "end":
+                return
+            if kind == "error":
+                assert isinstance(value, BaseException)
+                raise value
+            assert isinstance(value, pd.DataFrame)
+            yield value
+    finally:
+        stop.set()
+        thread.join()
 
 
 def _arrow_batches(
@@ -351,11 +412,34 @@ def _arrow_batches(
 def _drop_untimed(chunk: pd.DataFrame, tally: _Tally) -> pd.DataFrame:
     untimed = ((chunk[START_NS] == 0) & (chunk[END_NS] == 0)).to_numpy()
     if untimed.any():
-        tally.untimed += int(untimed.sum())
+        with tally.lock:
+            tally.untimed += int(untimed.sum())
         chunk = chunk[~untimed]
     if len(chunk):
-        tally.earliest = min(tally.earliest, int(chunk[START_NS].min()))
+        earliest = int(chunk[START_NS].min())
+        with tally.lock:
+            tally.earliest = min(tally.earliest, earliest)
     return chunk.reset_index(drop=True)
+
+
+def _repeated(chunk: pd.DataFrame, key: list[str]) -> np.ndarray:
+    """chunk.duplicated(key) (the first of equal rows kept), hashing only the rows that share
+    their start with a neighbour: key holds the start, so a repeat starts with its original,
+    next to it in a chunk sorted by start. An unsorted chunk is hashed whole (the stream
+    refuses it a moment later)."""
+    starts = chunk[START_NS].to_numpy()
+    if len(starts) < 2:
+        return np.zeros(len(starts), dtype=bool)
+    step = np.diff(starts)
+    if (step < 0).any():
+        repeated: np.ndarray = chunk.duplicated(key).to_numpy()
+        return repeated
+    same = step == 0
+    shared = np.flatnonzero(np.r_[same, False] | np.r_[False, same])
+    found = np.zeros(len(starts), dtype=bool)
+    if len(shared):
+        found[shared] = chunk.iloc[shared].duplicated(key).to_numpy()
+    return found
 
 
 def _op_chunks(
@@ -369,24 +453,35 @@ def _op_chunks(
 
     def chunks() -> Iterator[pd.DataFrame]:
         categories = names.op_categories()
-        kinds = pd.CategoricalDtype([k.value for k in OpKind])
         by_id = (
             _codes_by_id(names.strings(queries.KERNEL_NAMES), categories)
             if kind is OpKind.KERNEL
             else None
         )
         dtypes = {**_OP_INTS, "name_id": "int64"} if by_id else _OP_INTS
-        for chunk in reader.chunks(sql, dtypes):
+        # Read and decoded on a thread of their own (the names above are looked up here,
+        # on the main connection).
+        yield from _read_ahead(lambda: decoded(reader.chunks(sql, dtypes), categories, by_id))
+
+    def decoded(
+        read: Iterator[pd.DataFrame],
+        categories: pd.Index,
+        by_id: Callable[[np.ndarray], np.ndarray] | None,
+    ) -> Iterator[pd.DataFrame]:
+        kinds = pd.CategoricalDtype([k.value for k in OpKind])
+        for chunk in read:
             # Values are checked as they are read (reading_export in _ChunkReader.chunks).
             chunk = _drop_untimed(chunk, tally)
             impossible = impossible_times(chunk, capture_duration_ns)
             if impossible.any():
-                tally.impossible += int(impossible.sum())
+                with tally.lock:
+                    tally.impossible += int(impossible.sum())
                 chunk = chunk.loc[~impossible].reset_index(drop=True)
             # A copy of a row sits next to it in start order: within the chunk.
-            repeated = chunk.duplicated(OP_ROW_KEY).to_numpy()
+            repeated = _repeated(chunk, OP_ROW_KEY)
             if repeated.any():
-                tally.duplicated_ops += int(repeated.sum())
+                with tally.lock:
+                    tally.duplicated_ops += int(repeated.sum())
                 chunk = chunk.loc[~repeated].reset_index(drop=True)
             if by_id is not None:
                 codes = by_id(chunk.pop("name_id").to_numpy())
@@ -395,7 +490,8 @@ def _op_chunks(
             chunk[NAME] = pd.Categorical.from_codes(codes, categories=categories)
             chunk[OP_KIND] = pd.Categorical([kind.value] * len(chunk), dtype=kinds)
             counts = chunk.groupby([PID, DEVICE_ID]).size().rename("ops").reset_index()
-            tally.device_ops.append(counts.assign(**{OP_KIND: kind.value}))
+            with tally.lock:
+                tally.device_ops.append(counts.assign(**{OP_KIND: kind.value}))
             yield chunk[list(GPU_OP_COLUMNS)]
 
     return chunks
@@ -412,11 +508,23 @@ def _call_chunks(
         by_id = _codes_by_id(call_names, categories)
         kinds = [c.value for c in CallCategory]
         category_of = np.array([kinds.index(classify_call(n).value) for n in categories])
-        for chunk in reader.chunks(queries.RUNTIME_CALLS, {**_CALL_INTS, "name_id": "int64"}):
+        read = reader.chunks(queries.RUNTIME_CALLS, {**_CALL_INTS, "name_id": "int64"})
+        # Read and decoded on a thread of their own (the names above are looked up here).
+        yield from _read_ahead(lambda: decoded(read, categories, by_id, kinds, category_of))
+
+    def decoded(
+        read: Iterator[pd.DataFrame],
+        categories: pd.Index,
+        by_id: Callable[[np.ndarray], np.ndarray],
+        kinds: list[str],
+        category_of: np.ndarray,
+    ) -> Iterator[pd.DataFrame]:
+        for chunk in read:
             chunk = _drop_untimed(chunk, tally)
-            repeated = chunk.duplicated(CALL_ROW_KEY).to_numpy()
+            repeated = _repeated(chunk, CALL_ROW_KEY)
             if repeated.any():
-                tally.duplicated_calls += int(repeated.sum())
+                with tally.lock:
+                    tally.duplicated_calls += int(repeated.sum())
                 chunk = chunk.loc[~repeated].reset_index(drop=True)
             codes = by_id(chunk.pop("name_id").to_numpy())
             chunk[NAME] = pd.Categorical.from_codes(codes, categories=categories)
