@@ -553,9 +553,13 @@ def _read_os_calls(connection: sqlite3.Connection, tables: tuple[str, ...]) -> p
     dtypes = {n: d for n, d in OS_CALL_COLUMNS.items() if d != "category"}
     calls = _read_frame(connection, queries.OS_CALLS, {**dtypes, "name_id": "int64"})
     names = read_strings(connection, queries.OS_CALL_NAMES)
-    name_ids = calls.pop("name_id")
-    calls[NAME] = pd.Categorical(
-        name_ids.map(names.set_index("name_id")[NAME]).astype(object).fillna("?")
+    # Each distinct id named once (a million calls use a few dozen names).
+    codes, ids = pd.factorize(calls.pop("name_id").to_numpy())
+    named = pd.Categorical(
+        pd.Series(ids).map(names.set_index("name_id")[NAME]).astype(object).fillna("?")
+    )
+    calls[NAME] = pd.Categorical.from_codes(
+        named.codes[codes] if len(codes) else codes, categories=named.categories
     )
     return calls[list(OS_CALL_COLUMNS)]
 
