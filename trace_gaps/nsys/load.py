@@ -309,7 +309,7 @@ def read_head(
         sync_rows=_count(connection, tables, queries.SYNC_TABLE, queries.SYNC_COUNT),
         export_settings=export_meta,
         missing_columns=_missing_columns(connection, tables),
-        capture_duration_ns=_capture_duration(connection, tables),
+        capture_duration_ns=capture_duration(connection, tables),
         lost_event_messages=_lost_event_messages(connection, tables),
     )
     return Trace(
@@ -435,7 +435,8 @@ def _lost_event_messages(
     return tuple(dict.fromkeys(t for t in texts if _LOST_EVENTS.search(t)))
 
 
-def _capture_duration(connection: sqlite3.Connection, tables: tuple[str, ...]) -> int | None:
+def capture_duration(connection: sqlite3.Connection, tables: tuple[str, ...]) -> int | None:
+    """The capture's length from ANALYSIS_DETAILS, or None when the export does not say."""
     if queries.ANALYSIS_TABLE not in tables:
         return None
     try:

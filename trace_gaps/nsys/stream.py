@@ -44,6 +44,7 @@ from trace_gaps.nsys.load import (
     ARROW_READER_ENV,
     CALL_ROW_KEY,
     OP_ROW_KEY,
+    capture_duration,
     check_is_cuda_export,
     impossible_times,
     list_tables,
@@ -108,38 +109,71 @@ class ExportStream:
 
 
 @contextmanager
-def stream_export(path: Path) -> Iterator[ExportStream]:
-    """Open an export read-only for windowed analysis; the streams live while this is open."""
+def stream_export(path: Path, *, read_now: bool = False) -> Iterator[ExportStream]:
+    """Open an export read-only for windowed analysis; the streams live while this is open.
+
+    read_now: start reading the op and call tables at once, on their read-ahead threads,
+    while the head is read and the steps are found (for a caller that reads them all).
+    """
     with open_export(path, values=False) as connection:
         tables = list_tables(connection, path)
         check_is_cuda_export(tables, path)
         _check_has_timed_ops(connection, path, tables)
         with reading_export(path):
-            head = read_head(connection, path, tables)
             op_queries = _op_queries(connection, tables)
-            rows = _rows(connection, tables)
+            capture_duration_ns = capture_duration(connection, tables)
         tally = _Tally()
         reader = _ChunkReader(connection, path)
         names = _Names(connection, path, tables)
-        sources = RowSources(
-            ops=tuple(
-                (table, _op_chunks(reader, sql, names, tally, head.info.capture_duration_ns))
-                for table, sql in op_queries
-            ),
-            calls=_call_chunks(reader, tables, names, tally),
-            rows=rows,
-            module_loads=lambda until_ns: _module_loads(connection, path, tables, names, until_ns),
-            device_ops=tally.ops,
-            trace_start_ns=lambda: tally.earliest,
-            known_pids=lambda: _known_pids(connection, path, tables),
-            collectives=lambda chooser: _collectives(connection, path, tables, names, chooser),
-        )
-        yield ExportStream(
-            head=head,
-            sources=sources,
-            tally=tally,
-            calls_per_thread=lambda: _calls_per_thread(connection, path, tables),
-        )
+        readers: list[_ReadAhead] = []
+        starts = [
+            (table, _op_chunks(reader, sql, names, tally, capture_duration_ns, readers))
+            for table, sql in op_queries
+        ]
+        starts.append(("CUDA API", _call_chunks(reader, tables, names, tally, readers)))
+        sources = [
+            (table, _Started(start) if read_now else _lazy_source(start)) for table, start in starts
+        ]
+        try:
+            with reading_export(path):
+                head = read_head(connection, path, tables)
+                rows = _rows(connection, tables)
+            yield _export_stream(connection, path, tables, head, names, tally, rows, sources)
+        finally:
+            for started in readers:  # stop the threads of streams left unread
+                started.close()
+
+
+def _lazy_source(start: Callable[[], Iterator[pd.DataFrame]]) -> ChunkSource:
+    return lambda: _lazily(start)
+
+
+def _export_stream(
+    connection: sqlite3.Connection,
+    path: Path,
+    tables: tuple[str, ...],
+    head: Trace,
+    names: _Names,
+    tally: _Tally,
+    rows: int,
+    chunk_sources: list[tuple[str, ChunkSource]],  # the op tables', then the calls'
+) -> ExportStream:
+    sources = RowSources(
+        ops=tuple(chunk_sources[:-1]),
+        calls=chunk_sources[-1][1],
+        rows=rows,
+        module_loads=lambda until_ns: _module_loads(connection, path, tables, names, until_ns),
+        device_ops=tally.ops,
+        trace_start_ns=lambda: tally.earliest,
+        known_pids=lambda: _known_pids(connection, path, tables),
+        collectives=lambda chooser: _collectives(connection, path, tables, names, chooser),
+    )
+    return ExportStream(
+        head=head,
+        sources=sources,
+        tally=tally,
+        calls_per_thread=lambda: _calls_per_thread(connection, path, tables),
+    )
 
 
 _OP_TABLES = (
@@ -296,7 +330,7 @@ class _ChunkReader:
         """The query's rows with these dtypes; a value that does not fit is the file's fault
         (NotAnExportError), not the analysis's: only this generator's own work is wrapped.
 
-        Meant to run on a read-ahead thread (_read_ahead): the sqlite3 path opens a
+        Meant to run on a read-ahead thread (_ReadAhead): the sqlite3 path opens a
         connection of its own, as a sqlite3 connection belongs to the thread that made it.
         """
         arrow = self._arrow_chunks(sql)
@@ -328,56 +362,97 @@ class _ChunkReader:
 
 
 # Chunks read ahead of the analysis, per stream (each a CHUNK_ROWS frame: a few MB).
-READ_AHEAD = 3
+READ_AHEAD = 4
 
 
-def _read_ahead(produce: Callable[[], Iterator[pd.DataFrame]]) -> Iterator[pd.DataFrame]:
-    """produce()'s chunks, made on a thread of their own up to READ_AHEAD chunks ahead.
+class _ReadAhead:
+    """produce()'s chunks, made on a thread of their own up to READ_AHEAD chunks ahead,
+    from the moment this is made.
 
-    An exception raised there is raised here, at the chunk it replaced. Closing this
-    generator (or dropping it) stops the thread after the chunk it is reading.
+    An exception raised there is raised here, at the chunk it replaced. close() stops the
+    thread after the chunk it is reading.
     """
-    made: queue.Queue[tuple[str, object]] = queue.Queue(maxsize=READ_AHEAD)
-    stop = threading.Event()
 
-    def hand_over(kind: str, value: object) -> bool:
-        while not stop.is_set():
+    def __init__(self, produce: Callable[[], Iterator[pd.DataFrame]]) -> None:
+        self._made: queue.Queue[tuple[str, object]] = queue.Queue(maxsize=READ_AHEAD)
+        self._stop = threading.Event()
+        self._finished = False
+        self._thread = threading.Thread(
+            target=self._work, args=(produce,), name="trace-gaps read-ahead", daemon=True
+        )
+        self._thread.start()
+
+    def _hand_over(self, kind: str, value: object) -> bool:
+        while not self._stop.is_set():
             try:
-                made.put((kind, value), timeout=0.05)
+                self._made.put((kind, value), timeout=0.05)
             except queue.Full:
                 continue
             return True
         return False
 
-    def work() -> None:
+    def _work(self, produce: Callable[[], Iterator[pd.DataFrame]]) -> None:
         chunks = produce()
         try:
             for chunk in chunks:
-                if not hand_over("chunk", chunk):
+                if not self._hand_over("chunk", chunk):
                     return
-            hand_over("end", None)
+            self._hand_over("end", None)
         except BaseException as error:  # noqa: BLE001 - raised again in the reading thread
-            hand_over("error", error)
+            self._hand_over("error", error)
         finally:
             close = getattr(chunks, "close", None)
             if close is not None:
                 close()
 
-    thread = threading.Thread(target=work, name="trace-gaps read-ahead", daemon=True)
-    thread.start()
-    try:
-        while True:
-            kind, value = made.get()
-            if kind == "end":
-                return
-            if kind == "error":
-                assert isinstance(value, BaseException)
-                raise value
+    def __iter__(self) -> _ReadAhead:
+        return self
+
+    def __next__(self) -> pd.DataFrame:
+        if self._finished:
+            raise StopIteration
+        kind, value = self._made.get()
+        if kind == "chunk":
             assert isinstance(value, pd.DataFrame)
-            yield value
-    finally:
-        stop.set()
-        thread.join()
+            return value
+        self.close()
+        if kind == "error":
+            assert isinstance(value, BaseException)
+            raise value
+        raise StopIteration
+
+    def close(self) -> None:
+        self._finished = True
+        self._stop.set()
+        self._thread.join()
+
+
+class _Started:
+    """A ChunkSource whose first chunks are read from the moment this is made (while the
+    head is analysed); later calls start afresh. An error in starting it is raised where
+    the chunks are first asked for, as without the early start."""
+
+    def __init__(self, start: Callable[[], Iterator[pd.DataFrame]]) -> None:
+        self._start = start
+        self._first: Iterator[pd.DataFrame] | None
+        try:
+            self._first = start()
+        except Exception as error:  # noqa: BLE001 - raised when the chunks are asked for
+            self._first = _raising(error)
+
+    def __call__(self) -> Iterator[pd.DataFrame]:
+        first, self._first = self._first, None
+        return first if first is not None else _lazily(self._start)
+
+
+def _raising(error: Exception) -> Iterator[pd.DataFrame]:
+    raise error
+    yield  # a generator: the error comes with the first chunk
+
+
+def _lazily(start: Callable[[], Iterator[pd.DataFrame]]) -> Iterator[pd.DataFrame]:
+    """start()'s chunks, started when the first is asked for."""
+    yield from start()
 
 
 def _arrow_batches(
@@ -448,10 +523,12 @@ def _op_chunks(
     names: _Names,
     tally: _Tally,
     capture_duration_ns: int | None,
-) -> ChunkSource:
+    readers: list[_ReadAhead],
+) -> Callable[[], Iterator[pd.DataFrame]]:
+    """A function that starts reading the op table and returns its chunks."""
     sql, kind = query
 
-    def chunks() -> Iterator[pd.DataFrame]:
+    def start() -> Iterator[pd.DataFrame]:
         categories = names.op_categories()
         by_id = (
             _codes_by_id(names.strings(queries.KERNEL_NAMES), categories)
@@ -461,7 +538,8 @@ def _op_chunks(
         dtypes = {**_OP_INTS, "name_id": "int64"} if by_id else _OP_INTS
         # Read and decoded on a thread of their own (the names above are looked up here,
         # on the main connection).
-        yield from _read_ahead(lambda: decoded(reader.chunks(sql, dtypes), categories, by_id))
+        readers.append(_ReadAhead(lambda: decoded(reader.chunks(sql, dtypes), categories, by_id)))
+        return readers[-1]
 
     def decoded(
         read: Iterator[pd.DataFrame],
@@ -494,15 +572,21 @@ def _op_chunks(
                 tally.device_ops.append(counts.assign(**{OP_KIND: kind.value}))
             yield chunk[list(GPU_OP_COLUMNS)]
 
-    return chunks
+    return start
 
 
 def _call_chunks(
-    reader: _ChunkReader, tables: tuple[str, ...], names: _Names, tally: _Tally
-) -> ChunkSource:
-    def chunks() -> Iterator[pd.DataFrame]:
+    reader: _ChunkReader,
+    tables: tuple[str, ...],
+    names: _Names,
+    tally: _Tally,
+    readers: list[_ReadAhead],
+) -> Callable[[], Iterator[pd.DataFrame]]:
+    """A function that starts reading the CUDA API table and returns its chunks."""
+
+    def start() -> Iterator[pd.DataFrame]:
         if queries.RUNTIME_TABLE not in tables:
-            return
+            return iter(())
         call_names = names.call_names()
         categories = _unique_index([*call_names.tolist(), _UNKNOWN])
         by_id = _codes_by_id(call_names, categories)
@@ -510,7 +594,8 @@ def _call_chunks(
         category_of = np.array([kinds.index(classify_call(n).value) for n in categories])
         read = reader.chunks(queries.RUNTIME_CALLS, {**_CALL_INTS, "name_id": "int64"})
         # Read and decoded on a thread of their own (the names above are looked up here).
-        yield from _read_ahead(lambda: decoded(read, categories, by_id, kinds, category_of))
+        readers.append(_ReadAhead(lambda: decoded(read, categories, by_id, kinds, category_of)))
+        return readers[-1]
 
     def decoded(
         read: Iterator[pd.DataFrame],
@@ -533,7 +618,7 @@ def _call_chunks(
             )
             yield chunk[list(API_CALL_COLUMNS)]
 
-    return chunks
+    return start
 
 
 def _module_loads(
