@@ -52,6 +52,19 @@ def find_blocked_host_time(
     return grouped.reset_index()[BLOCKED_COLUMNS]
 
 
+def outermost_calls(os_calls: pd.DataFrame) -> pd.DataFrame:
+    """Per thread, the OS calls that find_blocked_host_time counts (the outermost: none
+    overlaps an earlier one of its thread), threads in order, each sorted by start.
+
+    Choosing them once for the whole trace and passing only those near a window's steps
+    gives find_blocked_host_time the same result: choosing again keeps them all.
+    """
+    if os_calls.empty:
+        return os_calls
+    parts = [_outermost(calls) for _, calls in os_calls.groupby(GLOBAL_TID, sort=True)]
+    return pd.concat(parts, ignore_index=True)
+
+
 def _outermost(calls: pd.DataFrame) -> pd.DataFrame:
     calls = calls.sort_values([START_NS, END_NS], ascending=[True, False], kind="stable")
     ends = calls[END_NS].to_numpy()
