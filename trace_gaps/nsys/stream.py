@@ -124,7 +124,7 @@ def stream_export(path: Path, *, read_now: bool = False) -> Iterator[ExportStrea
             op_queries = _op_queries(connection, tables)
             capture_duration_ns = capture_duration(connection, tables)
         tally = _Tally()
-        reader = _ChunkReader(connection, path)
+        reader = _ChunkReader(path)
         names = _Names(connection, path, tables)
         readers = _Readers()
         starts = [
@@ -329,10 +329,10 @@ def _arrow_installed() -> bool:
 
 class _ChunkReader:
     """Run a query and hand back its rows CHUNK_ROWS at a time, through Arrow when the
-    `fast` extra is installed, else through sqlite3 (as load_trace reads)."""
+    `fast` extra is installed, else through sqlite3 (as load_trace reads), each query on a
+    connection of its own."""
 
-    def __init__(self, connection: sqlite3.Connection, path: Path) -> None:
-        self.connection = connection
+    def __init__(self, path: Path) -> None:
         self.path = path
 
     def chunks(self, sql: str, dtypes: dict[str, str]) -> Iterator[pd.DataFrame]:
