@@ -5,7 +5,9 @@
 Each measurement runs in a fresh subprocess so that peak RSS (ru_maxrss) is its own:
 
 - analyze: load → analyse_trace (range tree, steps, stages, ledger, launches) → build_report
-  → render, timed phase by phase (times exclude interpreter start and imports);
+  → render, timed phase by phase (times exclude interpreter start and imports), with the
+  Arrow reader when installed;
+- analyze (sqlite3): the same with TRACE_GAPS_NO_ARROW=1, the path without the `fast` extra;
 - floor (a): read the columns the loader needs, table by table, with the standard sqlite3
   module into numpy arrays (plain SELECT, fetchall, one array per column);
 - floor (b): the same SELECTs through an Arrow-returning driver (adbc-driver-sqlite +
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import sqlite3
 import subprocess
@@ -178,10 +181,12 @@ def child_analyze(path: Path, fmt: str) -> dict[str, Any]:
 CHILDREN = {"analyze", "floor-sqlite3", "floor-arrow"}
 
 
-def run_child(kind: str, path: Path, fmt: str) -> dict[str, Any]:
+def run_child(kind: str, path: Path, fmt: str, env: dict[str, str] | None = None) -> dict[str, Any]:
     """Run one measurement in a fresh interpreter and return its JSON result."""
     command = [sys.executable, __file__, "--child", kind, "--format", fmt, str(path)]
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        command, capture_output=True, text=True, check=False, env={**os.environ, **(env or {})}
+    )
     if done.returncode != 0:
         return {
             "error": done.stderr.strip().splitlines()[-1]
@@ -192,20 +197,27 @@ def run_child(kind: str, path: Path, fmt: str) -> dict[str, Any]:
 
 
 def measure(path: Path, fmt: str) -> dict[str, Any]:
-    """All three measurements of one export, and the ratios of analyze to each floor."""
+    """The four measurements of one export, and the ratios of analyze to each floor: with
+    Arrow to floor (b), on the sqlite3 path to floor (a)."""
     analyze = run_child("analyze", path, fmt)
+    analyze_sqlite3 = run_child("analyze", path, fmt, {"TRACE_GAPS_NO_ARROW": "1"})
     floor_a = run_child("floor-sqlite3", path, fmt)
     floor_b = run_child("floor-arrow", path, fmt)
     result: dict[str, Any] = {
         "export": str(path),
         "size_bytes": path.stat().st_size,
         "analyze": analyze,
+        "analyze_sqlite3": analyze_sqlite3,
         "floor_sqlite3": floor_a,
         "floor_arrow": floor_b,
     }
-    for key, floor in (("ratio_to_floor_sqlite3", floor_a), ("ratio_to_floor_arrow", floor_b)):
-        if "total_s" in analyze and floor.get("total_s"):
-            result[key] = analyze["total_s"] / floor["total_s"]
+    for key, run, floor in (
+        ("ratio_sqlite3_to_floor_sqlite3", analyze_sqlite3, floor_a),
+        ("ratio_to_floor_arrow", analyze, floor_b),
+        ("ratio_to_floor_sqlite3", analyze, floor_a),
+    ):
+        if "total_s" in run and floor.get("total_s"):
+            result[key] = run["total_s"] / floor["total_s"]
     return result
 
 
@@ -224,11 +236,17 @@ def format_table(result: dict[str, Any]) -> str:
         )
         how = "streamed" if analyze["streamed"] else "loaded whole"
         lines.append(f"analysis {how}, {analyze['windows']:,} windows")
-    lines.append(f"{'measurement':<22} {'time s':>9} {'peak RSS MB':>12}")
+    sqlite3_phases = result["analyze_sqlite3"].get("phases_s", {})
+    lines.append(f"{'measurement':<22} {'time s':>9} {'peak RSS MB':>12} {'sqlite3 path s':>15}")
     for phase, seconds in analyze.get("phases_s", {}).items():
-        lines.append(f"  {phase:<20} {seconds:>9.2f}")
+        other = sqlite3_phases.get(phase)
+        lines.append(
+            f"  {phase:<20} {seconds:>9.2f} {'':>12} "
+            + (f"{other:>15.2f}" if other is not None else f"{'-':>15}")
+        )
     for label, key in (
         ("analyze total", "analyze"),
+        ("analyze (sqlite3)", "analyze_sqlite3"),
         ("floor (a) sqlite3", "floor_sqlite3"),
         ("floor (b) arrow", "floor_arrow"),
     ):
@@ -240,8 +258,9 @@ def format_table(result: dict[str, Any]) -> str:
                 f"{label:<22} {'-':>9} {'-':>12}  ({entry.get('skipped') or entry.get('error')})"
             )
     for label, key in (
-        ("analyze / floor (a)", "ratio_to_floor_sqlite3"),
         ("analyze / floor (b)", "ratio_to_floor_arrow"),
+        ("analyze / floor (a)", "ratio_to_floor_sqlite3"),
+        ("sqlite3 path / (a)", "ratio_sqlite3_to_floor_sqlite3"),
     ):
         if key in result:
             lines.append(f"{label:<22} {result[key]:>9.2f}x")

@@ -34,7 +34,7 @@ def analyse_export(
     on_window(done, total) is called as windows finish, for progress display.
     """
     try:
-        with stream_export(path) as stream:
+        with stream_export(path, read_now=True) as stream:
             analysis = analyse_rows(
                 stream.head,
                 stream.sources,

@@ -38,7 +38,7 @@ def find_blocked_host_time(
     runs = runs.join(steps.set_index(STEP_ID)[GLOBAL_TID], on=STEP_ID)
     pieces = []
     for tid, thread_runs in runs.groupby(GLOBAL_TID):
-        calls = outermost_calls(os_calls[os_calls[GLOBAL_TID] == tid])
+        calls = outermost_in_thread(os_calls[os_calls[GLOBAL_TID] == tid])
         if calls.empty:
             continue
         pieces.append(overlaps_with_calls(thread_runs, calls).assign(**{GLOBAL_TID: tid}))
@@ -56,8 +56,21 @@ def find_blocked_host_time(
     return grouped.reset_index()[BLOCKED_COLUMNS]
 
 
-def outermost_calls(calls: pd.DataFrame) -> pd.DataFrame:
-    """The calls not nested in an earlier one (nested OS calls count once)."""
+def outermost_calls(os_calls: pd.DataFrame) -> pd.DataFrame:
+    """Per thread, the OS calls that find_blocked_host_time counts (the outermost: none
+    overlaps an earlier one of its thread), threads in order, each sorted by start.
+
+    Choosing them once for the whole trace and passing only those near a window's steps
+    gives find_blocked_host_time the same result: choosing again keeps them all.
+    """
+    if os_calls.empty:
+        return os_calls
+    parts = [outermost_in_thread(c) for _, c in os_calls.groupby(GLOBAL_TID, sort=True)]
+    return pd.concat(parts, ignore_index=True)
+
+
+def outermost_in_thread(calls: pd.DataFrame) -> pd.DataFrame:
+    """One thread's calls not nested in an earlier one (nested OS calls count once)."""
     calls = calls.sort_values([START_NS, END_NS], ascending=[True, False], kind="stable")
     ends = calls[END_NS].to_numpy()
     earlier_end = np.maximum.accumulate(np.r_[np.iinfo(np.int64).min, ends])[:-1]

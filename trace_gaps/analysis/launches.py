@@ -85,7 +85,7 @@ def mark_blocking_copies(
     np.maximum.at(latest, rows, projected_ops[END_NS].to_numpy()[is_copy])
     op_end = np.where(latest > np.iinfo(np.int64).min, latest, op_end)
     # Every call of the launch (a runtime call and the driver call inside it share its id).
-    first = find_launch_calls(staged_calls, staged_calls, index)
+    first = (index if index is not None else LaunchIndex.of(staged_calls)).first_calls()
     op_end = np.where(first >= 0, op_end[np.maximum(first, 0)], np.iinfo(np.int64).max)
     blocking = op_end <= staged_calls[END_NS].to_numpy()
     if not blocking.any():

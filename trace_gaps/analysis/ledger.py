@@ -341,31 +341,29 @@ def _segments(
         (call_starts, call_ends),
         *zip(thread.level_starts, thread.level_ends, strict=True),
     ]
-    bounds = sorted_unique(
-        np.clip(np.concatenate([part for pair in interval_sets for part in pair]), lo, hi)
-    )
+    bounds, ranks = _ranked_bounds([part for pair in interval_sets for part in pair], lo, hi)
+    # ranks in the order of interval_sets' parts: step starts and ends, owned starts, ...
+    owned_first, waited_first = ranks[2], ranks[4]
+    queued_ranks, call_first, call_last = (ranks[6], ranks[7]), ranks[8], ranks[9]
     seg_starts, seg_ends = bounds[:-1], bounds[1:]
     seg_lengths = seg_ends - seg_starts
 
     step_at = np.searchsorted(win_starts, seg_starts, side="right") - 1
     in_step = (step_at >= 0) & (seg_starts < win_ends[np.maximum(step_at, 0)])
-    owner = np.searchsorted(owned[0], seg_starts, side="right") - 1
     # A process with steps but no GPU op (a scheduler, an idle rank) is never busy.
-    owner_ends = owned[1][np.maximum(owner, 0)] if len(owned[1]) else np.zeros_like(seg_starts)
-    busy = (owner >= 0) & (seg_starts < owner_ends)
-    waiter = np.searchsorted(waited[0], seg_starts, side="right") - 1
-    waiter_ends = waited[1][np.maximum(waiter, 0)] if len(waited[1]) else np.zeros_like(seg_starts)
-    waiting = ~busy & (waiter >= 0) & (seg_starts < waiter_ends)
+    owner, busy = _last_started(owned_first, owned[1], seg_starts)
+    waiter, waiting = _last_started(waited_first, waited[1], seg_starts)
+    waiting &= ~busy
 
     cause = np.full(len(seg_starts), _CODE[IdleCause.HOST], dtype=np.int64)
     # Lowest priority first; each later mask overwrites.
-    for code, (starts, ends) in (
-        (_CODE[IdleCause.QUEUED], queued),
-        (_CODE[IdleCause.LAUNCH], (call_starts[is_launch], call_ends[is_launch])),
-        (_CODE[IdleCause.API], (call_starts[is_api], call_ends[is_api])),
-        (_CODE[IdleCause.SYNC], (call_starts[is_sync], call_ends[is_sync])),
+    for code, (first, last) in (
+        (_CODE[IdleCause.QUEUED], queued_ranks),
+        (_CODE[IdleCause.LAUNCH], (call_first[is_launch], call_last[is_launch])),
+        (_CODE[IdleCause.API], (call_first[is_api], call_last[is_api])),
+        (_CODE[IdleCause.SYNC], (call_first[is_sync], call_last[is_sync])),
     ):
-        cause[_covered(bounds, starts, ends, lo, hi)] = code
+        cause[_covered(len(bounds), first, last)] = code
     cause[busy] = _BUSY
     cause[waiting] = _WAIT
 
@@ -417,23 +415,47 @@ def _thread_ledger(segments: Segments) -> tuple[pd.DataFrame, pd.DataFrame]:
     return ledger, _idle_runs(_select(segments, _is_idle(segments["cause_code"])), labels)
 
 
-def sorted_unique(values: np.ndarray) -> np.ndarray:
-    """np.unique for a 1-D int array: sort, then drop repeats (far faster than np.unique in numpy 2.4)."""
-    ordered = np.sort(values)
-    if len(ordered) < 2:
-        return ordered
-    return ordered[np.r_[True, ordered[1:] != ordered[:-1]]]
+def _ranked_bounds(
+    parts: list[np.ndarray], lo: int, hi: int
+) -> tuple[np.ndarray, list[np.ndarray]]:
+    """(bounds, ranks): the distinct values of the parts clipped to [lo, hi], sorted, and per
+    part the position of each of its (clipped) values in bounds.
+
+    One stable argsort of the concatenation (its parts are mostly sorted runs, which a
+    stable sort merges quickly) replaces a binary search per value and per question.
+    """
+    values = np.clip(np.concatenate(parts), lo, hi)
+    order = np.argsort(values, kind="stable")
+    ordered = values[order]
+    new = np.empty(len(ordered), dtype=bool)
+    new[:1] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=new[1:])
+    rank = np.empty(len(values), dtype=np.int64)
+    rank[order] = np.cumsum(new) - 1
+    cuts = np.cumsum([len(part) for part in parts])[:-1]
+    return ordered[new], np.split(rank, cuts)
 
 
-def _covered(
-    bounds: np.ndarray, starts: np.ndarray, ends: np.ndarray, lo: int, hi: int
-) -> np.ndarray:
-    """Per segment [bounds[k], bounds[k+1]): is it inside at least one interval?"""
-    n = len(bounds)
-    first = np.searchsorted(bounds, np.clip(starts, lo, hi), side="left")
-    last = np.searchsorted(bounds, np.clip(ends, lo, hi), side="left")
+def _last_started(
+    start_ranks: np.ndarray, ends: np.ndarray, seg_starts: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per segment, of disjoint intervals sorted by start (their starts' ranks in bounds):
+    the last one starting at or before the segment (-1: none), and whether it covers it."""
+    n = len(seg_starts)
+    if not len(ends):
+        return np.full(n, -1, dtype=np.int64), np.zeros(n, dtype=bool)
+    last = np.cumsum(np.bincount(start_ranks, minlength=n + 1)[:n]) - 1
+    covers: np.ndarray = (last >= 0) & (seg_starts < ends[np.maximum(last, 0)])
+    return last, covers
+
+
+def _covered(bounds: int, first: np.ndarray, last: np.ndarray) -> np.ndarray:
+    """Per segment [bounds[k], bounds[k+1]) of `bounds` bounds: is it inside at least one
+    interval? first, last: the intervals' start and end ranks in bounds."""
+    n = bounds
     depth = np.cumsum(np.bincount(first, minlength=n + 1) - np.bincount(last, minlength=n + 1))
-    return depth[: n - 1] > 0
+    covered: np.ndarray = depth[: n - 1] > 0
+    return covered
 
 
 def _idle_runs(idle: Segments, labels: np.ndarray) -> pd.DataFrame:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from trace_gaps.analysis.host import outermost_calls, overlaps_with_calls
+from trace_gaps.analysis.host import outermost_in_thread, overlaps_with_calls
 from trace_gaps.analysis.ledger import CAUSE
 from trace_gaps.analysis.stages import STAGE, StageMap, stage_at
 from trace_gaps.analysis.steps import STEP_ID
@@ -208,7 +208,7 @@ def explain_host_gaps(
     os_ns = pd.Series(0, index=gaps.index, dtype="int64")
     pieces = []
     for tid, thread_gaps in gaps.groupby(GLOBAL_TID):
-        calls = outermost_calls(os_calls[os_calls[GLOBAL_TID] == tid])
+        calls = outermost_in_thread(os_calls[os_calls[GLOBAL_TID] == tid])
         if len(calls):
             found = overlaps_with_calls(thread_gaps, calls)
             pieces.append(found.assign(gap=thread_gaps.index.to_numpy()[found["run"].to_numpy()]))

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from trace_gaps.analysis.collectives import CollectiveMatch, is_collective, match_collectives
-from trace_gaps.analysis.host import BLOCKED_COLUMNS
+from trace_gaps.analysis.host import BLOCKED_COLUMNS, outermost_calls
 from trace_gaps.analysis.launches import STAGE_STAT_COLUMNS, top_kernels
 from trace_gaps.analysis.ledger import LEDGER_COLUMNS
 from trace_gaps.analysis.long_gaps import (
@@ -179,7 +179,7 @@ def analyse_rows(
     inputs = WindowInputs(
         steps=steps,
         stage_map=stage_map,
-        os_calls=trace.os_calls,
+        os_calls=outermost_calls(trace.os_calls),
         collective_waits=collectives.lookup(),
         detail_step_ids=frozenset(int(i) for _, chosen in picked for i in chosen[STEP_ID]),
     )

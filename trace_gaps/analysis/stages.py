@@ -179,6 +179,7 @@ class LaunchIndex:
 
     keys: np.ndarray
     positions: np.ndarray  # of each sorted key's call in the staged calls
+    calls: int  # how many staged calls
 
     @classmethod
     def of(cls, staged_calls: pd.DataFrame) -> LaunchIndex:
@@ -187,7 +188,21 @@ class LaunchIndex:
         positions = np.flatnonzero(has_id)
         keys = launch_keys(staged_calls[PID].to_numpy()[has_id], call_corr[has_id])
         order = np.argsort(keys, kind="stable")
-        return cls(keys=keys[order], positions=positions[order])
+        return cls(keys=keys[order], positions=positions[order], calls=len(staged_calls))
+
+    def first_calls(self) -> np.ndarray:
+        """Per staged call, the position of the first call with its key (itself, or the
+        call it shares its launch with), or -1 for a call without a correlation id: what
+        find() gives for the staged calls' own keys, without searching."""
+        first = np.full(self.calls, -1, dtype=np.int64)
+        if len(self.keys):
+            # Sorted stably, each run of equal keys starts with its first call.
+            starts = np.r_[True, self.keys[1:] != self.keys[:-1]]
+            run_first = self.positions[np.flatnonzero(starts)]
+            first[self.positions] = np.repeat(
+                run_first, np.diff(np.r_[np.flatnonzero(starts), len(starts)])
+            )
+        return first
 
     def find(self, pids: np.ndarray, correlation_ids: np.ndarray) -> np.ndarray:
         """Per (pid, id), the position of the first call with that key, or -1."""

@@ -204,7 +204,7 @@ class WindowInputs:
 
     steps: pd.DataFrame
     stage_map: StageMap
-    os_calls: pd.DataFrame
+    os_calls: pd.DataFrame  # outermost_calls of the trace's OS calls
     detail_step_ids: frozenset[int]
     # Per pid: the sorted starts, wait ends and peers of its collective ops that wait.
     collective_waits: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = field(
@@ -280,7 +280,8 @@ def _analyse_window(
 
     results.ledgers.append(ledger)
     results.gaps.append(longest_gaps(gaps, steps))
-    results.blocked.append(find_blocked_host_time(steps, idle_runs, stage_map, inputs.os_calls))
+    os_calls = _overlapping(inputs.os_calls, steps)
+    results.blocked.append(find_blocked_host_time(steps, idle_runs, stage_map, os_calls))
     results.stage_stats.append(
         summarise_stages(staged, projected, analysed_ops, steps, index, analysed_calls)
     )
@@ -298,6 +299,16 @@ def _analyse_window(
         detail = _step_detail(step, staged, projected, idle_runs)
         results.step_details[int(getattr(step, STEP_ID))] = detail
     return projected
+
+
+def _overlapping(os_calls: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
+    """The OS calls overlapping the span of the window's steps (the only ones that can
+    overlap their idle time)."""
+    if os_calls.empty or steps.empty:
+        return os_calls.iloc[:0]
+    lo, hi = int(steps[START_NS].min()), int(steps[END_NS].max())
+    near = (os_calls[END_NS].to_numpy() > lo) & (os_calls[START_NS].to_numpy() < hi)
+    return os_calls[near]
 
 
 def _touching_steps(

@@ -381,7 +381,7 @@ def read_head(
         sync_rows=_count(connection, tables, queries.SYNC_TABLE, queries.SYNC_COUNT),
         export_settings=export_meta,
         missing_columns=_missing_columns(connection, tables),
-        capture_duration_ns=_capture_duration(connection, tables),
+        capture_duration_ns=capture_duration(connection, tables),
         lost_event_messages=_lost_event_messages(connection, tables),
         session_start_utc_ns=_session_start(connection, tables),
     )
@@ -579,7 +579,8 @@ def _session_start(connection: sqlite3.Connection, tables: tuple[str, ...]) -> i
     return int(value) if isinstance(value, int) and value > 0 else None
 
 
-def _capture_duration(connection: sqlite3.Connection, tables: tuple[str, ...]) -> int | None:
+def capture_duration(connection: sqlite3.Connection, tables: tuple[str, ...]) -> int | None:
+    """The capture's length from ANALYSIS_DETAILS, or None when the export does not say."""
     if queries.ANALYSIS_TABLE not in tables:
         return None
     try:
@@ -697,9 +698,13 @@ def _read_os_calls(connection: sqlite3.Connection, tables: tuple[str, ...]) -> p
     dtypes = {n: d for n, d in OS_CALL_COLUMNS.items() if d != "category"}
     calls = _read_frame(connection, queries.OS_CALLS, {**dtypes, "name_id": "int64"})
     names = read_strings(connection, queries.OS_CALL_NAMES)
-    name_ids = calls.pop("name_id")
-    calls[NAME] = pd.Categorical(
-        name_ids.map(names.set_index("name_id")[NAME]).astype(object).fillna("?")
+    # Each distinct id named once (a million calls use a few dozen names).
+    codes, ids = pd.factorize(calls.pop("name_id").to_numpy())
+    named = pd.Categorical(
+        pd.Series(ids).map(names.set_index("name_id")[NAME]).astype(object).fillna("?")
+    )
+    calls[NAME] = pd.Categorical.from_codes(
+        named.codes[codes] if len(codes) else codes, categories=named.categories
     )
     return calls[list(OS_CALL_COLUMNS)]
 
