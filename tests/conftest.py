@@ -31,6 +31,19 @@ settings.register_profile("thorough", max_examples=200, deadline=None)
 settings.load_profile("thorough" if THOROUGH else "quick")
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "thorough: run only with TRACE_GAPS_THOROUGH=1")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    if THOROUGH:
+        return
+    skip = pytest.mark.skip(reason="thorough run only: TRACE_GAPS_THOROUGH=1 pytest")
+    for item in items:
+        if "thorough" in item.keywords:
+            item.add_marker(skip)
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--update-golden", action="store_true", help="Rewrite tests/golden/ files.")
 
