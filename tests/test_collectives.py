@@ -174,6 +174,12 @@ def test_real_two_gpu_capture_rank_1_waits_for_rank_0s_detokenize():
     assert top.ns_per_step > 7_000_000  # 7.89 ms/step of the 15.4 ms step
     assert "for process 2604" in top.verdict and "detokenize" in top.verdict
     assert report.ranks.unmatched_instances == 0
+    # Rank 0 is late because of its host: its GPU sits idle through most of rank 1's wait,
+    # mostly in host code (detokenize, and the eager forward's Python between launches).
+    waits_for = next(r for r in report.ranks.processes if r.pid == 2605).waits_for[0]
+    idle = waits_for.peer_idle_ns_per_step
+    assert sum(idle.values()) > 0.8 * waits_for.ns_per_step
+    assert max(idle, key=lambda cause: idle[cause]) == "host"
 
 
 @pytest.mark.skipif(_corpus("tp_graph") is None, reason="corpus tp_graph absent")

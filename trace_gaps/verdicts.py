@@ -345,6 +345,12 @@ def wait_verdict(stage: str, ns_per_step: int, rank: RankSummary | None) -> str:
             f"{name} {format_duration(ns)}" for name, ns in peer.peer_stages_ns_per_step.items()
         )
         line += f"; meanwhile {peer.label or peer.pid} was in {doing} per step"
+        idle = sum(peer.peer_idle_ns_per_step.values())
+        if idle:
+            causes = ", ".join(
+                f"{cause} {format_duration(ns)}" for cause, ns in peer.peer_idle_ns_per_step.items()
+            )
+            line += f", its GPU idle {format_duration(idle)} of it ({causes})"
     return (
         line + f" — rank-bound: this rank's kernels are not the problem; shorten "
         f"{peer.label or peer.pid}'s "

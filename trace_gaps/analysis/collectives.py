@@ -186,3 +186,70 @@ def wait_ends(
         hit = (pos < len(sorted_starts)) & (sorted_starts[pos_ok] == starts[at])
         result[at[hit]] = ends[pos_ok[hit]]
     return result
+
+
+PEER_IDLE_COLUMNS = [PID, PEER_PID, "cause", "duration_ns"]
+
+
+def peer_idle_during_waits(
+    waits: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]],
+    idle_runs: pd.DataFrame,
+    window_steps: pd.DataFrame,
+    all_steps: pd.DataFrame,
+) -> pd.DataFrame:
+    """Per (pid, peer pid, idle cause): how long the peer's GPU sat idle, by cause, while the
+    collectives of pid that start in its analysed steps waited for that peer.
+
+    idle_runs are one window's GPU idle runs (step_id, start_ns, end_ns, cause) of the
+    window's steps: each peer's idle time is counted in the window that holds its steps, so
+    the sum over windows is the same however the steps are cut into windows.
+    """
+    found: list[tuple[int, int, str, int]] = []
+    if not waits or idle_runs.empty:
+        return pd.DataFrame(found, columns=PEER_IDLE_COLUMNS)
+    step_pid = window_steps.set_index("step_id")[PID]
+    runs = idle_runs.assign(**{PID: step_pid.reindex(idle_runs["step_id"]).to_numpy()})
+    analysed = all_steps[~all_steps["is_warmup"]]
+    for peer, peer_runs in runs.groupby(PID, sort=True):
+        for pid, (starts, ends, peers) in waits.items():
+            at = (peers == peer) & _inside(starts, analysed[analysed[PID] == pid])
+            if not at.any():
+                continue
+            for cause, cause_runs in peer_runs.groupby("cause", observed=True):
+                ordered = cause_runs.sort_values(START_NS, kind="stable")
+                covered = _covered_time(
+                    starts[at], ends[at], ordered[START_NS].to_numpy(), ordered[END_NS].to_numpy()
+                )
+                if covered:
+                    found.append((int(pid), int(cast(int, peer)), str(cause), covered))
+    return pd.DataFrame(found, columns=PEER_IDLE_COLUMNS)
+
+
+def _inside(times: np.ndarray, steps: pd.DataFrame) -> np.ndarray:
+    if steps.empty:
+        return np.zeros(len(times), dtype=bool)
+    ordered = steps.sort_values(START_NS, kind="stable")
+    step_starts, step_ends = ordered[START_NS].to_numpy(), ordered[END_NS].to_numpy()
+    at = np.searchsorted(step_starts, times, side="right") - 1
+    inside: np.ndarray = (at >= 0) & (times < step_ends[np.maximum(at, 0)])
+    return inside
+
+
+def _covered_time(
+    starts: np.ndarray, ends: np.ndarray, run_starts: np.ndarray, run_ends: np.ndarray
+) -> int:
+    """Total overlap of the intervals [starts, ends) with disjoint sorted runs."""
+    if not len(run_starts) or not len(starts):
+        return 0
+    before = np.r_[0, np.cumsum(run_ends - run_starts)]  # idle time before each run
+
+    def idle_before(t: np.ndarray) -> np.ndarray:
+        k = np.searchsorted(run_starts, t, side="right")  # runs starting at or before t
+        inside = np.minimum(
+            np.maximum(t - run_starts[np.maximum(k - 1, 0)], 0),
+            (run_ends - run_starts)[np.maximum(k - 1, 0)],
+        )
+        found: np.ndarray = before[np.maximum(k - 1, 0)] + np.where(k > 0, inside, 0)
+        return found
+
+    return int((idle_before(ends) - idle_before(starts)).sum())

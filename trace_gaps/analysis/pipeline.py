@@ -8,13 +8,19 @@ windows.py) and is merged here into one Analysis.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from trace_gaps.analysis.collectives import CollectiveMatch, is_collective, match_collectives
+from trace_gaps.analysis.collectives import (
+    PEER_IDLE_COLUMNS,
+    PEER_PID,
+    CollectiveMatch,
+    is_collective,
+    match_collectives,
+)
 from trace_gaps.analysis.host import BLOCKED_COLUMNS, outermost_calls
 from trace_gaps.analysis.launches import STAGE_STAT_COLUMNS, top_kernels
 from trace_gaps.analysis.ledger import LEDGER_COLUMNS
@@ -102,6 +108,8 @@ class Analysis:
     step_details: dict[int, StepDetail]  # kept for the picked steps
     windows: int  # how many windows the analysis ran in
     collectives: CollectiveMatch  # every collective op of the export, matched across processes
+    # per (pid, peer pid, cause): the peer's GPU idle ns during this process's waits for it
+    peer_idle: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=PEER_IDLE_COLUMNS))
 
 
 def analyse_trace(
@@ -246,6 +254,15 @@ def _mark_warmup(
     return marked
 
 
+def _peer_idle(parts: list[pd.DataFrame]) -> pd.DataFrame:
+    parts = [part for part in parts if len(part)]
+    if not parts:
+        return pd.DataFrame(columns=PEER_IDLE_COLUMNS)
+    found = pd.concat(parts, ignore_index=True)
+    summed = found.groupby([PID, PEER_PID, "cause"])["duration_ns"].sum()
+    return summed.reset_index()
+
+
 def _of_process(pid: int | None, chunks: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
     for chunk in chunks:
         yield chunk if pid is None else chunk[chunk[PID].to_numpy() == pid]
@@ -280,6 +297,7 @@ def _merge(
         ledger=_concat(results.ledgers, LEDGER_COLUMNS),
         longest_gaps=merge_longest_gaps(results.gaps),
         blocked_host=_concat(results.blocked, BLOCKED_COLUMNS),
+        peer_idle=_peer_idle(results.peer_idle),
         stage_stats=_summed(results.stage_stats, [PID, STAGE], STAGE_STAT_COLUMNS),
         top_kernels=top_kernels(
             _summed(results.kernels, [PID, STAGE, NAME], ["total_ns", "count"])

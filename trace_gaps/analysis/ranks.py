@@ -41,6 +41,9 @@ class PeerWait:
     # What the peer's step thread was in while this process waited: stage -> ns per step.
     peer_stages_ns_per_step: dict[str, int]
     label: str = ""  # "file:pid" where pids repeat across exports, else the pid
+    # Of that wait, how long the peer's GPU sat idle, by cause (same export only): the peer is
+    # late because of its host (launch, host, sync ...) rather than its own GPU work.
+    peer_idle_ns_per_step: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +150,7 @@ def _rank_summary(
                 if peer_source
                 else {},
                 label=peer_source.label(peer) if peer_source else str(peer),
+                peer_idle_ns_per_step=_peer_idle(source, pid, peer, peer_export, n),
             )
         )
     waits_for.sort(key=lambda w: (-w.ns_per_step, w.label))
@@ -160,6 +164,16 @@ def _rank_summary(
         waits_for=waits_for,
         label=source.label(pid),
     )
+
+
+def _peer_idle(source: RankSource, pid: int, peer: int, peer_export: int, n: int) -> dict[str, int]:
+    """The peer's GPU idle ns per step by cause during pid's waits (same export only)."""
+    if peer_export != source.export:
+        return {}
+    rows = source.analysis.peer_idle
+    rows = rows[(rows[PID] == pid) & (rows[PEER_PID] == peer)]
+    by_cause = rows.groupby("cause")["duration_ns"].sum().sort_values(ascending=False)
+    return {str(cause): int(round(ns / n)) for cause, ns in by_cause.items() if ns > 0}
 
 
 def _in_windows(times: np.ndarray, steps: pd.DataFrame) -> np.ndarray:

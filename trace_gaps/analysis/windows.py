@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from trace_gaps.analysis.collectives import WAIT_END_NS, wait_ends
+from trace_gaps.analysis.collectives import WAIT_END_NS, peer_idle_during_waits, wait_ends
 from trace_gaps.analysis.host import find_blocked_host_time
 from trace_gaps.analysis.launches import (
     api_call_totals,
@@ -102,6 +102,7 @@ class WindowResults:
     host_gaps: list[pd.DataFrame] = field(default_factory=list)
     launch_spacing: list[pd.DataFrame] = field(default_factory=list)
     graph_setup_calls: list[pd.DataFrame] = field(default_factory=list)
+    peer_idle: list[pd.DataFrame] = field(default_factory=list)
     step_details: dict[int, StepDetail] = field(default_factory=dict)
     windows: int = 0
 
@@ -282,6 +283,9 @@ def _analyse_window(
     results.gaps.append(longest_gaps(gaps, steps))
     os_calls = _overlapping(inputs.os_calls, steps)
     results.blocked.append(find_blocked_host_time(steps, idle_runs, stage_map, os_calls))
+    results.peer_idle.append(
+        peer_idle_during_waits(inputs.collective_waits, idle_runs, steps, inputs.steps)
+    )
     results.stage_stats.append(
         summarise_stages(staged, projected, analysed_ops, steps, index, analysed_calls)
     )
