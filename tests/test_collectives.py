@@ -128,9 +128,25 @@ def test_a_collective_where_no_one_waits_has_no_wait_and_no_pace_setter(export_b
         assert all(e.bucket != "wait" for e in process.ledger)
 
 
-def test_exports_without_collectives_have_no_wait_and_no_ranks(export_builder):
+def test_exports_without_collectives_have_no_wait_and_no_ranks():
+    # The real two-process sample spec_two_ranks syncs its ranks over gloo on the host: no
+    # collective kernel, so no ranks view and no wait, only the slowest-process table.
+    from tests.conftest import SAMPLE_TRACES
+
+    path = SAMPLE_TRACES / "spec_two_ranks.sqlite"
+    if not path.exists():
+        pytest.skip("sample spec_two_ranks absent")
+    report = report_of(path)
+    assert len(report.processes) == 2
+    assert report.ranks.processes == [] and report.ranks.pace_setter_pid is None
+    assert all(e.bucket != "wait" for p in report.processes for e in p.ledger)
+    assert report.slowest_rank_by_stage
+
+
+def test_a_lone_rank_has_no_one_to_wait_for(export_builder):
     report = report_of(tensor_parallel(export_builder(), ranks=1))
-    assert report.ranks.processes == [] or report.ranks.pace_setter_pid is None
+    assert report.ranks.pace_setter_pid is None
+    assert report.ranks.matched_instances == 0
     assert all(e.bucket != "wait" for p in report.processes for e in p.ledger)
 
 

@@ -37,9 +37,9 @@ from trace_gaps.analysis.collectives import (
     PEER_PID,
     WAIT_END_NS,
     CollectiveMatch,
-    family_of,
     is_collective,
     match_collectives,
+    number_instances,
 )
 from trace_gaps.analysis.picks import TimelineRequest
 from trace_gaps.analysis.pipeline import Analysis, AnalysisOptions
@@ -131,20 +131,11 @@ def _on_clock(sides: Sequence[ExportSide], offsets: Sequence[int]) -> pd.DataFra
     return pd.concat(frames, ignore_index=True)
 
 
-def _instances(frame: pd.DataFrame) -> pd.DataFrame:
-    """The k-th collective of each family on each (export, pid, device)."""
-    frame = frame.assign(**{FAMILY: frame[NAME].astype(str).map(family_of)})
-    frame = frame.sort_values([FAMILY, EXPORT, PID, "device_id", START_NS], kind="stable")
-    return frame.assign(
-        **{INSTANCE: frame.groupby([FAMILY, EXPORT, PID, "device_id"]).cumcount().to_numpy()}
-    )
-
-
 def _instance_ends(frame: pd.DataFrame) -> pd.DataFrame:
     """Per (family, instance): the first end of each export (columns), on the frame's clock."""
     if frame.empty:
         return pd.DataFrame()
-    found = _instances(frame)
+    found = number_instances(frame)
     return found.groupby([FAMILY, INSTANCE, EXPORT])[END_NS].min().unstack(EXPORT)
 
 
@@ -152,7 +143,7 @@ def _instance_spread(frame: pd.DataFrame) -> np.ndarray:
     """Per cross-export instance: latest end - earliest end."""
     if frame.empty:
         return np.array([], dtype=np.int64)
-    found = _instances(frame)
+    found = number_instances(frame)
     grouped = found.groupby([FAMILY, INSTANCE])
     crosses = grouped[EXPORT].nunique() > 1
     spread = (grouped[END_NS].max() - grouped[END_NS].min())[crosses]

@@ -90,19 +90,11 @@ class CollectiveMatch:
         )
         return CollectiveMatch(shifted, self.instances, self.unmatched)
 
-    def lookup(
-        self, export: int = 0, offset_ns: int = 0
-    ) -> dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]:
-        """Per pid of one export: (sorted starts, wait ends, peer pids) of its matched ops
-        with a wait, in that export's own clock (the ops' times minus offset_ns)."""
-        ops = self.ops[self.ops[EXPORT] == export]
+    def lookup(self) -> dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Per pid of export 0: (sorted starts, wait ends, peer pids) of its matched ops that
+        wait (of_export first puts another export's ops there, in that export's clock)."""
+        ops = self.ops[self.ops[EXPORT] == 0]
         waiting = ops[ops[WAIT_END_NS] > ops[START_NS]]
-        waiting = waiting.assign(
-            **{
-                START_NS: waiting[START_NS] - offset_ns,
-                WAIT_END_NS: waiting[WAIT_END_NS] - offset_ns,
-            }
-        )
         found = {}
         for pid, rows in waiting.groupby(PID):
             rows = rows.sort_values(START_NS, kind="stable")
@@ -112,6 +104,23 @@ class CollectiveMatch:
                 rows[PEER_PID].to_numpy(),
             )
         return found
+
+
+PARTICIPANT = [EXPORT, PID, DEVICE_ID]
+
+
+def number_instances(ops: pd.DataFrame) -> pd.DataFrame:
+    """COLLECTIVE_COLUMNS and EXPORT (0 when absent) with each op's FAMILY and INSTANCE: the
+    k-th collective of a family on one participant, sorted by family, participant and start.
+    The family is worked out once per distinct name."""
+    exports = ops[EXPORT].to_numpy() if EXPORT in ops.columns else 0
+    ops = ops[COLLECTIVE_COLUMNS].assign(**{EXPORT: exports})
+    names = pd.Index(ops[NAME].astype(str).unique())
+    families = pd.Series([family_of(n) for n in names], index=names)
+    ops[FAMILY] = ops[NAME].astype(str).map(families).to_numpy()
+    ops = ops.sort_values([FAMILY, *PARTICIPANT, START_NS], kind="stable", ignore_index=True)
+    ops[INSTANCE] = ops.groupby([FAMILY, *PARTICIPANT]).cumcount().to_numpy()
+    return ops
 
 
 def match_collectives(ops: pd.DataFrame) -> CollectiveMatch:
@@ -129,15 +138,8 @@ def match_collectives(ops: pd.DataFrame) -> CollectiveMatch:
     ]
     if ops.empty:
         return CollectiveMatch(pd.DataFrame(columns=columns), 0, 0)
-    exports = ops[EXPORT].to_numpy() if EXPORT in ops.columns else 0
-    ops = ops[COLLECTIVE_COLUMNS].assign(**{EXPORT: exports})
-    names = pd.Index(ops[NAME].astype(str).unique())
-    families = pd.Series([family_of(n) for n in names], index=names)
-    ops[FAMILY] = ops[NAME].astype(str).map(families).to_numpy()
-    participant = [EXPORT, PID, DEVICE_ID]
-    ops = ops.sort_values([FAMILY, *participant, START_NS], kind="stable", ignore_index=True)
-    ops[INSTANCE] = ops.groupby([FAMILY, *participant]).cumcount().to_numpy()
-    participants = ops.groupby(FAMILY)[participant].apply(lambda f: len(f.drop_duplicates()))
+    ops = number_instances(ops)
+    participants = ops.groupby(FAMILY)[PARTICIPANT].apply(lambda f: len(f.drop_duplicates()))
     grouped = ops.groupby([FAMILY, INSTANCE])
     latest_start = grouped[START_NS].transform("max").to_numpy()
     earliest_start = grouped[START_NS].transform("min").to_numpy()
