@@ -219,7 +219,7 @@ def peer_idle_during_waits(
                 continue
             for cause, cause_runs in peer_runs.groupby("cause", observed=True):
                 ordered = cause_runs.sort_values(START_NS, kind="stable")
-                covered = _covered_time(
+                covered = covered_time(
                     starts[at], ends[at], ordered[START_NS].to_numpy(), ordered[END_NS].to_numpy()
                 )
                 if covered:
@@ -237,10 +237,11 @@ def _inside(times: np.ndarray, steps: pd.DataFrame) -> np.ndarray:
     return inside
 
 
-def _covered_time(
+def covered_time(
     starts: np.ndarray, ends: np.ndarray, run_starts: np.ndarray, run_ends: np.ndarray
 ) -> int:
-    """Total overlap of the intervals [starts, ends) with disjoint sorted runs."""
+    """Total overlap of the intervals [starts, ends) with disjoint runs sorted by start, each
+    interval counted on its own: by the runs' cumulative length, no loop per interval."""
     if not len(run_starts) or not len(starts):
         return 0
     before = np.r_[0, np.cumsum(run_ends - run_starts)]  # idle time before each run

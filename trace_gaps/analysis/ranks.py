@@ -21,6 +21,7 @@ from trace_gaps.analysis.collectives import (
     PEER_PID,
     WAIT_END_NS,
     CollectiveMatch,
+    covered_time,
 )
 from trace_gaps.analysis.pipeline import Analysis
 from trace_gaps.analysis.stages import ThreadStages
@@ -215,31 +216,24 @@ def _overlaps(
     starts: np.ndarray, ends: np.ndarray, thread: ThreadStages, names: tuple[str, ...]
 ) -> dict[str, int]:
     """Per stage name: how much of the intervals the thread spent in it (outside every stage
-    but inside a step: NO_STAGE; outside every step: "(between steps)")."""
-    totals: dict[str, int] = {}
+    but inside a step: NO_STAGE; outside every step: "(between steps)"), one vectorised
+    pass per stage code."""
     stage_starts, stage_ends = thread.level_starts[0], thread.level_ends[0]
     codes = thread.level_codes[0]
-    for a, b in zip(starts.tolist(), ends.tolist(), strict=True):
-        in_steps = _covered(a, b, thread.step_starts, thread.step_ends)
-        first = max(int(np.searchsorted(stage_ends, a, side="right")), 0)
-        last = int(np.searchsorted(stage_starts, b, side="left"))
-        staged = 0
-        for k in range(first, last):
-            overlap = min(b, int(stage_ends[k])) - max(a, int(stage_starts[k]))
-            if overlap > 0:
-                name = names[int(codes[k])]
-                totals[name] = totals.get(name, 0) + overlap
-                staged += overlap
-        if in_steps - staged > 0:
-            totals[NO_STAGE] = totals.get(NO_STAGE, 0) + in_steps - staged
-        if (b - a) - in_steps > 0:
-            totals["(between steps)"] = totals.get("(between steps)", 0) + (b - a) - in_steps
+    totals: dict[str, int] = {}
+    for code in np.unique(codes):
+        mine = codes == code
+        name = names[int(code)]
+        totals[name] = totals.get(name, 0) + covered_time(
+            starts, ends, stage_starts[mine], stage_ends[mine]
+        )
+    in_steps = covered_time(starts, ends, thread.step_starts, thread.step_ends)
+    outside = {
+        NO_STAGE: in_steps - sum(totals.values()),
+        "(between steps)": int((ends - starts).sum()) - in_steps,
+    }
+    totals = {name: ns for name, ns in totals.items() if ns > 0}
+    for name, ns in outside.items():
+        if ns > 0:
+            totals[name] = totals.get(name, 0) + ns
     return totals
-
-
-def _covered(a: int, b: int, starts: np.ndarray, ends: np.ndarray) -> int:
-    first = int(np.searchsorted(ends, a, side="right"))
-    last = int(np.searchsorted(starts, b, side="left"))
-    return int(
-        sum(max(0, min(b, int(ends[k])) - max(a, int(starts[k]))) for k in range(first, last))
-    )
