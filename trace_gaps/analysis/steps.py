@@ -190,7 +190,7 @@ def mark_warmup(
     loads (-1 where not read).
     """
     if steps.empty:
-        return steps.assign(**{LOADS: steps[STEP_INDEX], WARMUP_RULE: steps[SKIP_REASON]})
+        return steps  # cut_steps gave it the LOADS and WARMUP_RULE columns already
     if skip is not None:
         is_warmup = steps[STEP_INDEX].to_numpy() < skip
         reasons = np.where(is_warmup, "--skip", "")
@@ -210,7 +210,7 @@ def mark_warmup(
         else steps[END_NS].to_numpy() <= known_until_ns
     )
     loads = np.where(known, loads, -1)
-    is_long = leading_outliers(steps, only_leading=False)
+    is_long = long_steps(steps)
     loading = pd.Series(np.where(known, loads > 0, np.nan)).groupby(tids).transform("mean")
     steady = loading.to_numpy() > STEADY_LOAD_FRACTION
     looks_warm = ((loads > 0) & ~steady) | is_long
@@ -235,14 +235,17 @@ def mark_warmup(
     )
 
 
-def leading_outliers(steps: pd.DataFrame, *, only_leading: bool = True) -> np.ndarray:
-    """Steps longer than WARMUP_LENGTH_FACTOR x their thread's median step (the leading run
-    of them on each thread when only_leading)."""
+def long_steps(steps: pd.DataFrame) -> np.ndarray:
+    """Steps longer than WARMUP_LENGTH_FACTOR x their thread's median step."""
     wall = (steps[END_NS] - steps[START_NS]).to_numpy()
-    tids = steps[GLOBAL_TID].to_numpy()
-    median = pd.Series(wall).groupby(tids).transform("median").to_numpy()
-    is_long: np.ndarray = wall > WARMUP_LENGTH_FACTOR * median
-    return _leading_run(is_long, tids) if only_leading else is_long
+    median = pd.Series(wall).groupby(steps[GLOBAL_TID].to_numpy()).transform("median")
+    is_long: np.ndarray = wall > WARMUP_LENGTH_FACTOR * median.to_numpy()
+    return is_long
+
+
+def leading_outliers(steps: pd.DataFrame) -> np.ndarray:
+    """Per thread, the leading run of long_steps: what a --skip should drop."""
+    return _leading_run(long_steps(steps), steps[GLOBAL_TID].to_numpy())
 
 
 def _leading_run(flags: np.ndarray, tids: np.ndarray) -> np.ndarray:
