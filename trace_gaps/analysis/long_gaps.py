@@ -76,9 +76,16 @@ def empty_host_gaps() -> pd.DataFrame:
     )
 
 
-def find_host_gaps(analysed_calls: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
-    """Every host gap of the analysed steps, with the calls around it (HOST_GAP_COLUMNS but
-    the idle and OS columns). analysed_calls come from calls_in_analysed_steps."""
+def find_host_gaps(
+    analysed_calls: pd.DataFrame, steps: pd.DataFrame, *, min_ns: int = LONG_GAP_MIN_NS
+) -> pd.DataFrame:
+    """The host gaps of at least min_ns in the analysed steps, with the calls around them
+    (HOST_GAP_COLUMNS but the idle and OS columns): the gaps before each call, then the gaps
+    from each step's last return to its end. analysed_calls come from calls_in_analysed_steps.
+
+    Every gap is measured, vectorised; only the long ones get rows (and names), since a
+    window holds hundreds of thousands of calls and a handful of long gaps.
+    """
     if analysed_calls.empty:
         return empty_host_gaps().drop(columns=[IDLE_HOST_NS, OS_CALLS, OS_NS])
     step_ids = analysed_calls[STEP_ID].to_numpy()
@@ -87,11 +94,6 @@ def find_host_gaps(analysed_calls: pd.DataFrame, steps: pd.DataFrame) -> pd.Data
     # Outer calls first when they start together (cudaLaunchKernel around cuLaunchKernel).
     order = np.lexsort((-ends, starts, step_ids))
     step_ids, starts, ends = step_ids[order], starts[order], ends[order]
-    names = analysed_calls[NAME].astype(str).to_numpy()[order]
-    categories = analysed_calls[CALL_CATEGORY].astype(str).to_numpy()[order]
-    stages = analysed_calls[STAGE].to_numpy()[order]
-    pids = analysed_calls[PID].to_numpy()[order]
-    tids = analysed_calls[GLOBAL_TID].to_numpy()[order]
     by_step = steps.set_index(STEP_ID)
     first = np.r_[True, step_ids[1:] != step_ids[:-1]]
     last = np.r_[step_ids[1:] != step_ids[:-1], True]
@@ -105,39 +107,45 @@ def find_host_gaps(analysed_calls: pd.DataFrame, steps: pd.DataFrame) -> pd.Data
     step_start = by_step[START_NS].reindex(step_ids).to_numpy()
     previous_end = np.where(first, step_start, np.maximum(previous_end, step_start))
     previous_call = np.where(first, -1, previous_call)
-    before = np.where(previous_call >= 0, names[np.maximum(previous_call, 0)], NO_CALL)
-    inner = pd.DataFrame(
+    # A call nested in an earlier one (the driver call inside a runtime call) ends no gap:
+    # its start is before previous_end, so its gap is negative and never long.
+    inner = np.flatnonzero(starts - previous_end >= max(min_ns, 0))
+    tail = np.flatnonzero(last)
+    step_end = by_step[END_NS].reindex(step_ids[tail]).to_numpy()
+    long_tail = step_end - latest_end[tail] >= max(min_ns, 0)
+    tail, step_end = tail[long_tail], step_end[long_tail]
+    # Names and categories only for the rows kept, as text.
+    names = _texts(
+        analysed_calls[NAME], order, np.r_[inner, previous_call[inner], latest_call[tail]]
+    )
+    categories = _texts(analysed_calls[CALL_CATEGORY], order, inner)
+    called_before = names[len(inner) : 2 * len(inner)]
+    before = np.where(previous_call[inner] >= 0, called_before, NO_CALL)
+    pids = analysed_calls[PID].to_numpy()[order]
+    tids = analysed_calls[GLOBAL_TID].to_numpy()[order]
+    stages = analysed_calls[STAGE].to_numpy()[order]
+    rows = np.r_[inner, tail]
+    return pd.DataFrame(
         {
-            STEP_ID: step_ids,
-            PID: pids,
-            GLOBAL_TID: tids,
-            STAGE: stages,
-            START_NS: previous_end,
-            END_NS: starts,
-            CALL_BEFORE: before,
-            CALL_AFTER: names,
-            AFTER_CATEGORY: categories,
+            STEP_ID: step_ids[rows],
+            PID: pids[rows],
+            GLOBAL_TID: tids[rows],
+            # The last gap's stage is found later, from where it starts.
+            STAGE: np.r_[stages[inner], np.full(len(tail), -1, dtype=stages.dtype)],
+            START_NS: np.r_[previous_end[inner], latest_end[tail]],
+            END_NS: np.r_[starts[inner], step_end],
+            CALL_BEFORE: np.r_[before, names[2 * len(inner) :]].astype(object),
+            CALL_AFTER: np.r_[names[: len(inner)], np.full(len(tail), NO_CALL, dtype=object)],
+            AFTER_CATEGORY: np.r_[categories, np.full(len(tail), NO_CALL, dtype=object)],
         }
     )
-    # The last gap: from the last call's return to the step's end.
-    step_end = by_step[END_NS].reindex(step_ids[last]).to_numpy()
-    tail = pd.DataFrame(
-        {
-            STEP_ID: step_ids[last],
-            PID: pids[last],
-            GLOBAL_TID: tids[last],
-            STAGE: -1,
-            START_NS: latest_end[last],
-            END_NS: step_end,
-            CALL_BEFORE: names[latest_call[last]],
-            CALL_AFTER: NO_CALL,
-            AFTER_CATEGORY: NO_CALL,
-        }
-    )
-    # A call nested in an earlier one (the driver call inside a runtime call) ends no gap.
-    inner = inner[starts >= previous_end]
-    gaps = pd.concat([inner, tail], ignore_index=True)
-    return gaps[gaps[END_NS] >= gaps[START_NS]].reset_index(drop=True)
+
+
+def _texts(column: pd.Series, order: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """column's values as text (an object array) at positions rows of the order; -1 gives ""."""
+    picked = order[np.maximum(rows, 0)]
+    text = column.take(picked).astype(str).to_numpy(dtype=object)
+    return np.where(rows >= 0, text, NO_CALL).astype(object)
 
 
 def launch_spacing(analysed_calls: pd.DataFrame) -> pd.DataFrame:
@@ -147,7 +155,7 @@ def launch_spacing(analysed_calls: pd.DataFrame) -> pd.DataFrame:
     Counts, not gaps, so that windows add up and the median stays exact to the µs. A launch
     call nested in another (the driver call inside cudaLaunchKernel) is not a launch of its own.
     """
-    is_launch = analysed_calls[CALL_CATEGORY].astype(str).isin(_LAUNCH).to_numpy()
+    is_launch = _is_launch(analysed_calls[CALL_CATEGORY])
     launches = analysed_calls[is_launch]
     order = np.lexsort(
         (-launches[END_NS].to_numpy(), launches[START_NS].to_numpy(), launches[STEP_ID].to_numpy())
@@ -170,6 +178,16 @@ def launch_spacing(analysed_calls: pd.DataFrame) -> pd.DataFrame:
         .size()
     )
     return counts.rename(LAUNCHES).reset_index()[SPACING_COLUMNS]
+
+
+def _is_launch(category: pd.Series) -> np.ndarray:
+    """Whether each call's category is a launch; a categorical column is judged per category."""
+    if isinstance(category.dtype, pd.CategoricalDtype):
+        launch = category.cat.categories.astype(str).isin(_LAUNCH)
+        codes = category.cat.codes.to_numpy()
+        flags: np.ndarray = np.r_[launch, False][codes]  # code -1 (no category): not a launch
+        return flags
+    return np.asarray(category.astype(str).isin(_LAUNCH), dtype=bool)
 
 
 def explain_host_gaps(
