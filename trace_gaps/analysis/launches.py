@@ -134,27 +134,30 @@ def summarise_stages(
         if analysed_calls is not None
         else calls_in_analysed_steps(staged_calls, steps)
     )
-    calls = calls.assign(duration=calls[END_NS] - calls[START_NS])
+    duration = (calls[END_NS] - calls[START_NS]).to_numpy()
     # Compare the category's codes, not one string per call.
     category = calls[CALL_CATEGORY].astype("category")
+    codes = category.cat.codes.to_numpy()
+    call_keys = _pid_stage_keys(calls)
     columns: dict[str, pd.Series] = {}
-    keys = [PID, STAGE]
-    # One group-by over (pid, stage, category), then a column per category.
-    per_category = (
-        calls.assign(**{CALL_CATEGORY: category})
-        .groupby([*keys, CALL_CATEGORY], observed=True)["duration"]
-        .agg(["size", "sum"])
-    )
-    found = per_category.index.get_level_values(CALL_CATEGORY)
+    # Counts and times per (pid, stage, category): one group-by on one integer per call.
+    per_category = pd.DataFrame({"size": np.ones(len(calls), dtype=np.int64), "sum": duration})
+    slots = len(category.cat.categories) + 1  # code -1 (no category) takes slot 0
+    per_category = per_category.groupby(call_keys * slots + codes + 1).sum()
+    found = per_category.index.to_numpy() % slots - 1
+    per_category.index = per_category.index // slots
     for call_category, (count_name, time_name) in _COUNT_AND_TIME.items():
-        chosen = per_category[found == call_category.value].droplevel(CALL_CATEGORY)
+        if call_category.value not in category.cat.categories:
+            continue
+        code = category.cat.categories.get_loc(call_category.value)
+        chosen = per_category[found == code]
         columns[count_name] = chosen["size"]
         if time_name:
             columns[time_name] = chosen["sum"]
     # Per category, then per call; the appended False is where a missing category (code -1) lands.
     is_launch = np.array([str(c).startswith("launch") for c in category.cat.categories] + [False])
-    launches = calls[is_launch[category.cat.codes.to_numpy()]]
-    columns["launch_api_ns"] = launches.groupby(keys)["duration"].sum()
+    chosen_launches = is_launch[codes]
+    launches = calls[chosen_launches]
     # The first op of each launch: its start, by the launch's row in the staged calls.
     first_op = np.full(len(staged_calls), np.iinfo(np.int64).max, dtype=np.int64)
     launched = projected_ops[CALL_ROW].to_numpy() >= 0
@@ -167,21 +170,41 @@ def summarise_stages(
     same = find_launch_calls(launches, staged_calls, index)
     first = np.where(same >= 0, first_op[np.maximum(same, 0)], np.iinfo(np.int64).max)
     has_op = first < np.iinfo(np.int64).max
-    ends = launches[END_NS].to_numpy()
-    queue = pd.Series(
-        np.where(has_op, np.maximum(first - ends, 0), 0), index=launches.index, dtype="int64"
-    )
-    launches = launches.assign(queue=queue, queued=queue > 0, without_op=~has_op)
-    columns["launches_without_op"] = launches.groupby(keys)["without_op"].sum()
-    columns["queue_ns"] = launches.groupby(keys)["queue"].sum()
-    columns["queued_launches"] = launches.groupby(keys)["queued"].sum()
-    from_graph = analysed_ops[LAUNCH_CATEGORY] == CallCategory.LAUNCH_GRAPH.value
-    columns["graph_ops"] = analysed_ops[from_graph].groupby(keys).size()
-    columns["eager_ops"] = analysed_ops[~from_graph].groupby(keys).size()
+    queue = np.where(has_op, np.maximum(first - launches[END_NS].to_numpy(), 0), 0)
+    # The launches' four totals, then the ops' two counts: a group-by each.
+    per_launch = pd.DataFrame(
+        {
+            "launch_api_ns": duration[chosen_launches],
+            "launches_without_op": ~has_op,
+            "queue_ns": queue,
+            "queued_launches": queue > 0,
+        }
+    ).groupby(call_keys[chosen_launches])
+    for name, total in per_launch.sum().items():
+        columns[str(name)] = total
+    from_graph = (analysed_ops[LAUNCH_CATEGORY] == CallCategory.LAUNCH_GRAPH.value).to_numpy()
+    op_counts = pd.DataFrame({"graph_ops": from_graph, "eager_ops": ~from_graph})
+    for name, total in op_counts.groupby(_pid_stage_keys(analysed_ops)).sum().items():
+        columns[str(name)] = total
     stats = pd.DataFrame(columns)
     stats = stats.reindex(columns=STAGE_STAT_COLUMNS).fillna(0).astype("int64")
-    stats.index = stats.index.set_names(keys)
-    return stats.reset_index()
+    keys = stats.index.to_numpy(dtype=np.int64)
+    return stats.reset_index(drop=True).assign(
+        **{PID: keys >> _STAGE_BITS, STAGE: keys & ((1 << _STAGE_BITS) - 1)}
+    )[[PID, STAGE, *STAGE_STAT_COLUMNS]]
+
+
+# summarise_stages groups on one integer per row, (pid << _STAGE_BITS) | stage, times the
+# call categories when it counts per category: a pid takes 22 bits on Linux, a stage code far
+# fewer than 32, the categories a handful, so the key stays below 2**63.
+_STAGE_BITS = 32
+
+
+def _pid_stage_keys(frame: pd.DataFrame) -> np.ndarray:
+    keys: np.ndarray = (frame[PID].to_numpy().astype(np.int64) << _STAGE_BITS) | frame[
+        STAGE
+    ].to_numpy().astype(np.int64)
+    return keys
 
 
 def execution_mode(graph_ops: int, eager_ops: int) -> ExecutionMode:
