@@ -21,11 +21,11 @@ from trace_gaps.analysis.collectives import (
     PEER_PID,
     WAIT_END_NS,
     CollectiveMatch,
-    covered_time,
 )
 from trace_gaps.analysis.pipeline import Analysis
 from trace_gaps.analysis.stages import ThreadStages
 from trace_gaps.analysis.steps import IS_WARMUP
+from trace_gaps.intervals import covered_time
 from trace_gaps.model import END_NS, GLOBAL_TID, NO_STAGE, PID, START_NS
 
 # A peer's stages listed in a verdict: the few it spent most time in.
