@@ -12,6 +12,7 @@ import pytest
 from tests.builders import projected_frames
 from tests.conftest import ROOT, peer_trace_paths
 from trace_gaps.analysis.ledger import DURATION_NS
+from trace_gaps.analysis.metrics import LEDGER
 from trace_gaps.analysis.pipeline import Analysis, AnalysisOptions, analyse_trace
 from trace_gaps.analysis.stages import STAGE
 from trace_gaps.analysis.steps import STEP_ID
@@ -62,7 +63,7 @@ def _analyse(path: Path) -> Analysis:
 
 
 def _assert_ledger_adds_up(analysis: Analysis) -> None:
-    per_step = analysis.ledger.groupby(STEP_ID)[DURATION_NS].sum()
+    per_step = analysis.metrics[LEDGER].groupby(STEP_ID)[DURATION_NS].sum()
     steps = analysis.steps.set_index(STEP_ID)
     wall = steps[END_NS] - steps[START_NS]
     assert per_step.reindex(wall.index, fill_value=0).to_dict() == wall.to_dict()

@@ -14,6 +14,7 @@ import pandas as pd
 
 from trace_gaps.analysis.collectives import WAIT_END_NS
 from trace_gaps.analysis.ledger import CAUSE
+from trace_gaps.analysis.metrics import STEP_DETAILS
 from trace_gaps.analysis.picks import StepPick, TimelineRequest, choose_request, choose_steps
 from trace_gaps.analysis.pipeline import Analysis
 from trace_gaps.analysis.stages import STAGE, thread_stage_at
@@ -90,7 +91,7 @@ def _step_timeline(
 ) -> StepTimeline:
     pid, tid = int(getattr(step, PID)), int(getattr(step, GLOBAL_TID))
     start, end = int(getattr(step, START_NS)), int(getattr(step, END_NS))
-    detail = analysis.step_details[int(getattr(step, STEP_ID))]
+    detail = analysis.metrics[STEP_DETAILS][int(getattr(step, STEP_ID))]
     idle = detail.idle_runs
 
     calls = detail.calls
