@@ -204,10 +204,13 @@ def analyse_in_windows(
         frames = _window_frames(ops, calls, steps, inputs, plan, w, limit, dropped_corr)
         for metric in metrics:
             parts[metric.name].append(metric.compute(frames))
+        projected = frames.projected
+        del frames, ops, calls  # as large as the window's rows: let go before the next read
         if on_window is not None:
             on_window(w + 1, plan.count)
         if w + 1 < plan.count:
-            _drop_finished(op_streams, call_stream, frames.projected, plan, w, dropped_corr)
+            _drop_finished(op_streams, call_stream, projected, plan, w, dropped_corr)
+        del projected
     return WindowResults(merge_parts(metrics, parts), plan.count)
 
 
