@@ -114,8 +114,9 @@ def test_inflating_three_times_triples_rows_and_steps_and_keeps_the_ledger_whole
     assert ((lead > 0) & (lead < 30_000)).all()  # each op's call is in its own copy
     # The untimed kernel stays untimed in every copy.
     assert load_trace(big).info.untimed_events == 3 * load_trace(source).info.untimed_events == 3
-    busy = large.ledger[large.ledger["bucket"] == "busy"][DURATION_NS].sum()
-    assert busy == 3 * small.ledger[small.ledger["bucket"] == "busy"][DURATION_NS].sum()
+    large_ledger, small_ledger = large.metrics[LEDGER], small.metrics[LEDGER]
+    busy = large_ledger[large_ledger["bucket"] == "busy"][DURATION_NS].sum()
+    assert busy == 3 * small_ledger[small_ledger["bucket"] == "busy"][DURATION_NS].sum()
 
 
 def test_factor_one_is_a_plain_copy(export_builder, tmp_path):
