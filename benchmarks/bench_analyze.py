@@ -112,6 +112,7 @@ def child_floor_arrow(path: Path) -> dict[str, Any]:
 
 def child_analyze(path: Path, fmt: str) -> dict[str, Any]:
     """The analyze pipeline, phase by phase, exactly as the CLI runs it (trace_gaps.run)."""
+    import trace_gaps.analysis.metrics as metrics
     import trace_gaps.analysis.pipeline as pipeline
     import trace_gaps.analysis.windows as windows
     from trace_gaps.nsys.load import count_rows
@@ -142,12 +143,10 @@ def child_analyze(path: Path, fmt: str) -> dict[str, Any]:
         windows: {
             "project": ("project_ops", "mark_blocking_copies", "_check_launches"),
             "ledger": ("build_ledger",),
-            "launches": (
-                "ops_in_analysed_steps",
-                "summarise_stages",
-                "kernel_totals",
-                "api_call_totals",
-            ),
+            "launches": ("ops_in_analysed_steps",),
+        },
+        metrics: {
+            "launches": ("summarise_stages", "kernel_totals", "api_call_totals"),
             "host": ("find_blocked_host_time",),
         },
     }

@@ -77,6 +77,16 @@ def global_tid(pid: int, tid: int) -> int:
     return (pid << 24) | tid
 
 
+# The tables stream_export reads in chunks, in the order of their rows.
+STREAMED_TABLES = (
+    "CUPTI_ACTIVITY_KIND_KERNEL",
+    "CUPTI_ACTIVITY_KIND_MEMCPY",
+    "CUPTI_ACTIVITY_KIND_MEMSET",
+    "CUPTI_ACTIVITY_KIND_GRAPH_TRACE",
+    "CUPTI_ACTIVITY_KIND_RUNTIME",
+)
+
+
 @dataclass
 class ExportBuilder:
     """Accumulate rows, then write() them as an export file under `directory`."""
@@ -287,6 +297,12 @@ class ExportBuilder:
     def meta(self, name: str, value: str, *, table: str = "META_DATA_EXPORT") -> ExportBuilder:
         """A metadata row (META_DATA_EXPORT or META_DATA_CAPTURE)."""
         return self._add(table, (name, value))
+
+    def in_start_order(self) -> ExportBuilder:
+        """Sort the streamed tables' rows by start, as nsys writes them (stream_export needs it)."""
+        for table in STREAMED_TABLES:
+            self.rows.get(table, []).sort(key=lambda row: row[0])  # start is the first column
+        return self
 
     def without(self, *tables: str) -> ExportBuilder:
         """Leave these tables out of the file."""

@@ -15,6 +15,7 @@ import pytest
 
 from tests.conftest import SAMPLE_TRACES
 from tests.test_ledger import analyse
+from trace_gaps.analysis.metrics import LEDGER
 from trace_gaps.analysis.stages import STAGE
 
 BUSY_BY_SQL = """
@@ -70,7 +71,7 @@ def test_stage_busy_time_equals_a_by_hand_sql_sum(trace: str, stage: str) -> Non
     connection.close()
     analysis = analyse(path, skip=0)
     code = analysis.stage_map.code(stage)
-    ledger = analysis.ledger
+    ledger = analysis.metrics[LEDGER]
     ours = ledger[(ledger[STAGE] == code) & (ledger["bucket"] == "busy")]["duration_ns"].sum()
     assert expected > 0
     assert int(ours) == int(expected)

@@ -12,6 +12,7 @@ import pytest
 from tests.builders import projected_frames
 from tests.conftest import ROOT, peer_trace_paths
 from trace_gaps.analysis.ledger import DURATION_NS
+from trace_gaps.analysis.metrics import LEDGER
 from trace_gaps.analysis.pipeline import Analysis, AnalysisOptions, analyse_trace
 from trace_gaps.analysis.stages import STAGE
 from trace_gaps.analysis.steps import STEP_ID
@@ -62,7 +63,7 @@ def _analyse(path: Path) -> Analysis:
 
 
 def _assert_ledger_adds_up(analysis: Analysis) -> None:
-    per_step = analysis.ledger.groupby(STEP_ID)[DURATION_NS].sum()
+    per_step = analysis.metrics[LEDGER].groupby(STEP_ID)[DURATION_NS].sum()
     steps = analysis.steps.set_index(STEP_ID)
     wall = steps[END_NS] - steps[START_NS]
     assert per_step.reindex(wall.index, fill_value=0).to_dict() == wall.to_dict()
@@ -113,8 +114,9 @@ def test_inflating_three_times_triples_rows_and_steps_and_keeps_the_ledger_whole
     assert ((lead > 0) & (lead < 30_000)).all()  # each op's call is in its own copy
     # The untimed kernel stays untimed in every copy.
     assert load_trace(big).info.untimed_events == 3 * load_trace(source).info.untimed_events == 3
-    busy = large.ledger[large.ledger["bucket"] == "busy"][DURATION_NS].sum()
-    assert busy == 3 * small.ledger[small.ledger["bucket"] == "busy"][DURATION_NS].sum()
+    large_ledger, small_ledger = large.metrics[LEDGER], small.metrics[LEDGER]
+    busy = large_ledger[large_ledger["bucket"] == "busy"][DURATION_NS].sum()
+    assert busy == 3 * small_ledger[small_ledger["bucket"] == "busy"][DURATION_NS].sum()
 
 
 def test_factor_one_is_a_plain_copy(export_builder, tmp_path):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from trace_gaps.analysis.metrics import LEDGER
 from trace_gaps.analysis.pipeline import Analysis, AnalysisOptions, analyse_trace
 from trace_gaps.analysis.stages import STAGE
 from trace_gaps.nsys.load import load_trace
@@ -16,7 +17,7 @@ def ledger_of(path: Path, **options: object) -> dict[tuple[int, str, str, str], 
         (int(r.step_id), names[int(getattr(r, STAGE))], str(r.bucket), str(r.cause)): int(
             r.duration_ns
         )
-        for r in analysis.ledger.itertuples()
+        for r in analysis.metrics[LEDGER].itertuples()
     }
 
 
@@ -66,7 +67,7 @@ def test_ledger_sums_to_wall_time_of_every_step(export_builder):
 
     path = three_steps(export_builder(), body).write()
     analysis = analyse(path, skip=0)
-    per_step = analysis.ledger.groupby("step_id")["duration_ns"].sum()
+    per_step = analysis.metrics[LEDGER].groupby("step_id")["duration_ns"].sum()
     walls = (analysis.steps["end_ns"] - analysis.steps["start_ns"]).set_axis(
         analysis.steps["step_id"]
     )

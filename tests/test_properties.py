@@ -6,6 +6,8 @@ thread; several streams, overlaps, queueing, ops running past their step. For ev
 - each step's ledger adds up to its wall time exactly;
 - total busy = the union of op intervals clipped to the steps (no op counted twice, none lost);
 - no stage is charged more busy time than its own ops ran inside steps.
+And cut into random windows and chunks, in memory and streamed from the file
+(stream_export), the export gives the report of one whole pass, or a refusal.
 """
 
 from __future__ import annotations
@@ -13,17 +15,21 @@ from __future__ import annotations
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from unittest.mock import patch
 
 from hypothesis import event, given
 from hypothesis import strategies as st
 
 from tests.builders import ExportBuilder, projected_frames
 from trace_gaps.analysis.ledger import BUCKET, DURATION_NS
-from trace_gaps.analysis.pipeline import Analysis, AnalysisOptions, analyse_trace
+from trace_gaps.analysis.metrics import LEDGER
+from trace_gaps.analysis.pipeline import Analysis, AnalysisOptions, analyse_rows, analyse_trace
 from trace_gaps.analysis.stages import STAGE
 from trace_gaps.analysis.steps import STEP_ID
 from trace_gaps.model import Bucket, NeedsWholeTrace
+from trace_gaps.nsys import stream
 from trace_gaps.nsys.load import load_trace
+from trace_gaps.nsys.stream import stream_export
 from trace_gaps.render.json import render_json
 from trace_gaps.report import build_report
 
@@ -81,8 +87,13 @@ def decode_loops(
     return steps, all_ops
 
 
-def write_export(directory: Path, steps, all_ops: list[Op]) -> tuple[Path, list[tuple[int, int]]]:
-    """Write the export; return it and the timed op intervals it holds."""
+def write_export(
+    directory: Path, steps, all_ops: list[Op], *, in_start_order: bool = False
+) -> tuple[Path, list[tuple[int, int]]]:
+    """Write the export; return it and the timed op intervals it holds.
+
+    in_start_order: each activity table's rows sorted by start, as nsys writes them.
+    """
     builder = ExportBuilder(directory)
     intervals: list[tuple[int, int]] = []
     for start, end, stages in steps:
@@ -140,6 +151,8 @@ def write_export(directory: Path, steps, all_ops: list[Op]) -> tuple[Path, list[
                 "gemm", op_start, op_end, stream_id=op.stream_id, correlation_id=correlation
             )
         intervals.append((op_start, op_end))
+    if in_start_order:
+        builder.in_start_order()
     return builder.write(), intervals
 
 
@@ -172,7 +185,7 @@ def test_the_ledger_adds_up_and_counts_every_op_once(loop, named):
         analysis = analyse(path, "decode_step" if named else None)
         projected = projected_frames(load_trace(path), analysis)[1]
 
-    ledger, cut = analysis.ledger, analysis.steps
+    ledger, cut = analysis.metrics[LEDGER], analysis.steps
     assert (ledger[DURATION_NS] > 0).all()
     walls = (cut["end_ns"] - cut["start_ns"]).set_axis(cut[STEP_ID])
     charged = ledger.groupby(STEP_ID)[DURATION_NS].sum().reindex(walls.index, fill_value=0)
@@ -196,19 +209,29 @@ def test_the_ledger_adds_up_and_counts_every_op_once(loop, named):
 )
 def test_any_cut_into_windows_gives_the_whole_trace_report(loop, window_rows, chunk_rows):
     # Random loops (queued, graph, untimed, other-thread and call-less ops; syncs across
-    # steps) cut into random windows and chunks: the same report as one pass, or a refusal.
+    # steps) cut into random windows and chunks, in memory and streamed from the file: the
+    # same report as one pass, or a refusal.
     steps, all_ops = loop
     if not any(op.kind != "untimed" for op in all_ops):
         all_ops = [*all_ops, Op("eager", steps[0][0], 10, 10, 100, 1, 100, 1)]
-    with tempfile.TemporaryDirectory() as directory:
-        path, _ = write_export(Path(directory), steps, all_ops)
-        trace = load_trace(path)
     options = AnalysisOptions(step_name="decode_step", skip=0)
-    whole = render_json(build_report(trace, analyse_trace(trace, options)))
-    try:
-        windowed = analyse_trace(trace, options, window_rows=window_rows, chunk_rows=chunk_rows)
-    except NeedsWholeTrace:
-        event("refused")
-        return  # refused: the CLI analyses it whole, which is `whole`
-    event("one window" if windowed.windows == 1 else "several windows")
-    assert render_json(build_report(trace, windowed)) == whole
+    with tempfile.TemporaryDirectory() as directory:
+        # In start order, as nsys writes it: the streamed reader refuses other orders.
+        path, _ = write_export(Path(directory), steps, all_ops, in_start_order=True)
+        trace = load_trace(path)
+        whole = render_json(build_report(trace, analyse_trace(trace, options)))
+        try:
+            windowed = analyse_trace(trace, options, window_rows=window_rows, chunk_rows=chunk_rows)
+            event("one window" if windowed.windows == 1 else "several windows")
+            assert render_json(build_report(trace, windowed)) == whole
+        except NeedsWholeTrace:
+            event("refused in memory")  # the CLI analyses it whole, which is `whole`
+        with patch.object(stream, "CHUNK_ROWS", chunk_rows), stream_export(path) as export:
+            try:
+                streamed = analyse_rows(
+                    export.head, export.sources, options, window_rows=window_rows
+                )
+            except NeedsWholeTrace:
+                event("refused streamed")
+                return
+            assert render_json(build_report(export.trace(), streamed)) == whole

@@ -14,10 +14,12 @@ import pandas as pd
 
 from trace_gaps.analysis.collectives import WAIT_END_NS
 from trace_gaps.analysis.ledger import CAUSE
+from trace_gaps.analysis.metrics import STEP_DETAILS
 from trace_gaps.analysis.picks import StepPick, TimelineRequest, choose_request, choose_steps
 from trace_gaps.analysis.pipeline import Analysis
 from trace_gaps.analysis.stages import STAGE, thread_stage_at
 from trace_gaps.analysis.steps import IS_WARMUP, STEP_ID, STEP_INDEX
+from trace_gaps.intervals import label_runs
 from trace_gaps.model import (
     CALL_CATEGORY,
     DEVICE_ID,
@@ -89,7 +91,7 @@ def _step_timeline(
 ) -> StepTimeline:
     pid, tid = int(getattr(step, PID)), int(getattr(step, GLOBAL_TID))
     start, end = int(getattr(step, START_NS)), int(getattr(step, END_NS))
-    detail = analysis.step_details[int(getattr(step, STEP_ID))]
+    detail = analysis.metrics[STEP_DETAILS][int(getattr(step, STEP_ID))]
     idle = detail.idle_runs
 
     calls = detail.calls
@@ -173,10 +175,8 @@ def _stage_runs(analysis: Analysis, tid: int, start: int, end: int) -> tuple[np.
     bounds = np.unique(np.clip(np.concatenate(edges), start, end))
     seg_starts, seg_ends = bounds[:-1], bounds[1:]
     codes = thread_stage_at(analysis.stage_map, thread, seg_starts)
-    new_run = np.r_[True, np.diff(codes) != 0]
-    run_starts = seg_starts[new_run]
-    run_ends = np.r_[run_starts[1:], seg_ends[-1:]] if len(run_starts) else run_starts
-    return run_starts, run_ends, codes[new_run]
+    first, last = label_runs(np.arange(len(codes)), codes)
+    return seg_starts[first], seg_ends[last], codes[first]
 
 
 def _spans(

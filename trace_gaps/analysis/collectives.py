@@ -24,6 +24,7 @@ from typing import cast
 import numpy as np
 import pandas as pd
 
+from trace_gaps.intervals import covered_time
 from trace_gaps.model import DEVICE_ID, END_NS, NAME, PID, START_NS
 
 # Kernels of collective libraries, by name. The one place that says what is a collective.
@@ -235,24 +236,3 @@ def _inside(times: np.ndarray, steps: pd.DataFrame) -> np.ndarray:
     at = np.searchsorted(step_starts, times, side="right") - 1
     inside: np.ndarray = (at >= 0) & (times < step_ends[np.maximum(at, 0)])
     return inside
-
-
-def covered_time(
-    starts: np.ndarray, ends: np.ndarray, run_starts: np.ndarray, run_ends: np.ndarray
-) -> int:
-    """Total overlap of the intervals [starts, ends) with disjoint runs sorted by start, each
-    interval counted on its own: by the runs' cumulative length, no loop per interval."""
-    if not len(run_starts) or not len(starts):
-        return 0
-    before = np.r_[0, np.cumsum(run_ends - run_starts)]  # idle time before each run
-
-    def idle_before(t: np.ndarray) -> np.ndarray:
-        k = np.searchsorted(run_starts, t, side="right")  # runs starting at or before t
-        inside = np.minimum(
-            np.maximum(t - run_starts[np.maximum(k - 1, 0)], 0),
-            (run_ends - run_starts)[np.maximum(k - 1, 0)],
-        )
-        found: np.ndarray = before[np.maximum(k - 1, 0)] + np.where(k > 0, inside, 0)
-        return found
-
-    return int((idle_before(ends) - idle_before(starts)).sum())

@@ -11,12 +11,12 @@ waiting — for another thread, process or rank — not computing.
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 
 from trace_gaps.analysis.ledger import CAUSE
 from trace_gaps.analysis.stages import STAGE, StageMap, stage_at
 from trace_gaps.analysis.steps import IS_WARMUP, STEP_ID
+from trace_gaps.intervals import outermost, overlaps
 from trace_gaps.model import END_NS, GLOBAL_TID, NAME, START_NS, IdleCause
 
 BLOCKED_COLUMNS = [STEP_ID, STAGE, NAME, "duration_ns"]
@@ -72,33 +72,26 @@ def outermost_calls(os_calls: pd.DataFrame) -> pd.DataFrame:
 def outermost_in_thread(calls: pd.DataFrame) -> pd.DataFrame:
     """One thread's calls not nested in an earlier one (nested OS calls count once)."""
     calls = calls.sort_values([START_NS, END_NS], ascending=[True, False], kind="stable")
-    ends = calls[END_NS].to_numpy()
-    earlier_end = np.maximum.accumulate(np.r_[np.iinfo(np.int64).min, ends])[:-1]
-    return calls[calls[START_NS].to_numpy() >= earlier_end]
+    return calls[outermost(calls[START_NS].to_numpy(), calls[END_NS].to_numpy())]
 
 
 def overlaps_with_calls(runs: pd.DataFrame, calls: pd.DataFrame) -> pd.DataFrame:
-    """Every (run, call) overlap, by sort and search: calls are disjoint and sorted.
+    """Every (run, call) overlap: calls are disjoint and sorted (intervals.overlaps).
 
     The "run" column is the position of the overlap's run in runs.
     """
-    call_starts, call_ends = calls[START_NS].to_numpy(), calls[END_NS].to_numpy()
-    run_starts, run_ends = runs[START_NS].to_numpy(), runs[END_NS].to_numpy()
-    first = np.searchsorted(call_ends, run_starts, side="right")
-    last = np.searchsorted(call_starts, run_ends, side="left")
-    counts = np.maximum(last - first, 0)
-    run_index = np.repeat(np.arange(len(runs)), counts)
-    offsets = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
-    call_index = np.repeat(first, counts) + offsets
-    start = np.maximum(run_starts[run_index], call_starts[call_index])
-    end = np.minimum(run_ends[run_index], call_ends[call_index])
-    keep = end > start
+    run, call, start, end = overlaps(
+        runs[START_NS].to_numpy(),
+        runs[END_NS].to_numpy(),
+        calls[START_NS].to_numpy(),
+        calls[END_NS].to_numpy(),
+    )
     return pd.DataFrame(
         {
-            STEP_ID: runs[STEP_ID].to_numpy()[run_index][keep],
-            START_NS: start[keep],
-            "duration_ns": (end - start)[keep],
-            NAME: calls[NAME].to_numpy()[call_index][keep],
-            "run": run_index[keep],
+            STEP_ID: runs[STEP_ID].to_numpy()[run],
+            START_NS: start,
+            "duration_ns": end - start,
+            NAME: calls[NAME].to_numpy()[call],
+            "run": run,
         }
     )

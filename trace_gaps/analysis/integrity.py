@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 
 from trace_gaps.analysis.ledger import BUCKET
+from trace_gaps.analysis.metrics import LEDGER, OP_CENSUS, STAGE_STATS
 from trace_gaps.analysis.pipeline import Analysis
 from trace_gaps.analysis.stages import STAGE
 from trace_gaps.analysis.steps import (
@@ -37,7 +38,7 @@ from trace_gaps.units import format_duration
 def _lost_records(messages: tuple[str, ...], analysis: Analysis) -> list[str]:
     """Launch calls whose ops are missing, and nsys's own words about lost events."""
     notes: list[str] = []
-    stats = analysis.stage_stats
+    stats = analysis.metrics[STAGE_STATS]
     missing = int(stats["launches_without_op"].sum())
     if missing:
         launch_columns = ["kernel_launches", "graph_launches", "memcpy_launches", "memset_launches"]
@@ -196,7 +197,7 @@ def _schema_notes(trace: Trace) -> list[str]:
 
 def _op_notes(analysis: Analysis) -> list[str]:
     notes = []
-    census = analysis.op_census
+    census = analysis.metrics[OP_CENSUS]
     names = analysis.stage_map.names
     missing = int(census.loc[census[STAGE] == names.index(NO_LAUNCH_CALL), "ops"].sum())
     if missing:
@@ -210,7 +211,7 @@ def _op_notes(analysis: Analysis) -> list[str]:
             f"{other} GPU ops were launched by threads that have no steps; their busy time is "
             f"charged to {OTHER_THREAD}."
         )
-    ledger = analysis.ledger
+    ledger = analysis.metrics[LEDGER]
     analysed = analysis.steps[~analysis.steps[IS_WARMUP]]
     busy = ledger[ledger[BUCKET] == Bucket.BUSY.value].groupby(STEP_ID)["duration_ns"].sum()
     empty = int((~analysed[STEP_ID].isin(busy[busy > 0].index)).sum())

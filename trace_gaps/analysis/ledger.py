@@ -31,6 +31,7 @@ from trace_gaps.analysis.stages import (
     thread_stage_at,
 )
 from trace_gaps.analysis.steps import STEP_ID
+from trace_gaps.intervals import label_runs
 from trace_gaps.model import (
     CALL_CATEGORY,
     CAUSE_ORDER,
@@ -167,16 +168,8 @@ def _runs_by_cause(segments: Segments) -> pd.DataFrame:
     idle = _select(segments, _is_idle(segments["cause_code"]))
     if not len(idle["segment"]):
         return _sorted_runs([])
-    segment = idle["segment"]
-    new_run = np.r_[
-        True,
-        (np.diff(segment) != 1)
-        | (np.diff(idle[STEP_ID]) != 0)
-        | (np.diff(idle["cause_code"]) != 0),
-    ]
     # Runs are contiguous and in time order: a run starts at its first segment, ends at its last.
-    first = np.flatnonzero(new_run)
-    last = np.r_[first[1:], len(segment)] - 1
+    first, last = label_runs(idle["segment"], idle[STEP_ID], idle["cause_code"])
     return pd.DataFrame(
         {
             STEP_ID: idle[STEP_ID][first],
@@ -461,15 +454,9 @@ def _covered(bounds: int, first: np.ndarray, last: np.ndarray) -> np.ndarray:
 def _idle_runs(idle: Segments, labels: np.ndarray) -> pd.DataFrame:
     if not len(idle["segment"]):
         return pd.DataFrame({c: pd.Series(dtype="int64") for c in GAP_COLUMNS})
-    segment = idle["segment"]
-    new_run = np.r_[
-        True,
-        (np.diff(segment) != 1) | (np.diff(idle[STEP_ID]) != 0) | (np.diff(idle[STAGE]) != 0),
-    ]
     # Runs are contiguous and in time order: a run starts at its first segment, ends at its last.
-    first = np.flatnonzero(new_run)
-    last = np.r_[first[1:], len(segment)] - 1
-    run = np.cumsum(new_run) - 1
+    first, last = label_runs(idle["segment"], idle[STEP_ID], idle[STAGE])
+    run = np.repeat(np.arange(len(first)), last - first + 1)
     # Dominant cause: most idle ns in the run; on a tie, the lowest cause code.
     # (Float sums are exact: a run's ns stay far below 2**53.)
     width = len(labels)

@@ -8,30 +8,18 @@ windows.py) and is merged here into one Analysis.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from trace_gaps.analysis.collectives import (
-    PEER_IDLE_COLUMNS,
-    PEER_PID,
-    CollectiveMatch,
-    is_collective,
-    match_collectives,
-)
-from trace_gaps.analysis.host import BLOCKED_COLUMNS, outermost_calls
-from trace_gaps.analysis.launches import STAGE_STAT_COLUMNS, top_kernels
-from trace_gaps.analysis.ledger import LEDGER_COLUMNS
-from trace_gaps.analysis.long_gaps import (
-    HOST_GAP_COLUMNS,
-    LAUNCHES,
-    SPACING_COLUMNS,
-)
+from trace_gaps.analysis.collectives import CollectiveMatch, is_collective, match_collectives
+from trace_gaps.analysis.host import outermost_calls
+from trace_gaps.analysis.metrics import MergedMetrics, WindowInputs
 from trace_gaps.analysis.picks import TimelineRequest, choose_steps
 from trace_gaps.analysis.ranges import build_range_tree
-from trace_gaps.analysis.stages import STAGE, StageMap, map_stages, stage_calls
+from trace_gaps.analysis.stages import StageMap, map_stages, stage_calls
 from trace_gaps.analysis.steps import (
     IS_WARMUP,
     STEP_ID,
@@ -45,14 +33,9 @@ from trace_gaps.analysis.steps import (
     whole_process_steps,
 )
 from trace_gaps.analysis.windows import (
-    GRAPH_SETUP_COLUMNS,
-    OP_CENSUS_COLUMNS,
     RowStream,
-    StepDetail,
-    WindowInputs,
     WindowResults,
     analyse_in_windows,
-    merge_longest_gaps,
     plan_windows,
 )
 from trace_gaps.errors import NoAnalysedStepsError, ProcessNotFoundError
@@ -92,24 +75,12 @@ class Analysis:
     range_tree: pd.DataFrame
     steps: pd.DataFrame
     stage_map: StageMap
-    ledger: pd.DataFrame  # per step: step_id, stage, bucket, cause, duration_ns
-    longest_gaps: pd.DataFrame  # top idle gaps of analysed steps per (pid, stage)
-    blocked_host: pd.DataFrame  # per (analysed step, stage, OS call): idle host ns inside it
-    stage_stats: pd.DataFrame  # per (pid, stage): launch, queue, sync totals (analysed steps)
-    top_kernels: pd.DataFrame  # per (pid, stage): the ops with most GPU time (analysed steps)
-    api_call_totals: pd.DataFrame  # per (pid, stage, name): non-launch, non-sync calls
-    op_census: pd.DataFrame  # per (pid, kind, stage): ops of the analysed processes
+    metrics: MergedMetrics  # every declared metric (metrics.py): analysis.metrics[LEDGER]
     device_ops: pd.DataFrame  # per (pid, device, kind): ops of every process in the export
-    host_gaps: pd.DataFrame  # host gaps of at least LONG_GAP_MIN_NS in analysed steps, explained
-    launch_spacing: pd.DataFrame  # per (pid, stage, gap_us): launches with that host gap before
-    graph_setup_calls: pd.DataFrame  # capture/instantiate/upload calls: pid, tid, name, start, end
     trace_start_ns: int  # the earliest op, call or range in the export
     picked_steps: tuple[tuple[TimelineRequest, pd.DataFrame], ...]  # per timeline request
-    step_details: dict[int, StepDetail]  # kept for the picked steps
     windows: int  # how many windows the analysis ran in
     collectives: CollectiveMatch  # every collective op of the export, matched across processes
-    # per (pid, peer pid, cause): the peer's GPU idle ns during this process's waits for it
-    peer_idle: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=PEER_IDLE_COLUMNS))
 
 
 def analyse_trace(
@@ -254,15 +225,6 @@ def _mark_warmup(
     return marked
 
 
-def _peer_idle(parts: list[pd.DataFrame]) -> pd.DataFrame:
-    parts = [part for part in parts if len(part)]
-    if not parts:
-        return pd.DataFrame(columns=PEER_IDLE_COLUMNS)
-    found = pd.concat(parts, ignore_index=True)
-    summed = found.groupby([PID, PEER_PID, "cause"])["duration_ns"].sum()
-    return summed.reset_index()
-
-
 def _of_process(pid: int | None, chunks: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
     for chunk in chunks:
         yield chunk if pid is None else chunk[chunk[PID].to_numpy() == pid]
@@ -294,23 +256,10 @@ def _merge(
         range_tree=range_tree,
         steps=steps,
         stage_map=stage_map,
-        ledger=_concat(results.ledgers, LEDGER_COLUMNS),
-        longest_gaps=merge_longest_gaps(results.gaps),
-        blocked_host=_concat(results.blocked, BLOCKED_COLUMNS),
-        peer_idle=_peer_idle(results.peer_idle),
-        stage_stats=_summed(results.stage_stats, [PID, STAGE], STAGE_STAT_COLUMNS),
-        top_kernels=top_kernels(
-            _summed(results.kernels, [PID, STAGE, NAME], ["total_ns", "count"])
-        ),
-        api_call_totals=_summed(results.api_calls, [PID, STAGE, NAME], ["total", "count"]),
-        op_census=_summed(results.op_census, OP_CENSUS_COLUMNS[:-1], OP_CENSUS_COLUMNS[-1:]),
+        metrics=results.metrics,
         device_ops=sources.device_ops(),
-        host_gaps=_concat(results.host_gaps, HOST_GAP_COLUMNS),
-        launch_spacing=_summed(results.launch_spacing, SPACING_COLUMNS[:3], [LAUNCHES]),
-        graph_setup_calls=_concat(results.graph_setup_calls, GRAPH_SETUP_COLUMNS),
         trace_start_ns=min(sources.trace_start_ns(), _earliest(trace.nvtx_ranges)),
         picked_steps=picked,
-        step_details=results.step_details,
         windows=results.windows,
         collectives=collectives,
     )
@@ -318,25 +267,6 @@ def _merge(
 
 def _earliest(ranges: pd.DataFrame) -> int:
     return int(ranges[START_NS].min()) if len(ranges) else np.iinfo(np.int64).max
-
-
-def _concat(frames: list[pd.DataFrame], columns: list[str]) -> pd.DataFrame:
-    frames = [frame for frame in frames if len(frame)]
-    if not frames:
-        return pd.DataFrame({c: pd.Series(dtype="int64") for c in columns})
-    return pd.concat(frames, ignore_index=True)
-
-
-def _summed(frames: list[pd.DataFrame], keys: list[str], values: list[str]) -> pd.DataFrame:
-    """Add per-window totals up per key."""
-    frames = [frame for frame in frames if len(frame)]
-    if not frames:
-        return pd.DataFrame({c: pd.Series(dtype="int64") for c in [*keys, *values]})
-    frame = pd.concat(frames, ignore_index=True)
-    for key in keys:
-        if isinstance(frame[key].dtype, pd.CategoricalDtype):
-            frame[key] = frame[key].astype(str)
-    return frame.groupby(keys, sort=True)[values].sum().reset_index()
 
 
 def _memory_sources(trace: Trace, chunk_rows: int | None) -> RowSources:

@@ -21,11 +21,12 @@ from trace_gaps.analysis.collectives import (
     PEER_PID,
     WAIT_END_NS,
     CollectiveMatch,
-    covered_time,
 )
+from trace_gaps.analysis.metrics import PEER_IDLE
 from trace_gaps.analysis.pipeline import Analysis
 from trace_gaps.analysis.stages import ThreadStages
 from trace_gaps.analysis.steps import IS_WARMUP
+from trace_gaps.intervals import covered_time
 from trace_gaps.model import END_NS, GLOBAL_TID, NO_STAGE, PID, START_NS
 
 # A peer's stages listed in a verdict: the few it spent most time in.
@@ -171,7 +172,7 @@ def _peer_idle(source: RankSource, pid: int, peer: int, peer_export: int, n: int
     """The peer's GPU idle ns per step by cause during pid's waits (same export only)."""
     if peer_export != source.export:
         return {}
-    rows = source.analysis.peer_idle
+    rows = source.analysis.metrics[PEER_IDLE]
     rows = rows[(rows[PID] == pid) & (rows[PEER_PID] == peer)]
     by_cause = rows.groupby("cause")["duration_ns"].sum().sort_values(ascending=False)
     return {str(cause): int(round(ns / n)) for cause, ns in by_cause.items() if ns > 0}

@@ -35,6 +35,18 @@ from trace_gaps.analysis.long_gaps import (
     select_long_gaps,
     spacing_thresholds,
 )
+from trace_gaps.analysis.metrics import (
+    API_CALL_TOTALS,
+    BLOCKED_HOST,
+    GRAPH_SETUP_CALLS,
+    HOST_GAPS,
+    LAUNCH_SPACING,
+    LEDGER,
+    LONGEST_GAPS,
+    STAGE_STATS,
+    TOP_KERNELS,
+    Metric,
+)
 from trace_gaps.analysis.pipeline import Analysis
 from trace_gaps.analysis.ranges import open_range_path
 from trace_gaps.analysis.ranks import RankSummary
@@ -240,22 +252,28 @@ def process_frames(analysis: Analysis, pid: int) -> ProcessFrames:
 
     steps = analysis.steps[analysis.steps[PID] == pid]
     analysed = steps[~steps[IS_WARMUP]]
-    ledger = named(analysis.ledger[analysis.ledger[STEP_ID].isin(steps[STEP_ID])])
+    metrics = analysis.metrics
+
+    def of_process(metric: Metric[Any, pd.DataFrame]) -> pd.DataFrame:
+        frame = metrics[metric]
+        return frame[frame[PID] == pid]
+
+    ledger = metrics[LEDGER]
+    ledger = named(ledger[ledger[STEP_ID].isin(steps[STEP_ID])])
     totals = (
         ledger[ledger[STEP_ID].isin(analysed[STEP_ID])]
         .groupby(["stage", BUCKET, CAUSE], sort=True)[DURATION_NS]
         .sum()
     )
     means = round_per_step(totals, len(analysed)).rename("ns_per_step").reset_index()
-    stats = analysis.stage_stats[analysis.stage_stats[PID] == pid].set_index(STAGE)
+    stats = of_process(STAGE_STATS).set_index(STAGE)
     stats.index = names[stats.index.to_numpy()]
     # Calls behind "api" idle time: neither launches nor syncs.
-    call_totals = analysis.api_call_totals
-    api_calls = named(call_totals[call_totals[PID] == pid]).sort_values(
+    api_calls = named(of_process(API_CALL_TOTALS)).sort_values(
         ["stage", "total", NAME], ascending=[True, False, True]
     )
-    gaps = named(analysis.longest_gaps[analysis.longest_gaps[PID] == pid])
-    blocked = analysis.blocked_host
+    gaps = named(of_process(LONGEST_GAPS))
+    blocked = metrics[BLOCKED_HOST]
     blocked = named(blocked[blocked[STEP_ID].isin(analysed[STEP_ID])])
     blocked_totals = (
         blocked.groupby(["stage", NAME], observed=True)
@@ -263,11 +281,9 @@ def process_frames(analysis: Analysis, pid: int) -> ProcessFrames:
         .reset_index()
         .sort_values(["stage", "total", NAME], ascending=[True, False, True])
     )
-    spacing = analysis.launch_spacing
-    thresholds = spacing_thresholds(spacing[spacing[PID] == pid])
-    explained = analysis.host_gaps[
-        (analysis.host_gaps[PID] == pid) & analysis.host_gaps[STEP_ID].isin(analysed[STEP_ID])
-    ]
+    thresholds = spacing_thresholds(of_process(LAUNCH_SPACING))
+    host_gaps = of_process(HOST_GAPS)
+    explained = host_gaps[host_gaps[STEP_ID].isin(analysed[STEP_ID])]
     long_gaps = named(select_long_gaps(explained, thresholds))
     return ProcessFrames(
         thresholds=named(thresholds).set_index("stage"),
@@ -277,7 +293,7 @@ def process_frames(analysis: Analysis, pid: int) -> ProcessFrames:
         ledger=ledger,
         means=means[means["ns_per_step"] > 0],
         stats=stats,
-        kernels=named(analysis.top_kernels[analysis.top_kernels[PID] == pid]),
+        kernels=named(of_process(TOP_KERNELS)),
         api_calls=api_calls,
         gaps=gaps,
         blocked=blocked_totals,
@@ -552,7 +568,7 @@ def graph_facts(
     trace: Trace, analysis: Analysis, pid: int, stages: list[StageSummary], n: int
 ) -> GraphFacts:
     """The process's graph captures (with their stage), instantiations, events and replays."""
-    captures = find_captures(analysis.graph_setup_calls, pid)
+    captures = find_captures(analysis.metrics[GRAPH_SETUP_CALLS], pid)
     has_nodes = GRAPH_NODE_EVENTS_TABLE in trace.info.tables
     described = describe_captures(
         captures,
@@ -561,7 +577,7 @@ def graph_facts(
         {stage.name: stage.launches_per_step["graph"] for stage in stages},
         trace_start_ns=analysis.trace_start_ns,
     )
-    setup = analysis.graph_setup_calls
+    setup = analysis.metrics[GRAPH_SETUP_CALLS]
     setup = setup[setup[PID] == pid]
     events = trace.graph_events
     return GraphFacts(

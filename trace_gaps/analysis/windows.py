@@ -20,46 +20,50 @@ assumptions; the driver checks that they do not, and raises NeedsWholeTrace when
 - an async copy call is still running at the read limit (its op may not be read yet, and
   whether the call blocked on it decides sync or launch time).
 The caller then analyses the whole trace as one window.
+
+This module is the engine: it plans the windows, streams and drops the rows, checks the
+rows hold to the assumptions, and computes each window's shared frames once (projection,
+ledger, idle runs, analysed and owned subsets: metrics.WindowFrames). What is measured
+on them is declared in metrics.py; the engine runs every declared metric on every window
+and merges each by its rule.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from trace_gaps.analysis.collectives import WAIT_END_NS, peer_idle_during_waits, wait_ends
-from trace_gaps.analysis.host import find_blocked_host_time
+from trace_gaps.analysis.collectives import WAIT_END_NS, wait_ends
 from trace_gaps.analysis.launches import (
-    api_call_totals,
     calls_in_analysed_steps,
-    kernel_totals,
     mark_blocking_copies,
     ops_in_analysed_steps,
-    summarise_stages,
 )
-from trace_gaps.analysis.ledger import CAUSE, build_ledger
-from trace_gaps.analysis.long_gaps import explain_host_gaps, find_host_gaps, launch_spacing
+from trace_gaps.analysis.ledger import build_ledger
+from trace_gaps.analysis.metrics import (
+    METRICS,
+    MergedMetrics,
+    Metric,
+    WindowFrames,
+    WindowInputs,
+    merge_parts,
+)
 from trace_gaps.analysis.stages import (
     CALL_END_NS,
     CALL_ROW,
     CALL_START_NS,
     LAUNCH_TID,
-    STAGE,
     LaunchIndex,
-    StageMap,
     project_ops,
 )
-from trace_gaps.analysis.steps import IS_WARMUP, STEP_ID
 from trace_gaps.model import (
     CALL_CATEGORY,
     CORRELATION_ID,
     END_NS,
-    GLOBAL_TID,
-    NAME,
-    OP_KIND,
     PID,
     START_NS,
     CallCategory,
@@ -73,38 +77,16 @@ WINDOW_ROWS = 400_000
 CALL_LEAD_NS = 1_000_000
 
 READ_AT = "read_at"  # the window whose reading brought the row in
-LONGEST_GAPS = 3  # kept per (pid, stage)
-GRAPH_SETUP_COLUMNS = [PID, GLOBAL_TID, NAME, START_NS, END_NS]
 
 _NEVER = np.iinfo(np.int64).max
 
 
 @dataclass(frozen=True, slots=True)
-class StepDetail:
-    """What a timeline picture of one step needs: its calls, ops and idle runs."""
-
-    calls: pd.DataFrame  # the step thread's staged calls overlapping the step
-    ops: pd.DataFrame  # the process's projected ops overlapping the step
-    idle_runs: pd.DataFrame  # step_id, start_ns, end_ns, cause
-
-
-@dataclass(slots=True)
 class WindowResults:
-    """Per-window results, appended window by window and merged at the end."""
+    """Every metric merged over the windows, and how many windows there were."""
 
-    ledgers: list[pd.DataFrame] = field(default_factory=list)
-    gaps: list[pd.DataFrame] = field(default_factory=list)
-    blocked: list[pd.DataFrame] = field(default_factory=list)
-    stage_stats: list[pd.DataFrame] = field(default_factory=list)
-    kernels: list[pd.DataFrame] = field(default_factory=list)
-    api_calls: list[pd.DataFrame] = field(default_factory=list)
-    op_census: list[pd.DataFrame] = field(default_factory=list)
-    host_gaps: list[pd.DataFrame] = field(default_factory=list)
-    launch_spacing: list[pd.DataFrame] = field(default_factory=list)
-    graph_setup_calls: list[pd.DataFrame] = field(default_factory=list)
-    peer_idle: list[pd.DataFrame] = field(default_factory=list)
-    step_details: dict[int, StepDetail] = field(default_factory=dict)
-    windows: int = 0
+    metrics: MergedMetrics
+    windows: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,29 +181,17 @@ class RowStream:
             self.held = [frame[keep].reset_index(drop=True)]
 
 
-@dataclass(frozen=True, slots=True)
-class WindowInputs:
-    """What every window reads besides its rows."""
-
-    steps: pd.DataFrame
-    stage_map: StageMap
-    os_calls: pd.DataFrame  # outermost_calls of the trace's OS calls
-    detail_step_ids: frozenset[int]
-    # Per pid: the sorted starts, wait ends and peers of its collective ops that wait.
-    collective_waits: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = field(
-        default_factory=dict
-    )
-
-
 def analyse_in_windows(
     op_streams: list[RowStream],
     call_stream: RowStream,
     inputs: WindowInputs,
     plan: WindowPlan,
     on_window: Callable[[int, int], None] | None = None,
+    metrics: tuple[Metric[Any, Any], ...] = METRICS,
 ) -> WindowResults:
-    """Run every window of the plan over the streams, in time order; see the module docstring."""
-    results = WindowResults()
+    """Run every window of the plan over the streams, in time order, computing each metric
+    on each window, and merge the metrics; see the module docstring."""
+    parts: dict[str, list[Any]] = {metric.name: [] for metric in metrics}
     dropped_corr: dict[int, int] = {}  # per pid, the largest correlation id of a dropped launch
     for w in range(plan.count):
         limit = plan.read_limit(w)
@@ -231,15 +201,17 @@ def analyse_in_windows(
         ops = _concat_streams(op_streams)
         calls = call_stream.frame()
         steps = inputs.steps[plan.step_window == w]
-        projected = _analyse_window(
-            ops, calls, steps, inputs, plan, w, limit, dropped_corr, results
-        )
-        results.windows += 1
+        frames = _window_frames(ops, calls, steps, inputs, plan, w, limit, dropped_corr)
+        for metric in metrics:
+            parts[metric.name].append(metric.compute(frames))
+        projected = frames.projected
+        del frames, ops, calls  # as large as the window's rows: let go before the next read
         if on_window is not None:
             on_window(w + 1, plan.count)
         if w + 1 < plan.count:
             _drop_finished(op_streams, call_stream, projected, plan, w, dropped_corr)
-    return results
+        del projected
+    return WindowResults(merge_parts(metrics, parts), plan.count)
 
 
 def _concat_streams(streams: list[RowStream]) -> pd.DataFrame:
@@ -252,7 +224,7 @@ def _concat_streams(streams: list[RowStream]) -> pd.DataFrame:
     return frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
 
 
-def _analyse_window(
+def _window_frames(
     ops: pd.DataFrame,
     calls: pd.DataFrame,
     steps: pd.DataFrame,
@@ -261,11 +233,10 @@ def _analyse_window(
     w: int,
     limit: int,
     dropped_corr: dict[int, int],
-    results: WindowResults,
-) -> pd.DataFrame:
-    """Analyse window w into results; return its projected ops (for _drop_finished)."""
+) -> WindowFrames:
+    """The frames every metric of window w reads, each computed once."""
     stage_map = inputs.stage_map
-    staged = calls  # staged as they were read (see analyse_in_windows)
+    staged = calls  # staged as they were read (see analyse_rows)
     index = LaunchIndex.of(staged)
     projected = project_ops(ops, staged, stage_map, index)
     projected = projected.assign(**{WAIT_END_NS: wait_ends(projected, inputs.collective_waits)})
@@ -273,46 +244,21 @@ def _analyse_window(
     _check_copies(staged, limit)
     staged = mark_blocking_copies(staged, projected, index)
     ledger, gaps, idle_runs = build_ledger(*_touching_steps(projected, staged, steps), stage_map)
-    analysed_ops = ops_in_analysed_steps(projected, steps)
-    analysed_calls = calls_in_analysed_steps(staged, steps)
     lo, hi = int(plan.lo[w]), plan.hi(w)
-    owned_ops = projected[(projected[START_NS] >= lo) & (projected[START_NS] < hi)]
-    owned_calls = staged[(staged[START_NS] >= lo) & (staged[START_NS] < hi)]
-
-    results.ledgers.append(ledger)
-    results.gaps.append(longest_gaps(gaps, steps))
-    os_calls = _overlapping(inputs.os_calls, steps)
-    results.blocked.append(find_blocked_host_time(steps, idle_runs, stage_map, os_calls))
-    results.peer_idle.append(
-        peer_idle_during_waits(inputs.collective_waits, idle_runs, steps, inputs.steps)
+    return WindowFrames(
+        inputs=inputs,
+        steps=steps,
+        projected=projected,
+        staged=staged,
+        launch_index=index,
+        ledger=ledger,
+        gaps=gaps,
+        idle_runs=idle_runs,
+        analysed_ops=ops_in_analysed_steps(projected, steps),
+        analysed_calls=calls_in_analysed_steps(staged, steps),
+        owned_ops=projected[(projected[START_NS] >= lo) & (projected[START_NS] < hi)],
+        owned_calls=staged[(staged[START_NS] >= lo) & (staged[START_NS] < hi)],
     )
-    results.stage_stats.append(
-        summarise_stages(staged, projected, analysed_ops, steps, index, analysed_calls)
-    )
-    results.kernels.append(kernel_totals(analysed_ops))
-    results.api_calls.append(api_call_totals(staged, steps, analysed_calls))
-    results.op_census.append(op_census(owned_ops))
-    host_gaps = find_host_gaps(analysed_calls, steps)
-    results.launch_spacing.append(launch_spacing(analysed_calls))
-    results.host_gaps.append(explain_host_gaps(host_gaps, idle_runs, inputs.os_calls, stage_map))
-    setup = owned_calls[CALL_CATEGORY] == CallCategory.GRAPH_SETUP.value
-    results.graph_setup_calls.append(
-        owned_calls.loc[setup, GRAPH_SETUP_COLUMNS].assign(**{NAME: lambda f: f[NAME].astype(str)})
-    )
-    for step in steps[steps[STEP_ID].isin(inputs.detail_step_ids)].itertuples():
-        detail = _step_detail(step, staged, projected, idle_runs)
-        results.step_details[int(getattr(step, STEP_ID))] = detail
-    return projected
-
-
-def _overlapping(os_calls: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
-    """The OS calls overlapping the span of the window's steps (the only ones that can
-    overlap their idle time)."""
-    if os_calls.empty or steps.empty:
-        return os_calls.iloc[:0]
-    lo, hi = int(steps[START_NS].min()), int(steps[END_NS].max())
-    near = (os_calls[END_NS].to_numpy() > lo) & (os_calls[START_NS].to_numpy() < hi)
-    return os_calls[near]
 
 
 def _touching_steps(
@@ -402,58 +348,3 @@ def _drop_finished(
     for pid, corr in zip(latest.index.tolist(), latest.tolist(), strict=True):
         dropped_corr[pid] = max(dropped_corr.get(pid, -1), corr)
     call_stream.keep(keep)
-
-
-def longest_gaps(gaps: pd.DataFrame, steps: pd.DataFrame, top: int = LONGEST_GAPS) -> pd.DataFrame:
-    """The longest idle gaps of the analysed steps, top per (pid, stage), with a duration column.
-
-    Ties go to the earlier gap, so that windows merge to the same rows as one pass.
-    """
-    analysed = steps.loc[~steps[IS_WARMUP], [STEP_ID, PID]]
-    gaps = gaps.merge(analysed, on=STEP_ID, how="inner")
-    gaps = gaps.assign(duration=gaps[END_NS] - gaps[START_NS])
-    return merge_longest_gaps([gaps], top)
-
-
-def merge_longest_gaps(parts: list[pd.DataFrame], top: int = LONGEST_GAPS) -> pd.DataFrame:
-    """The top gaps per (pid, stage) over several longest_gaps results."""
-    gaps = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
-    if gaps.empty:
-        columns = [STEP_ID, STAGE, START_NS, END_NS, CAUSE, PID, "duration"]
-        return pd.DataFrame(
-            {c: pd.Series(dtype="object" if c == CAUSE else "int64") for c in columns}
-        )
-    gaps = gaps.sort_values(
-        [PID, STAGE, "duration", START_NS, STEP_ID],
-        ascending=[True, True, False, True, True],
-        kind="stable",
-    )
-    return gaps.groupby([PID, STAGE]).head(top).reset_index(drop=True)
-
-
-OP_CENSUS_COLUMNS = [PID, OP_KIND, STAGE, "ops"]
-
-
-def op_census(projected: pd.DataFrame) -> pd.DataFrame:
-    """How many ops per (pid, kind, stage)."""
-    counts = projected.groupby([PID, OP_KIND, STAGE], observed=True).size().rename("ops")
-    return counts.reset_index()[OP_CENSUS_COLUMNS]
-
-
-def _step_detail(
-    step: object, staged: pd.DataFrame, projected: pd.DataFrame, idle_runs: pd.DataFrame
-) -> StepDetail:
-    tid, pid = int(getattr(step, GLOBAL_TID)), int(getattr(step, PID))
-    start, end = int(getattr(step, START_NS)), int(getattr(step, END_NS))
-    calls = staged[
-        (staged[GLOBAL_TID] == tid) & (staged[END_NS] > start) & (staged[START_NS] < end)
-    ]
-    ops = projected[
-        (projected[PID] == pid) & (projected[END_NS] > start) & (projected[START_NS] < end)
-    ]
-    step_id = int(getattr(step, STEP_ID))
-    return StepDetail(
-        calls=calls.copy(),
-        ops=ops.copy(),
-        idle_runs=idle_runs[idle_runs[STEP_ID] == step_id].copy(),
-    )

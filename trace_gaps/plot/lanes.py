@@ -9,6 +9,8 @@ from matplotlib.axes import Axes
 from matplotlib.collections import PolyCollection
 from matplotlib.colors import to_rgba
 
+from trace_gaps.intervals import covered_before, label_runs, merge_overlapping
+
 LANE_HEIGHT = 0.8
 CHAR_PX = 6.0  # width of one character of the lane labels (fontsize 7.5), in pixels
 MAX_LABELS_PER_LANE = 60
@@ -28,14 +30,9 @@ def merge_spans(
 
     At a given zoom, min_ns is one pixel: what merges could not be told apart anyway.
     """
-    if len(starts) == 0:
-        return starts.astype(float), ends.astype(float)
-    order = np.argsort(starts, kind="stable")
-    starts, ends = starts[order].astype(float), ends[order].astype(float)
-    reach = np.maximum.accumulate(ends)
-    first = np.flatnonzero(np.r_[True, starts[1:] > reach[:-1] + min_ns])
-    merged_starts = starts[first]
-    merged_ends = np.maximum.reduceat(ends, first)
+    merged_starts, merged_ends = merge_overlapping(
+        starts.astype(float), ends.astype(float), within=min_ns
+    )
     return merged_starts, np.maximum(merged_ends, merged_starts + min_ns)
 
 
@@ -115,7 +112,9 @@ class ColumnShares:
         last = np.ceil((ends.max() - origin_ns) / min_ns)
         edges = origin_ns + np.arange(first, last + 1) * min_ns
         per_colour = {
-            str(colour): np.diff(_covered(starts[faces == colour], ends[faces == colour], edges))
+            str(colour): np.diff(
+                covered_before(starts[faces == colour], ends[faces == colour], edges)
+            )
             for colour in np.unique(faces)
         }
         colours = sorted(per_colour, key=lambda c: (-per_colour[c].sum(), c))
@@ -133,34 +132,16 @@ class ColumnShares:
         return ColumnShares(edges[:-1], colours, list(covered), spans)
 
 
-def _covered(starts: np.ndarray, ends: np.ndarray, at: np.ndarray) -> np.ndarray:
-    """At each point x of at, the time before x that the spans cover (overlaps counted twice)."""
-    starts, ends = np.sort(starts), np.sort(ends)
-    started = np.searchsorted(starts, at, side="left")
-    ended = np.searchsorted(ends, at, side="left")
-    start_sums = np.r_[0.0, np.cumsum(starts)]
-    end_sums = np.r_[0.0, np.cumsum(ends)]
-    covered = (started * at - start_sums[started]) - (ended * at - end_sums[ended])
-    return np.asarray(covered, dtype=float)
-
-
 def _runs(
     left_ns: np.ndarray, width_ns: float, tops: np.ndarray, heights: np.ndarray
 ) -> list[np.ndarray]:
     """Rectangles of columns with a height, neighbours of equal top and height merged."""
     drawn = np.flatnonzero(heights > 0)
-    if len(drawn) == 0:
-        return []
-    breaks = np.r_[
-        True,
-        (np.diff(drawn) != 1) | (np.diff(tops[drawn]) != 0) | (np.diff(heights[drawn]) != 0),
-    ]
-    firsts = drawn[breaks]
-    lasts = np.r_[drawn[np.flatnonzero(breaks)[1:] - 1], drawn[-1]]
+    first, last = label_runs(drawn, tops[drawn], heights[drawn])
     rectangles = []
-    for first, last in zip(firsts.tolist(), lasts.tolist(), strict=True):
-        x0, x1 = left_ns[first], left_ns[last] + width_ns
-        y0, y1 = tops[first], tops[first] + heights[first]
+    for first_column, last_column in zip(drawn[first].tolist(), drawn[last].tolist(), strict=True):
+        x0, x1 = left_ns[first_column], left_ns[last_column] + width_ns
+        y0, y1 = tops[first_column], tops[first_column] + heights[first_column]
         rectangles.append(np.array([[x0, y0], [x0, y1], [x1, y1], [x1, y0]]))
     return rectangles
 

@@ -1,0 +1,360 @@
+"""The per-window metrics, each declared once: a name, how a window computes it, how windows merge.
+
+The engine (windows.py) computes a window's shared frames once (WindowFrames: projected
+ops, staged calls, the ledger with its gaps and idle runs, the analysed and owned subsets),
+then every declared metric on them, and merges each metric's parts (one per window, in
+window order) by the metric's rule. Analysis.metrics holds the results; readers index it
+with the metric, typed by its declaration: `analysis.metrics[STAGE_STATS]` is a DataFrame,
+`analysis.metrics[STEP_DETAILS]` a dict of StepDetail.
+
+To add a metric, write its compute function over WindowFrames and declare it, e.g.
+
+    OP_CENSUS = declare(
+        "op_census",
+        lambda frames: op_census(frames.owned_ops),
+        summed(OP_CENSUS_COLUMNS[:-1], OP_CENSUS_COLUMNS[-1:]),
+    )
+
+The merge rule (concatenated, summed, top_of, or any function of the parts) carries the
+empty result's columns, and must give the same result however the steps are cut into
+windows: a window sees only its own steps (their ops and calls, and those nearby), so a
+metric counts each row in one window only (its owned_* rows, or rows of its steps).
+tests/test_windows.py and tests/test_properties.py compare windowed with whole analyses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar, cast
+
+import numpy as np
+import pandas as pd
+
+from trace_gaps.analysis.collectives import (
+    PEER_IDLE_COLUMNS,
+    PEER_PID,
+    peer_idle_during_waits,
+)
+from trace_gaps.analysis.host import BLOCKED_COLUMNS, find_blocked_host_time
+from trace_gaps.analysis.launches import (
+    STAGE_STAT_COLUMNS,
+    api_call_totals,
+    kernel_totals,
+    summarise_stages,
+    top_kernels,
+)
+from trace_gaps.analysis.ledger import CAUSE, LEDGER_COLUMNS
+from trace_gaps.analysis.long_gaps import (
+    HOST_GAP_COLUMNS,
+    LAUNCHES,
+    SPACING_COLUMNS,
+    explain_host_gaps,
+    find_host_gaps,
+    launch_spacing,
+)
+from trace_gaps.analysis.stages import STAGE, LaunchIndex, StageMap
+from trace_gaps.analysis.steps import IS_WARMUP, STEP_ID
+from trace_gaps.model import (
+    CALL_CATEGORY,
+    END_NS,
+    GLOBAL_TID,
+    NAME,
+    OP_KIND,
+    PID,
+    START_NS,
+    CallCategory,
+)
+
+GAPS_KEPT = 3  # longest gaps kept per (pid, stage)
+GRAPH_SETUP_COLUMNS = [PID, GLOBAL_TID, NAME, START_NS, END_NS]
+OP_CENSUS_COLUMNS = [PID, OP_KIND, STAGE, "ops"]
+
+
+@dataclass(frozen=True, slots=True)
+class WindowInputs:
+    """What every window reads besides its rows."""
+
+    steps: pd.DataFrame
+    stage_map: StageMap
+    os_calls: pd.DataFrame  # outermost_calls of the trace's OS calls
+    detail_step_ids: frozenset[int]
+    # Per pid: the sorted starts, wait ends and peers of its collective ops that wait.
+    collective_waits: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = field(
+        default_factory=dict
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class WindowFrames:
+    """One window's shared frames, computed once by the engine for every metric to read."""
+
+    inputs: WindowInputs
+    steps: pd.DataFrame  # the window's steps
+    projected: pd.DataFrame  # the ops held, joined to their calls and stages (project_ops)
+    staged: pd.DataFrame  # the calls held, staged, blocking copies marked
+    launch_index: LaunchIndex  # staged, indexed by (pid, correlation id)
+    ledger: pd.DataFrame  # build_ledger over the window's steps
+    gaps: pd.DataFrame  # idle gaps per (step, stage), from the same pass
+    idle_runs: pd.DataFrame  # idle time as runs of one cause, from the same pass
+    analysed_ops: pd.DataFrame  # projected ops in the window's analysed steps, with step_id
+    analysed_calls: pd.DataFrame  # staged calls in the window's analysed steps, with step_id
+    owned_ops: pd.DataFrame  # projected ops that start in the time the window owns
+    owned_calls: pd.DataFrame  # staged calls that start in the time the window owns
+
+
+Part = TypeVar("Part")  # what one window computes
+Merged = TypeVar("Merged")  # what the windows' parts merge to
+
+
+@dataclass(frozen=True, slots=True)
+class Metric(Generic[Part, Merged]):
+    """One per-window result: computed from each window's frames, merged over the windows."""
+
+    name: str
+    compute: Callable[[WindowFrames], Part]
+    merge: Callable[[list[Part]], Merged]
+
+
+_DECLARED: list[Metric[Any, Any]] = []
+
+
+def declare(
+    name: str,
+    compute: Callable[[WindowFrames], Part],
+    merge: Callable[[list[Part]], Merged],
+) -> Metric[Part, Merged]:
+    """Declare a metric: every window computes it, and the analysis merges it (METRICS)."""
+    metric = Metric(name, compute, merge)
+    if any(declared.name == name for declared in _DECLARED):
+        raise ValueError(f"metric {name} is declared twice")
+    _DECLARED.append(metric)
+    return metric
+
+
+@dataclass(frozen=True, slots=True)
+class MergedMetrics:
+    """Every declared metric merged over the windows; index it with the metric."""
+
+    by_name: Mapping[str, object]
+
+    def __getitem__(self, metric: Metric[Any, Merged]) -> Merged:
+        return cast(Merged, self.by_name[metric.name])
+
+
+def merge_parts(
+    metrics: tuple[Metric[Any, Any], ...], parts: Mapping[str, list[Any]]
+) -> MergedMetrics:
+    """Merge each metric's per-window parts by its rule."""
+    return MergedMetrics({metric.name: metric.merge(parts[metric.name]) for metric in metrics})
+
+
+# Merge rules. Each drops empty parts and gives int64 columns when every part is empty.
+
+
+def concatenated(columns: list[str]) -> Callable[[list[pd.DataFrame]], pd.DataFrame]:
+    """The parts' rows, window after window."""
+
+    def merge(frames: list[pd.DataFrame]) -> pd.DataFrame:
+        frames = [frame for frame in frames if len(frame)]
+        if not frames:
+            return pd.DataFrame({c: pd.Series(dtype="int64") for c in columns})
+        return pd.concat(frames, ignore_index=True)
+
+    return merge
+
+
+def summed(keys: list[str], values: list[str]) -> Callable[[list[pd.DataFrame]], pd.DataFrame]:
+    """The parts' values added up per key, sorted by key (categorical keys as text)."""
+
+    def merge(frames: list[pd.DataFrame]) -> pd.DataFrame:
+        frames = [frame for frame in frames if len(frame)]
+        if not frames:
+            return pd.DataFrame({c: pd.Series(dtype="int64") for c in [*keys, *values]})
+        frame = pd.concat(frames, ignore_index=True)
+        for key in keys:
+            if isinstance(frame[key].dtype, pd.CategoricalDtype):
+                frame[key] = frame[key].astype(str)
+        return frame.groupby(keys, sort=True)[values].sum().reset_index()
+
+    return merge
+
+
+def top_of(
+    merge: Callable[[list[pd.DataFrame]], pd.DataFrame],
+    top: Callable[[pd.DataFrame], pd.DataFrame],
+) -> Callable[[list[pd.DataFrame]], pd.DataFrame]:
+    """The top rows (by `top`) of the parts merged by `merge`."""
+    return lambda frames: top(merge(frames))
+
+
+def longest_gaps(gaps: pd.DataFrame, steps: pd.DataFrame, top: int = GAPS_KEPT) -> pd.DataFrame:
+    """The longest idle gaps of the analysed steps, top per (pid, stage), with a duration column.
+
+    Ties go to the earlier gap, so that windows merge to the same rows as one pass.
+    """
+    analysed = steps.loc[~steps[IS_WARMUP], [STEP_ID, PID]]
+    gaps = gaps.merge(analysed, on=STEP_ID, how="inner")
+    gaps = gaps.assign(duration=gaps[END_NS] - gaps[START_NS])
+    return merge_longest_gaps([gaps], top)
+
+
+def merge_longest_gaps(parts: list[pd.DataFrame], top: int = GAPS_KEPT) -> pd.DataFrame:
+    """The top gaps per (pid, stage) over several longest_gaps results."""
+    gaps = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+    if gaps.empty:
+        columns = [STEP_ID, STAGE, START_NS, END_NS, CAUSE, PID, "duration"]
+        return pd.DataFrame(
+            {c: pd.Series(dtype="object" if c == CAUSE else "int64") for c in columns}
+        )
+    gaps = gaps.sort_values(
+        [PID, STAGE, "duration", START_NS, STEP_ID],
+        ascending=[True, True, False, True, True],
+        kind="stable",
+    )
+    return gaps.groupby([PID, STAGE]).head(top).reset_index(drop=True)
+
+
+def _blocked_host(frames: WindowFrames) -> pd.DataFrame:
+    inputs = frames.inputs
+    # Only the OS calls overlapping the span of the window's steps can overlap their idle time.
+    os_calls, steps = inputs.os_calls, frames.steps
+    if os_calls.empty or steps.empty:
+        os_calls = os_calls.iloc[:0]
+    else:
+        lo, hi = int(steps[START_NS].min()), int(steps[END_NS].max())
+        near = (os_calls[END_NS].to_numpy() > lo) & (os_calls[START_NS].to_numpy() < hi)
+        os_calls = os_calls[near]
+    return find_blocked_host_time(steps, frames.idle_runs, inputs.stage_map, os_calls)
+
+
+def _peer_idle(parts: list[pd.DataFrame]) -> pd.DataFrame:
+    parts = [part for part in parts if len(part)]
+    if not parts:
+        return pd.DataFrame(columns=PEER_IDLE_COLUMNS)
+    found = pd.concat(parts, ignore_index=True)
+    summed = found.groupby([PID, PEER_PID, "cause"])["duration_ns"].sum()
+    return summed.reset_index()
+
+
+def op_census(projected: pd.DataFrame) -> pd.DataFrame:
+    """How many ops per (pid, kind, stage)."""
+    counts = projected.groupby([PID, OP_KIND, STAGE], observed=True).size().rename("ops")
+    return counts.reset_index()[OP_CENSUS_COLUMNS]
+
+
+def _host_gaps(frames: WindowFrames) -> pd.DataFrame:
+    inputs = frames.inputs
+    found = find_host_gaps(frames.analysed_calls, frames.steps)
+    return explain_host_gaps(found, frames.idle_runs, inputs.os_calls, inputs.stage_map)
+
+
+def _graph_setup_calls(frames: WindowFrames) -> pd.DataFrame:
+    calls = frames.owned_calls
+    setup = calls[CALL_CATEGORY] == CallCategory.GRAPH_SETUP.value
+    return calls.loc[setup, GRAPH_SETUP_COLUMNS].assign(**{NAME: lambda f: f[NAME].astype(str)})
+
+
+@dataclass(frozen=True, slots=True)
+class StepDetail:
+    """What a timeline picture of one step needs: its calls, ops and idle runs."""
+
+    calls: pd.DataFrame  # the step thread's staged calls overlapping the step
+    ops: pd.DataFrame  # the process's projected ops overlapping the step
+    idle_runs: pd.DataFrame  # step_id, start_ns, end_ns, cause
+
+
+def _step_details(frames: WindowFrames) -> dict[int, StepDetail]:
+    """The details of the window's steps that a timeline picked."""
+    steps = frames.steps
+    picked = steps[steps[STEP_ID].isin(frames.inputs.detail_step_ids)]
+    return {int(getattr(step, STEP_ID)): _step_detail(step, frames) for step in picked.itertuples()}
+
+
+def _step_detail(step: object, frames: WindowFrames) -> StepDetail:
+    staged, projected, idle_runs = frames.staged, frames.projected, frames.idle_runs
+    tid, pid = int(getattr(step, GLOBAL_TID)), int(getattr(step, PID))
+    start, end = int(getattr(step, START_NS)), int(getattr(step, END_NS))
+    calls = staged[
+        (staged[GLOBAL_TID] == tid) & (staged[END_NS] > start) & (staged[START_NS] < end)
+    ]
+    ops = projected[
+        (projected[PID] == pid) & (projected[END_NS] > start) & (projected[START_NS] < end)
+    ]
+    step_id = int(getattr(step, STEP_ID))
+    return StepDetail(
+        calls=calls.copy(),
+        ops=ops.copy(),
+        idle_runs=idle_runs[idle_runs[STEP_ID] == step_id].copy(),
+    )
+
+
+def _union(parts: list[dict[int, StepDetail]]) -> dict[int, StepDetail]:
+    return {step_id: detail for part in parts for step_id, detail in part.items()}
+
+
+# The metrics, in the order the windows compute them.
+
+# per step: step_id, stage, bucket, cause, duration_ns
+LEDGER = declare("ledger", lambda frames: frames.ledger, concatenated(LEDGER_COLUMNS))
+# top idle gaps of analysed steps per (pid, stage)
+LONGEST_GAPS = declare(
+    "longest_gaps", lambda frames: longest_gaps(frames.gaps, frames.steps), merge_longest_gaps
+)
+# per (analysed step, stage, OS call): idle host ns inside it
+BLOCKED_HOST = declare("blocked_host", _blocked_host, concatenated(BLOCKED_COLUMNS))
+# per (pid, peer pid, cause): the peer's GPU idle ns during this process's waits for it
+PEER_IDLE = declare(
+    "peer_idle",
+    lambda frames: peer_idle_during_waits(
+        frames.inputs.collective_waits, frames.idle_runs, frames.steps, frames.inputs.steps
+    ),
+    _peer_idle,
+)
+# per (pid, stage): launch, queue, sync totals (analysed steps)
+STAGE_STATS = declare(
+    "stage_stats",
+    lambda frames: summarise_stages(
+        frames.staged,
+        frames.projected,
+        frames.analysed_ops,
+        frames.steps,
+        frames.launch_index,
+        frames.analysed_calls,
+    ),
+    summed([PID, STAGE], STAGE_STAT_COLUMNS),
+)
+# per (pid, stage): the ops with most GPU time (analysed steps)
+TOP_KERNELS = declare(
+    "top_kernels",
+    lambda frames: kernel_totals(frames.analysed_ops),
+    top_of(summed([PID, STAGE, NAME], ["total_ns", "count"]), top_kernels),
+)
+# per (pid, stage, name): non-launch, non-sync calls
+API_CALL_TOTALS = declare(
+    "api_call_totals",
+    lambda frames: api_call_totals(frames.staged, frames.steps, frames.analysed_calls),
+    summed([PID, STAGE, NAME], ["total", "count"]),
+)
+# per (pid, kind, stage): ops of the analysed processes
+OP_CENSUS = declare(
+    "op_census",
+    lambda frames: op_census(frames.owned_ops),
+    summed(OP_CENSUS_COLUMNS[:-1], OP_CENSUS_COLUMNS[-1:]),
+)
+# host gaps of at least LONG_GAP_MIN_NS in analysed steps, explained
+HOST_GAPS = declare("host_gaps", _host_gaps, concatenated(HOST_GAP_COLUMNS))
+# per (pid, stage, gap_us): launches with that host gap before
+LAUNCH_SPACING = declare(
+    "launch_spacing",
+    lambda frames: launch_spacing(frames.analysed_calls),
+    summed(SPACING_COLUMNS[:3], [LAUNCHES]),
+)
+# capture/instantiate/upload calls: pid, tid, name, start, end
+GRAPH_SETUP_CALLS = declare(
+    "graph_setup_calls", _graph_setup_calls, concatenated(GRAPH_SETUP_COLUMNS)
+)
+# the calls, ops and idle runs of the steps a timeline picked
+STEP_DETAILS = declare("step_details", _step_details, _union)
+
+METRICS: tuple[Metric[Any, Any], ...] = tuple(_DECLARED)
