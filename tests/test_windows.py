@@ -17,6 +17,7 @@ import pytest
 
 import trace_gaps.analysis.windows as windows
 import trace_gaps.nsys.stream as stream
+import trace_gaps.parallel as parallel
 from tests.builders import ExportBuilder
 from tests.conftest import ROOT, peer_trace_paths, sample_trace_paths
 from trace_gaps.analysis.picks import StepPick, TimelineRequest
@@ -42,12 +43,18 @@ def streamed(
     window_rows: int,
     monkeypatch: pytest.MonkeyPatch,
     chunk_rows: int = 300,
+    jobs: int = 1,
 ) -> tuple[Report, Analysis]:
     """The Report of the export streamed in small chunks and windows (no fallback)."""
     monkeypatch.setattr(stream, "CHUNK_ROWS", chunk_rows)
     with stream_export(path) as export:
         analysis = analyse_rows(
-            export.head, export.sources, options, timelines=VIEWS, window_rows=window_rows
+            export.head,
+            export.sources,
+            options,
+            timelines=VIEWS,
+            window_rows=window_rows,
+            jobs=jobs,
         )
         return build_report(export.trace(), analysis), analysis
 
@@ -116,6 +123,29 @@ def test_ops_queued_past_tiny_windows_keep_their_launch_calls(monkeypatch):
 
 
 PEERS = {p.name: p for p in peer_trace_paths()}
+
+
+@pytest.mark.parametrize(
+    "path",
+    [p for p in sample_trace_paths() if p.stem in {"spec_graph_node", "spec_two_ranks"}],
+    ids=lambda p: Path(str(p)).stem,
+)
+def test_windows_on_worker_processes_give_the_one_process_result(path, monkeypatch):
+    started: list[object] = []
+    start_pool = parallel._start_pool
+
+    def recorded(*args: object) -> object:
+        started.append(start_pool(*args))  # type: ignore[arg-type]
+        return started[-1]
+
+    monkeypatch.setattr(parallel, "_start_pool", recorded)
+    options = AnalysisOptions()
+    one, _ = streamed(path, options, window_rows=2_000, monkeypatch=monkeypatch)
+    assert not started
+    pooled, analysis = streamed(path, options, window_rows=2_000, monkeypatch=monkeypatch, jobs=2)
+    assert analysis.windows > 2
+    assert len(started) == 1 and started[0] is not None, "the windows did not go to workers"
+    assert_same(pooled, one)
 
 
 @pytest.mark.parametrize("name", sorted(PEERS), ids=str)

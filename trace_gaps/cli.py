@@ -266,8 +266,9 @@ JobsOpt = Annotated[
         "--jobs",
         "-j",
         min=1,
-        help="Analyse the exports in N worker processes of a local Dask cluster "
-        "(pip install 'trace-gaps[dask]').",
+        help="Worker processes (default: one per core). One export: its windows of steps "
+        "are analysed on them while it is read. Several: an export per worker of a local "
+        "Dask cluster (pip install 'trace-gaps\\[dask]').",
     ),
 ]
 SchedulerOpt = Annotated[
@@ -310,9 +311,9 @@ def analyze(
         outputs = [] if output is None else [output]
         refuse_inputs_as_outputs(outputs, paths)
         options = AnalysisOptions(step_name=step, skip=skip, depth=depth, process=process)
-        if len(paths) > 1 or jobs is not None or scheduler is not None:
+        if len(paths) > 1 or scheduler is not None:
             if demo:
-                raise TraceGapsError("--jobs and --scheduler need exports, not --demo.")
+                raise TraceGapsError("--scheduler needs exports, not --demo.")
             from trace_gaps.multi import analyse_exports
 
             resolved = [resolve_export(path, False) for path in paths]
@@ -345,6 +346,7 @@ def analyze(
                 path,
                 options,
                 on_window=lambda done, total: shown(f"analysing {path.name}", done, total),
+                jobs=jobs,
             )
             shown("ranking candidates")
             report = build_report(trace, analysis, top=top)

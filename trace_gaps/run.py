@@ -18,6 +18,7 @@ from trace_gaps.errors import TraceGapsError
 from trace_gaps.model import NeedsWholeTrace, Trace
 from trace_gaps.nsys.load import load_trace
 from trace_gaps.nsys.stream import stream_export
+from trace_gaps.parallel import default_jobs
 
 
 def analyse_export(
@@ -28,10 +29,13 @@ def analyse_export(
     window_rows: int | None = WINDOW_ROWS,
     on_window: Callable[[int, int], None] | None = None,
     collectives: CollectiveMatch | None = None,
+    jobs: int | None = None,
 ) -> tuple[Trace, Analysis]:
     """The export's Trace (its ops and calls left out when streamed) and its Analysis.
 
-    on_window(done, total) is called as windows finish, for progress display.
+    on_window(done, total) is called as windows finish, for progress display. jobs: worker
+    processes for the windows' metrics (parallel.py; None: one per core, 1: none, all in
+    this process); an export of one window is always analysed in this process.
     """
     try:
         with stream_export(path, read_now=True) as stream:
@@ -43,6 +47,7 @@ def analyse_export(
                 window_rows=window_rows,
                 on_window=on_window,
                 collectives=collectives,
+                jobs=default_jobs() if jobs is None else jobs,
             )
             return stream.trace(), analysis
     except NeedsWholeTrace:

@@ -115,13 +115,15 @@ def analyse_rows(
     window_rows: int | None = None,
     on_window: Callable[[int, int], None] | None = None,
     collectives: CollectiveMatch | None = None,
+    jobs: int = 1,
 ) -> Analysis:
     """Analyse rows streamed from sources; trace holds the ranges, threads and OS calls.
 
     collectives, when given, is the match made across several exports (multi.py), with this
     export's ops as export 0 in its own clock; otherwise the export's collectives are matched
     among its own processes. Raises NeedsWholeTrace when the rows cannot be analysed window
-    by window.
+    by window. jobs > 1: the windows' metrics are computed on that many worker processes
+    while this one reads on (analyse_in_windows); the result is the same.
     """
     nvtx_ranges = trace.nvtx_ranges
     pid = options.process
@@ -173,6 +175,7 @@ def analyse_rows(
         inputs,
         plan_windows(steps, rows, window_rows),
         on_window,
+        jobs=jobs,
     )
     return _merge(
         trace,

@@ -30,6 +30,7 @@ and merges each by its rule.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -69,6 +70,7 @@ from trace_gaps.model import (
     CallCategory,
     NeedsWholeTrace,
 )
+from trace_gaps.parallel import ordered_map
 
 # About this many ops and calls per window; a window holds at least one step.
 WINDOW_ROWS = 400_000
@@ -188,30 +190,91 @@ def analyse_in_windows(
     plan: WindowPlan,
     on_window: Callable[[int, int], None] | None = None,
     metrics: tuple[Metric[Any, Any], ...] = METRICS,
+    jobs: int = 1,
 ) -> WindowResults:
     """Run every window of the plan over the streams, in time order, computing each metric
-    on each window, and merge the metrics; see the module docstring."""
+    on each window, and merge the metrics; see the module docstring.
+
+    jobs > 1: this process reads the rows, joins ops to calls and checks them, window by
+    window, while up to `jobs` worker processes compute the windows' metrics (parallel.py);
+    the parts merge in window order, so the result is the same. Workers compute the
+    declared METRICS, so other metrics run in this process.
+    """
     parts: dict[str, list[Any]] = {metric.name: [] for metric in metrics}
+    pooled = jobs > 1 and plan.count > 1 and metrics == METRICS
+    compute: Callable[..., list[Any]] = (
+        _declared_parts if pooled else functools.partial(_window_parts, metrics=metrics)
+    )
+    tasks = _window_tasks(op_streams, call_stream, inputs, plan)
+    for w, window_parts in enumerate(
+        ordered_map(compute, inputs, tasks, jobs=jobs if pooled else 1)
+    ):
+        for metric, part in zip(metrics, window_parts, strict=True):
+            parts[metric.name].append(part)
+        if on_window is not None:
+            on_window(w + 1, plan.count)
+    return WindowResults(merge_parts(metrics, parts), plan.count)
+
+
+def _window_tasks(
+    op_streams: list[RowStream], call_stream: RowStream, inputs: WindowInputs, plan: WindowPlan
+) -> Iterator[tuple[pd.DataFrame, pd.DataFrame, LaunchIndex, pd.DataFrame, int, int]]:
+    """Per window, in order: read its rows, join its ops to their calls, check the rows hold
+    to the module's assumptions, and hand over (projected ops, staged calls, their launch
+    index, steps, lo, hi) for _window_parts; then drop the rows no later window needs."""
     dropped_corr: dict[int, int] = {}  # per pid, the largest correlation id of a dropped launch
     for w in range(plan.count):
         limit = plan.read_limit(w)
         for stream in op_streams:
             stream.fill(limit, w)
         call_stream.fill(limit if limit == _NEVER else limit + CALL_LEAD_NS, w)
-        ops = _concat_streams(op_streams)
-        calls = call_stream.frame()
-        steps = inputs.steps[plan.step_window == w]
-        frames = _window_frames(ops, calls, steps, inputs, plan, w, limit, dropped_corr)
-        for metric in metrics:
-            parts[metric.name].append(metric.compute(frames))
-        projected = frames.projected
-        del frames, ops, calls  # as large as the window's rows: let go before the next read
-        if on_window is not None:
-            on_window(w + 1, plan.count)
+        calls = call_stream.frame()  # staged as they were read (see analyse_rows)
+        index = LaunchIndex.of(calls)
+        projected = project_ops(_concat_streams(op_streams), calls, inputs.stage_map, index)
+        projected = projected.assign(**{WAIT_END_NS: wait_ends(projected, inputs.collective_waits)})
+        _check_launches(projected, plan, w, limit, dropped_corr)
+        _check_copies(calls, limit)
+        yield (
+            projected,
+            calls,
+            index,
+            inputs.steps[plan.step_window == w],
+            int(plan.lo[w]),
+            plan.hi(w),
+        )
+        del calls, index  # as large as the window's rows: let go before the next read
         if w + 1 < plan.count:
             _drop_finished(op_streams, call_stream, projected, plan, w, dropped_corr)
         del projected
-    return WindowResults(merge_parts(metrics, parts), plan.count)
+
+
+def _declared_parts(
+    inputs: WindowInputs,
+    projected: pd.DataFrame,
+    calls: pd.DataFrame,
+    index: LaunchIndex,
+    steps: pd.DataFrame,
+    lo: int,
+    hi: int,
+) -> list[Any]:
+    """_window_parts of the declared METRICS (what a worker process runs)."""
+    return _window_parts(inputs, projected, calls, index, steps, lo, hi, metrics=METRICS)
+
+
+def _window_parts(
+    inputs: WindowInputs,
+    projected: pd.DataFrame,
+    calls: pd.DataFrame,
+    index: LaunchIndex,
+    steps: pd.DataFrame,
+    lo: int,
+    hi: int,
+    *,
+    metrics: tuple[Metric[Any, Any], ...],
+) -> list[Any]:
+    """Every metric's part of one window (lo and hi: the time it owns), in metrics' order."""
+    frames = _window_frames(inputs, projected, calls, index, steps, lo, hi)
+    return [metric.compute(frames) for metric in metrics]
 
 
 def _concat_streams(streams: list[RowStream]) -> pd.DataFrame:
@@ -225,26 +288,19 @@ def _concat_streams(streams: list[RowStream]) -> pd.DataFrame:
 
 
 def _window_frames(
-    ops: pd.DataFrame,
-    calls: pd.DataFrame,
-    steps: pd.DataFrame,
     inputs: WindowInputs,
-    plan: WindowPlan,
-    w: int,
-    limit: int,
-    dropped_corr: dict[int, int],
+    projected: pd.DataFrame,
+    calls: pd.DataFrame,
+    index: LaunchIndex,
+    steps: pd.DataFrame,
+    lo: int,
+    hi: int,
 ) -> WindowFrames:
-    """The frames every metric of window w reads, each computed once."""
-    stage_map = inputs.stage_map
-    staged = calls  # staged as they were read (see analyse_rows)
-    index = LaunchIndex.of(staged)
-    projected = project_ops(ops, staged, stage_map, index)
-    projected = projected.assign(**{WAIT_END_NS: wait_ends(projected, inputs.collective_waits)})
-    _check_launches(projected, plan, w, limit, dropped_corr)
-    _check_copies(staged, limit)
-    staged = mark_blocking_copies(staged, projected, index)
-    ledger, gaps, idle_runs = build_ledger(*_touching_steps(projected, staged, steps), stage_map)
-    lo, hi = int(plan.lo[w]), plan.hi(w)
+    """The frames every metric of a window reads, each computed once."""
+    staged = mark_blocking_copies(calls, projected, index)
+    ledger, gaps, idle_runs = build_ledger(
+        *_touching_steps(projected, staged, steps), inputs.stage_map
+    )
     return WindowFrames(
         inputs=inputs,
         steps=steps,

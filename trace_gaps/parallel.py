@@ -1,0 +1,91 @@
+"""Tasks on worker processes, results in order: the windows of one export, on every core.
+
+The main process reads an export window by window (analysis/windows.py); the work on each
+window's rows can run on other processes meanwhile. ordered_map hands each task to a pool of
+worker processes as the caller's iterator produces it, keeps at most `jobs + 1` in flight
+(each holds a window's rows, so memory stays bounded), and yields the results in the order
+the tasks came in, so that merging them gives the same result as one process would.
+
+Every task gets the same first argument, `shared` (what every window reads: the steps, the
+stage map, ...): it is sent to each worker once, not with every task.
+
+Workers come from a fork server (multiprocessing's "forkserver" start method) that has
+imported the task's module once: a worker starts in milliseconds, and the main process,
+which runs read-ahead threads, is never forked itself. With jobs=1, or where processes
+cannot be started, the tasks run in the calling process, in the same order.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
+from typing import Any, TypeVar
+
+R = TypeVar("R")
+
+_SHARED: list[Any] = []  # in a worker: the pool's shared argument, set once when it starts
+
+
+def default_jobs() -> int:
+    """How many worker processes use every core this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def ordered_map(
+    function: Callable[..., R],
+    shared: Any,
+    tasks: Iterable[tuple[Any, ...]],
+    *,
+    jobs: int,
+) -> Iterator[R]:
+    """function(shared, *task) for each task, in order, on up to `jobs` worker processes.
+
+    function must be a module-level function (workers import it by name). The tasks
+    iterator is advanced only as results are taken, at most jobs + 1 tasks ahead.
+    """
+    pool = _start_pool(function, shared, jobs) if jobs > 1 else None
+    if pool is None:
+        for task in tasks:
+            result = function(shared, *task)
+            del task  # let the task's rows go before the iterator makes the next
+            yield result
+        return
+    pending: deque[Future[R]] = deque()
+    try:
+        for task in tasks:
+            pending.append(pool.submit(_run, function, task))
+            while len(pending) > jobs:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _start_pool(function: Callable[..., Any], shared: Any, jobs: int) -> ProcessPoolExecutor | None:
+    if multiprocessing.current_process().daemon:
+        return None  # a daemonic process (a Dask worker's) may not start processes
+    try:
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload([function.__module__])
+        return ProcessPoolExecutor(
+            max_workers=jobs, mp_context=context, initializer=_keep, initargs=(shared,)
+        )
+    except (OSError, ValueError, AssertionError):
+        # No fork server here (a platform without it, a locked-down sandbox): run in
+        # this process instead.
+        return None
+
+
+def _keep(shared: Any) -> None:
+    _SHARED[:] = [shared]
+
+
+def _run(function: Callable[..., R], task: tuple[Any, ...]) -> R:
+    return function(_SHARED[0], *task)
