@@ -114,7 +114,7 @@ def child_analyze(path: Path, fmt: str) -> dict[str, Any]:
     """The analyze pipeline, phase by phase, exactly as the CLI runs it (trace_gaps.run)."""
     import trace_gaps.analysis.pipeline as pipeline
     import trace_gaps.analysis.windows as windows
-    from trace_gaps.nsys.load import count_rows
+    from trace_gaps.nsys.export import count_rows
     from trace_gaps.render import Format, render_report
     from trace_gaps.report import build_report
     from trace_gaps.run import analyse_export

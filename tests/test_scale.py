@@ -10,7 +10,6 @@ from __future__ import annotations
 import difflib
 import gzip
 import importlib.util
-import sqlite3
 from pathlib import Path
 
 import pandas as pd
@@ -82,16 +81,16 @@ TRACE_FRAMES = ("gpu_ops", "api_calls", "nvtx_ranges", "threads", "overhead")
 def test_the_arrow_reader_loads_the_same_trace_as_sqlite3(
     path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from trace_gaps.nsys import load
+    from trace_gaps.nsys import read
 
     calls: list[str] = []
-    arrow_frame = load._read_frame_arrow
+    arrow_frames = read._arrow_frames
     monkeypatch.setattr(
-        load, "_read_frame_arrow", lambda c, sql: calls.append(sql) or arrow_frame(c, sql)
+        read, "_arrow_frames", lambda p, sql: calls.append(sql) or arrow_frames(p, sql)
     )
     fast = load_trace(path)
     assert calls, "the Arrow reader was not asked"
-    monkeypatch.setenv(load.ARROW_READER_ENV, "1")
+    monkeypatch.setenv(read.ARROW_READER_ENV, "1")
     plain = load_trace(path)
     for name in TRACE_FRAMES:
         pd.testing.assert_frame_equal(getattr(fast, name), getattr(plain, name), obj=name)
@@ -101,15 +100,16 @@ def test_the_arrow_reader_loads_the_same_trace_as_sqlite3(
 def test_the_sqlite3_reader_is_used_when_arrow_is_switched_off(
     export_builder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from trace_gaps.nsys import load
+    from trace_gaps.nsys import read
 
     # Two launches, each a call and its kernel: the frames come out the same either way.
     builder = export_builder()
     builder.launch("k1", 100, 200, 300, 400).launch("k2", 500, 600, 700, 900)
     builder.range("decode_step", 0, 1_000)
     path = builder.write()
-    monkeypatch.setenv(load.ARROW_READER_ENV, "1")
-    assert load._read_frame_arrow(sqlite3.connect(path), "SELECT 1 AS one") is None
+    monkeypatch.setenv(read.ARROW_READER_ENV, "1")
+    assert not read.arrow_installed()
+    monkeypatch.setattr(read, "_arrow_frames", lambda p, sql: pytest.fail("Arrow was asked"))
     trace = load_trace(path)
     assert list(trace.gpu_ops["start_ns"]) == [300, 700]
     assert list(trace.nvtx_ranges["name"]) == ["decode_step"]
