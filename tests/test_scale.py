@@ -86,6 +86,7 @@ def test_the_arrow_reader_loads_the_same_trace_as_sqlite3(
 ) -> None:
     from trace_gaps.nsys import read
 
+    monkeypatch.delenv(read.ARROW_READER_ENV, raising=False)  # this test is about Arrow
     calls: list[str] = []
     arrow_frames = read._arrow_frames
     monkeypatch.setattr(
@@ -157,6 +158,7 @@ def test_sqlite3_reads_on_where_arrow_meets_invalid_utf8_in_a_later_chunk(
 ) -> None:
     from trace_gaps.nsys import queries, read
 
+    monkeypatch.delenv(read.ARROW_READER_ENV, raising=False)  # this test is about Arrow
     path = _copy_of_sample(
         tmp_path,
         "UPDATE NVTX_EVENTS SET text = X'666FFF72' WHERE rowid = "
@@ -181,6 +183,7 @@ def test_a_null_in_a_later_chunk_is_named_the_same_by_either_reader(
 ) -> None:
     from trace_gaps.nsys import queries, read
 
+    monkeypatch.delenv(read.ARROW_READER_ENV, raising=False)  # this test is about Arrow
     path = _copy_of_sample(
         tmp_path,
         "ALTER TABLE CUPTI_ACTIVITY_KIND_KERNEL RENAME TO Original",
