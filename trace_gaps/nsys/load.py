@@ -37,9 +37,9 @@ def load_trace(path: Path) -> Trace:
         with open_export(path) as connection:
             tables = list_tables(connection, path)
             raise no_timed_ops_error(connection, path, tables, trace.info.untimed_events)
-    ops[NAME] = _present_sorted(ops[NAME])
-    calls[NAME] = _present_sorted(calls[NAME])
-    calls[CALL_CATEGORY] = _present_sorted(calls[CALL_CATEGORY])
+    ops[NAME] = _present_sorted(ops[NAME], "str")
+    calls[NAME] = _present_sorted(calls[NAME], "object")
+    calls[CALL_CATEGORY] = _present_sorted(calls[CALL_CATEGORY], "object")
     info = replace(
         trace.info,
         duplicated_ops=trace.info.duplicated_ops + int(repeated_ops.sum()),
@@ -48,10 +48,11 @@ def load_trace(path: Path) -> Trace:
     return replace(trace, info=info, gpu_ops=ops, api_calls=calls)
 
 
-def _present_sorted(values: pd.Series) -> pd.Series:
-    """The names as categories of the values present, sorted, as pd.Categorical makes them
-    (the stream's chunks share categories for every name in the export)."""
+def _present_sorted(values: pd.Series, dtype: str) -> pd.Series:
+    """Categories of only the values present, sorted, held in an Index of this dtype: the
+    categoricals load_trace has always returned (the stream's chunks share categories for
+    every name in the export)."""
     if not isinstance(values.dtype, pd.CategoricalDtype):
-        return values.astype("category")
+        values = values.astype("category")
     used = values.cat.remove_unused_categories()
-    return used.cat.reorder_categories(sorted(used.cat.categories))
+    return used.cat.reorder_categories(pd.Index(sorted(used.cat.categories), dtype=dtype))
