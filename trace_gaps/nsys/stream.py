@@ -181,7 +181,12 @@ def _export_stream(
     )
 
 
-_OP_KINDS = dict(zip(queries.OP_TABLES, OpKind, strict=True))
+_OP_KINDS = {
+    queries.KERNEL_TABLE: OpKind.KERNEL,
+    queries.MEMCPY_TABLE: OpKind.MEMCPY,
+    queries.MEMSET_TABLE: OpKind.MEMSET,
+    queries.GRAPH_TRACE_TABLE: OpKind.GRAPH,
+}
 
 
 def _op_queries(
@@ -189,9 +194,10 @@ def _op_queries(
 ) -> list[tuple[str, tuple[str, OpKind]]]:
     """Each op table's query and the kind of its ops, in queries.OP_TABLES order."""
     found = []
-    for table, kind in _OP_KINDS.items():
+    for table in queries.OP_TABLES:
         if table not in tables:
             continue
+        kind = _OP_KINDS[table]
         sql = {
             queries.MEMCPY_TABLE: queries.MEMCPYS,
             queries.MEMSET_TABLE: queries.MEMSETS,
