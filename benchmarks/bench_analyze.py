@@ -115,7 +115,7 @@ def child_analyze(path: Path, fmt: str) -> dict[str, Any]:
     import trace_gaps.analysis.metrics as metrics
     import trace_gaps.analysis.pipeline as pipeline
     import trace_gaps.analysis.windows as windows
-    from trace_gaps.nsys.load import count_rows
+    from trace_gaps.nsys.export import count_rows
     from trace_gaps.render import Format, render_report
     from trace_gaps.report import build_report
     from trace_gaps.run import analyse_export

@@ -15,7 +15,7 @@ from typer.testing import CliRunner, Result
 
 from tests.builders import ExportBuilder
 from trace_gaps.cli import app
-from trace_gaps.nsys.load import list_tables, open_export
+from trace_gaps.nsys.export import list_tables, open_export
 
 runner = CliRunner()
 

@@ -11,14 +11,16 @@ import difflib
 import gzip
 import importlib.util
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from tests.builders import projected_frames
-from tests.conftest import ROOT, assert_matches_schema, peer_trace_paths
+from tests.conftest import ROOT, SAMPLE_TRACES, assert_matches_schema, peer_trace_paths
 from trace_gaps.analysis.pipeline import AnalysisOptions, analyse_trace
+from trace_gaps.errors import NotAnExportError
 from trace_gaps.nsys.load import load_trace
 from trace_gaps.render.json import render_json
 from trace_gaps.report import build_report
@@ -82,16 +84,17 @@ TRACE_FRAMES = ("gpu_ops", "api_calls", "nvtx_ranges", "threads", "overhead")
 def test_the_arrow_reader_loads_the_same_trace_as_sqlite3(
     path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from trace_gaps.nsys import load
+    from trace_gaps.nsys import read
 
+    monkeypatch.delenv(read.ARROW_READER_ENV, raising=False)  # this test is about Arrow
     calls: list[str] = []
-    arrow_frame = load._read_frame_arrow
+    arrow_frames = read._arrow_frames
     monkeypatch.setattr(
-        load, "_read_frame_arrow", lambda c, sql: calls.append(sql) or arrow_frame(c, sql)
+        read, "_arrow_frames", lambda p, sql: calls.append(sql) or arrow_frames(p, sql)
     )
     fast = load_trace(path)
     assert calls, "the Arrow reader was not asked"
-    monkeypatch.setenv(load.ARROW_READER_ENV, "1")
+    monkeypatch.setenv(read.ARROW_READER_ENV, "1")
     plain = load_trace(path)
     for name in TRACE_FRAMES:
         pd.testing.assert_frame_equal(getattr(fast, name), getattr(plain, name), obj=name)
@@ -101,18 +104,105 @@ def test_the_arrow_reader_loads_the_same_trace_as_sqlite3(
 def test_the_sqlite3_reader_is_used_when_arrow_is_switched_off(
     export_builder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from trace_gaps.nsys import load
+    from trace_gaps.nsys import read
 
     # Two launches, each a call and its kernel: the frames come out the same either way.
     builder = export_builder()
     builder.launch("k1", 100, 200, 300, 400).launch("k2", 500, 600, 700, 900)
     builder.range("decode_step", 0, 1_000)
     path = builder.write()
-    monkeypatch.setenv(load.ARROW_READER_ENV, "1")
-    assert load._read_frame_arrow(sqlite3.connect(path), "SELECT 1 AS one") is None
+    monkeypatch.setenv(read.ARROW_READER_ENV, "1")
+    assert not read.arrow_installed()
+    monkeypatch.setattr(read, "_arrow_frames", lambda p, sql: pytest.fail("Arrow was asked"))
     trace = load_trace(path)
     assert list(trace.gpu_ops["start_ns"]) == [300, 700]
     assert list(trace.nvtx_ranges["name"]) == ["decode_step"]
+
+
+def _copy_of_sample(tmp_path: Path, *statements: str) -> Path:
+    path = tmp_path / "r.sqlite"
+    path.write_bytes((SAMPLE_TRACES / "plain_decode.sqlite").read_bytes())
+    with sqlite3.connect(path) as connection:
+        for statement in statements:
+            connection.execute(statement)
+    connection.close()
+    return path
+
+
+def _arrow_frames_counted(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Patch the Arrow reader to count the frames it hands over, per query."""
+    from trace_gaps.nsys import read
+
+    counts: list[int] = []
+    arrow_frames = read._arrow_frames
+
+    def counted(path: Path, sql: str) -> Iterator[pd.DataFrame]:
+        counts.append(0)
+        for frame in arrow_frames(path, sql):
+            counts[-1] += 1
+            yield frame
+
+    monkeypatch.setattr(read, "_arrow_frames", counted)
+    return counts
+
+
+NVTX_INTS = {"start_ns": "int64", "end_ns": "int64", "global_tid": "int64"}
+KERNEL_INTS = {"start_ns": "int64", "stream_id": "int64", "name_id": "int64"}
+
+
+@pytest.mark.skipif(
+    not _has_arrow_driver(), reason="the `fast` extra (adbc-driver-sqlite, pyarrow) is absent"
+)
+def test_sqlite3_reads_on_where_arrow_meets_invalid_utf8_in_a_later_chunk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from trace_gaps.nsys import queries, read
+
+    monkeypatch.delenv(read.ARROW_READER_ENV, raising=False)  # this test is about Arrow
+    path = _copy_of_sample(
+        tmp_path,
+        "UPDATE NVTX_EVENTS SET text = X'666FFF72' WHERE rowid = "
+        "(SELECT rowid FROM NVTX_EVENTS WHERE text IS NOT NULL ORDER BY rowid LIMIT 1 OFFSET 30)",
+    )
+    monkeypatch.setattr(read, "CHUNK_ROWS", 4)
+    counts = _arrow_frames_counted(monkeypatch)
+    fast = read.read_frame(path, queries.NVTX_RANGES, NVTX_INTS)
+    assert counts[0] > 0, "Arrow read no chunk before the bad text"
+    monkeypatch.setenv(read.ARROW_READER_ENV, "1")
+    plain = read.read_frame(path, queries.NVTX_RANGES, NVTX_INTS)
+    assert len(counts) == 1, "Arrow was asked with TRACE_GAPS_NO_ARROW set"
+    assert counts[0] * 4 < len(plain), "Arrow read past the bad text"
+    pd.testing.assert_frame_equal(fast, plain)
+
+
+@pytest.mark.skipif(
+    not _has_arrow_driver(), reason="the `fast` extra (adbc-driver-sqlite, pyarrow) is absent"
+)
+def test_a_null_in_a_later_chunk_is_named_the_same_by_either_reader(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from trace_gaps.nsys import queries, read
+
+    monkeypatch.delenv(read.ARROW_READER_ENV, raising=False)  # this test is about Arrow
+    path = _copy_of_sample(
+        tmp_path,
+        "ALTER TABLE CUPTI_ACTIVITY_KIND_KERNEL RENAME TO Original",
+        "CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL AS SELECT * FROM Original",  # no NOT NULL
+        "DROP TABLE Original",
+        "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET streamId = NULL WHERE rowid IN (9, 10)",
+    )
+    monkeypatch.setattr(read, "CHUNK_ROWS", 4)
+    counts = _arrow_frames_counted(monkeypatch)
+    with pytest.raises(NotAnExportError) as fast:
+        read.read_frame(path, queries.KERNELS, KERNEL_INTS)
+    assert counts == [2], "Arrow did not read the two chunks before the NULL"
+    monkeypatch.setenv(read.ARROW_READER_ENV, "1")
+    with pytest.raises(NotAnExportError) as plain:
+        read.read_frame(path, queries.KERNELS, KERNEL_INTS)
+    assert str(fast.value) == str(plain.value)
+    assert str(fast.value).startswith(
+        "has NULL in 2 rows of CUPTI_ACTIVITY_KIND_KERNEL.streamId, where nsys always writes"
+    )
 
 
 def _chunked_ledgers(path: Path, monkeypatch: pytest.MonkeyPatch) -> list[pd.DataFrame]:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import trace_gaps.analysis.windows as windows
-import trace_gaps.nsys.stream as stream
+import trace_gaps.nsys.read as read
 import trace_gaps.parallel as parallel
 from tests.builders import ExportBuilder
 from tests.conftest import ROOT, peer_trace_paths, sample_trace_paths
@@ -46,7 +46,7 @@ def streamed(
     jobs: int = 1,
 ) -> tuple[Report, Analysis]:
     """The Report of the export streamed in small chunks and windows (no fallback)."""
-    monkeypatch.setattr(stream, "CHUNK_ROWS", chunk_rows)
+    monkeypatch.setattr(read, "CHUNK_ROWS", chunk_rows)
     with stream_export(path) as export:
         analysis = analyse_rows(
             export.head,
@@ -277,7 +277,7 @@ def test_untimed_rows_are_counted_the_same_when_streamed(export_builder, monkeyp
     builder.kernel("k_untimed", 0, 0, correlation_id=-1)
     path = builder.write()
     # The untimed row (start 0) sorts first: the stream drops it before checking the order.
-    monkeypatch.setattr(stream, "CHUNK_ROWS", 2)
+    monkeypatch.setattr(read, "CHUNK_ROWS", 2)
     with stream_export(path) as export:
         analysis = analyse_rows(export.head, export.sources, AnalysisOptions(), window_rows=1)
         trace = export.trace()

@@ -417,7 +417,7 @@ def info(
 ) -> None:
     """What the export holds: versions, capture settings, GPUs, threads, rows, NVTX ranges."""
     with user_errors():
-        from trace_gaps.nsys.load import count_rows, devices_per_process
+        from trace_gaps.nsys.export import count_rows, devices_per_process
         from trace_gaps.nsys.stream import stream_export
         from trace_gaps.overview import build_overview
         from trace_gaps.render import render_overview

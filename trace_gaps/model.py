@@ -227,8 +227,8 @@ class RowSources:
 
 
 class NeedsWholeTrace(Exception):
-    """The rows cannot be analysed window by window (out of order, unreadable as a stream, or
-    an op far from its launch); the caller analyses the whole trace at once instead."""
+    """The rows cannot be analysed window by window (out of start order, or an op far from
+    its launch); the caller analyses the whole trace at once instead."""
 
 
 def require_columns(frame: pd.DataFrame, columns: dict[str, str]) -> None:

@@ -23,6 +23,9 @@ CAPTURE_META_TABLE = "META_DATA_CAPTURE"
 GRAPH_EVENTS_TABLE = "CUDA_GRAPH_EVENTS"
 OVERHEAD_TABLE = "PROFILER_OVERHEAD"
 
+# The GPU op tables, in the order their rows are read.
+OP_TABLES = (KERNEL_TABLE, MEMCPY_TABLE, MEMSET_TABLE, GRAPH_TRACE_TABLE)
+
 # Kernel names come back as ids; KERNEL_NAMES resolves only the ids in use.
 KERNELS = """
 SELECT start AS start_ns, "end" AS end_ns, (globalPid >> 24) & 16777215 AS pid,
@@ -208,6 +211,12 @@ ALL_STRINGS = "SELECT id AS name_id, value AS name FROM StringIds"
 GRAPH_NAMES = """
 SELECT DISTINCT 'graph ' || COALESCE(graphId, '?') FROM CUPTI_ACTIVITY_KIND_GRAPH_TRACE
 """
+
+
+def rows_from(sql: str) -> str:
+    """A query (of the reader's, none with a LIMIT) from its row number `?` on, in the same
+    order: where sqlite3 reads on after the Arrow driver stopped."""
+    return f"{sql} LIMIT -1 OFFSET ?"
 
 
 def largest_string_id() -> str:

@@ -1,15 +1,15 @@
 """Read an export's op and call tables as chunks in start order, for windowed analysis.
 
-The ranges, threads, OS calls and settings are read whole (they are small); the kernel,
-copy, memset, graph and CUDA API tables stream in chunks of CHUNK_ROWS rows, in the
-order SQLite stores them, which is start order in every nsys export we have seen (the
-analysis checks, and falls back to load_trace when a table is not).
+The head (ranges, threads, OS calls, settings) is read whole (nsys/head.py); the kernel,
+copy, memset, graph and CUDA API tables stream in chunks (nsys/read.py), in the order
+SQLite stores them, which is start order in every nsys export we have seen (the analysis
+checks, and falls back to load_trace, these chunks concatenated, when a table is not).
+Each chunk leaves out untimed rows, impossible times and copies, counted in the tally, and
+carries its names as categoricals shared by every chunk.
 """
 
 from __future__ import annotations
 
-import importlib.util
-import os
 import queue
 import sqlite3
 import threading
@@ -33,7 +33,6 @@ from trace_gaps.model import (
     START_NS,
     CallCategory,
     ChunkSource,
-    NeedsWholeTrace,
     OpKind,
     RowSources,
     Trace,
@@ -41,26 +40,27 @@ from trace_gaps.model import (
 )
 from trace_gaps.nsys import queries
 from trace_gaps.nsys.calls import classify_call, strip_version_suffix
-from trace_gaps.nsys.load import (
-    ARROW_READER_ENV,
-    CALL_ROW_KEY,
-    OP_ROW_KEY,
-    capture_duration,
+from trace_gaps.nsys.export import (
     check_is_cuda_export,
-    export_uri,
-    impossible_times,
     list_tables,
     no_timed_ops_error,
     open_export,
+    reading_export,
+)
+from trace_gaps.nsys.head import (
+    CALL_ROW_KEY,
+    OP_ROW_KEY,
+    capture_duration,
+    impossible_times,
+    name_text,
     read_head,
     read_strings,
-    reading_export,
-    typed_frame,
+    table_columns,
 )
+from trace_gaps.nsys.read import arrow_installed, read_chunks
 
-CHUNK_ROWS = 250_000
 # Resolve names from the whole string table when it is at most this long (one quick read);
-# longer tables are searched for the ids in use, as load_trace does.
+# longer tables are searched for the ids in use.
 WHOLE_STRING_TABLE = 500_000
 
 _UNKNOWN = "?"
@@ -128,15 +128,14 @@ def stream_export(path: Path, *, read_now: bool = False) -> Iterator[ExportStrea
             op_queries = _op_queries(connection, tables)
             capture_duration_ns = capture_duration(connection, tables)
         tally = _Tally()
-        reader = _ChunkReader(path)
         names = _Names(connection, path, tables)
         readers = _Readers()
         starts = [
-            (table, _op_chunks(reader, sql, names, tally, capture_duration_ns, readers))
+            (table, _op_chunks(path, sql, names, tally, capture_duration_ns, readers))
             for table, sql in op_queries
         ]
         starts.append(
-            ("CUDA API", _call_chunks(reader, tables, names, tally, capture_duration_ns, readers))
+            ("CUDA API", _call_chunks(path, tables, names, tally, capture_duration_ns, readers))
         )
         sources = [
             (table, _Started(start) if read_now else _lazy_source(start)) for table, start in starts
@@ -182,31 +181,32 @@ def _export_stream(
     )
 
 
-_OP_TABLES = (
-    (queries.KERNEL_TABLE, OpKind.KERNEL),
-    (queries.MEMCPY_TABLE, OpKind.MEMCPY),
-    (queries.MEMSET_TABLE, OpKind.MEMSET),
-    (queries.GRAPH_TRACE_TABLE, OpKind.GRAPH),
-)
+_OP_KINDS = {
+    queries.KERNEL_TABLE: OpKind.KERNEL,
+    queries.MEMCPY_TABLE: OpKind.MEMCPY,
+    queries.MEMSET_TABLE: OpKind.MEMSET,
+    queries.GRAPH_TRACE_TABLE: OpKind.GRAPH,
+}
 
 
 def _op_queries(
     connection: sqlite3.Connection, tables: tuple[str, ...]
 ) -> list[tuple[str, tuple[str, OpKind]]]:
+    """Each op table's query and the kind of its ops, in queries.OP_TABLES order."""
     found = []
-    for table, kind in _OP_TABLES:
+    for table in queries.OP_TABLES:
         if table not in tables:
             continue
+        kind = _OP_KINDS[table]
         sql = {
             queries.MEMCPY_TABLE: queries.MEMCPYS,
             queries.MEMSET_TABLE: queries.MEMSETS,
             queries.GRAPH_TRACE_TABLE: queries.GRAPH_TRACES,
         }.get(table)
         if sql is None:
-            columns = {row[0] for row in connection.execute(queries.TABLE_COLUMNS, (table,))}
-            sql = (
-                queries.KERNELS if "graphNodeId" in columns else queries.KERNELS_WITHOUT_GRAPH_NODES
-            )
+            # Exports older than graph-node tracing have no graphNodeId column.
+            has_nodes = "graphNodeId" in table_columns(connection, table)
+            sql = queries.KERNELS if has_nodes else queries.KERNELS_WITHOUT_GRAPH_NODES
         found.append((table, (sql, kind)))
     return found
 
@@ -215,12 +215,12 @@ def _check_has_timed_ops(
     connection: sqlite3.Connection, path: Path, tables: tuple[str, ...]
 ) -> None:
     with reading_export(path):
-        for table, _ in _OP_TABLES:
+        for table in queries.OP_TABLES:
             if table in tables and connection.execute(queries.any_timed(table)).fetchone():
                 return
         untimed = sum(
             int(connection.execute(queries.count_untimed(table)).fetchone()[0])
-            for table, _ in _OP_TABLES
+            for table in queries.OP_TABLES
             if table in tables
         )
         raise no_timed_ops_error(connection, path, tables, untimed)
@@ -228,7 +228,7 @@ def _check_has_timed_ops(
 
 def _rows(connection: sqlite3.Connection, tables: tuple[str, ...]) -> int:
     """Ops and calls in the export, from the largest rowid of each table (no scan)."""
-    streamed = [table for table, _ in _OP_TABLES] + [queries.RUNTIME_TABLE]
+    streamed = [*queries.OP_TABLES, queries.RUNTIME_TABLE]
     return sum(
         int(connection.execute(queries.largest_rowid(table)).fetchone()[0] or 0)
         for table in streamed
@@ -276,14 +276,7 @@ class _Names:
 
 def _string_series(connection: sqlite3.Connection, sql: str) -> pd.Series:
     frame = read_strings(connection, sql)
-    # Names are user strings: a blob or a number where text belongs still names something.
-    return frame.set_index("name_id")[NAME].map(_as_text).astype(object)
-
-
-def _as_text(value: object) -> str:
-    if isinstance(value, bytes):
-        return value.decode("utf-8", errors="replace")
-    return "" if value is None else str(value)
+    return frame.set_index("name_id")[NAME].map(name_text).astype(object)
 
 
 def _unique_index(values: list[object]) -> pd.Index:
@@ -324,61 +317,7 @@ def _codes_by_id(strings: pd.Series, categories: pd.Index) -> Callable[[np.ndarr
     return from_index
 
 
-def _arrow_installed() -> bool:
-    """Whether _ChunkReader reads through Arrow (the `fast` extra, not turned off)."""
-    if os.environ.get(ARROW_READER_ENV):
-        return False
-    return all(
-        importlib.util.find_spec(name) is not None for name in ("adbc_driver_sqlite", "pyarrow")
-    )
-
-
-class _ChunkReader:
-    """Run a query and hand back its rows CHUNK_ROWS at a time, through Arrow when the
-    `fast` extra is installed, else through sqlite3 (as load_trace reads), each query on a
-    connection of its own."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def chunks(self, sql: str, dtypes: dict[str, str]) -> Iterator[pd.DataFrame]:
-        """The query's rows with these dtypes; a value that does not fit is the file's fault
-        (NotAnExportError), not the analysis's: only this generator's own work is wrapped.
-
-        It may run on a read-ahead thread (_ReadAhead): the sqlite3 path opens a connection
-        of its own, as a sqlite3 connection belongs to the thread that made it.
-        """
-        arrow = self._arrow_chunks(sql)
-        if arrow is not None:
-            for chunk in arrow:
-                with reading_export(self.path):
-                    typed = typed_frame(chunk, dtypes, sql)
-                yield typed
-            return
-        with open_export(self.path, values=False) as connection:
-            rows = pd.read_sql_query(sql, connection, chunksize=CHUNK_ROWS)
-            while True:
-                with reading_export(self.path):
-                    read = next(rows, None)
-                    if read is not None:
-                        read = typed_frame(read, dtypes, sql)
-                if read is None:
-                    return
-                yield read
-
-    def _arrow_chunks(self, sql: str) -> Iterator[pd.DataFrame] | None:
-        if os.environ.get(ARROW_READER_ENV):
-            return None
-        try:
-            import adbc_driver_sqlite
-            import adbc_driver_sqlite.dbapi as adbc_sqlite
-            import pyarrow as pa  # type: ignore[import-untyped]
-        except ImportError:
-            return None
-        return _arrow_batches(adbc_sqlite, adbc_driver_sqlite, pa, self.path, sql)
-
-
-# Chunks read ahead of the analysis, per stream (each a CHUNK_ROWS frame: a few MB).
+# Chunks read ahead of the analysis, per stream (each a read.CHUNK_ROWS frame: a few MB).
 READ_AHEAD = 2
 
 
@@ -461,7 +400,7 @@ class _Readers:
     def __init__(self) -> None:
         self._turn = threading.Lock()
         self._started: list[_ReadAhead] = []
-        self._ahead = _arrow_installed()
+        self._ahead = arrow_installed()
 
     def start(self, produce: Callable[[], Iterator[pd.DataFrame]]) -> Iterator[pd.DataFrame]:
         if not self._ahead:
@@ -502,35 +441,6 @@ def _lazily(start: Callable[[], Iterator[pd.DataFrame]]) -> Iterator[pd.DataFram
     yield from start()
 
 
-def _arrow_batches(
-    adbc_sqlite: object, driver: object, pa: object, path: Path, sql: str
-) -> Iterator[pd.DataFrame]:
-    uri = export_uri(path)
-    batch_rows = driver.StatementOptions.BATCH_ROWS.value  # type: ignore[attr-defined]
-    connect = adbc_sqlite.connect  # type: ignore[attr-defined]
-    with connect(uri) as connection, connection.cursor() as cursor:
-        cursor.adbc_statement.set_options(**{batch_rows: str(CHUNK_ROWS)})
-        try:
-            cursor.execute(sql)
-            reader = cursor.fetch_record_batch()
-        except Exception as error:  # noqa: BLE001 - any driver trouble: load_trace reads it
-            raise NeedsWholeTrace(f"the Arrow driver cannot read it ({error})") from error
-        try:
-            while True:
-                try:
-                    batch = reader.read_next_batch()
-                except StopIteration:
-                    return
-                except Exception as error:  # noqa: BLE001 - damaged file: load_trace reports it
-                    raise NeedsWholeTrace(f"the Arrow driver cannot read it ({error})") from error
-                if any(column.null_count for column in batch.columns):
-                    # NULL where a value belongs: load_trace reads it and reports it.
-                    raise NeedsWholeTrace("a column holds NULLs")
-                yield batch.to_pandas()
-        finally:
-            reader.close()
-
-
 def _repeated_rows(chunk: pd.DataFrame, keys: list[str]) -> np.ndarray:
     """Rows equal on keys to an earlier row of the chunk.
 
@@ -565,7 +475,7 @@ def _drop_untimed(chunk: pd.DataFrame, tally: _Tally) -> pd.DataFrame:
 
 
 def _op_chunks(
-    reader: _ChunkReader,
+    path: Path,
     query: tuple[str, OpKind],
     names: _Names,
     tally: _Tally,
@@ -585,7 +495,7 @@ def _op_chunks(
         dtypes = {**_OP_INTS, "name_id": "int64"} if by_id else _OP_INTS
         # Read and decoded on a thread of their own (the names above are looked up here,
         # on the main connection).
-        return readers.start(lambda: decoded(reader.chunks(sql, dtypes), categories, by_id))
+        return readers.start(lambda: decoded(read_chunks(path, sql, dtypes), categories, by_id))
 
     def decoded(
         read: Iterator[pd.DataFrame],
@@ -594,7 +504,7 @@ def _op_chunks(
     ) -> Iterator[pd.DataFrame]:
         kinds = pd.CategoricalDtype([k.value for k in OpKind])
         for chunk in read:
-            # Values are checked as they are read (reading_export in _ChunkReader.chunks).
+            # Values are checked as they are read (typed_frame in read_chunks).
             chunk = _drop_untimed(chunk, tally)
             impossible = impossible_times(chunk, capture_duration_ns)
             if impossible.any():
@@ -621,7 +531,7 @@ def _op_chunks(
 
 
 def _call_chunks(
-    reader: _ChunkReader,
+    path: Path,
     tables: tuple[str, ...],
     names: _Names,
     tally: _Tally,
@@ -638,7 +548,7 @@ def _call_chunks(
         by_id = _codes_by_id(call_names, categories)
         kinds = [c.value for c in CallCategory]
         category_of = np.array([kinds.index(classify_call(n).value) for n in categories])
-        read = reader.chunks(queries.RUNTIME_CALLS, {**_CALL_INTS, "name_id": "int64"})
+        read = read_chunks(path, queries.RUNTIME_CALLS, {**_CALL_INTS, "name_id": "int64"})
         # Read and decoded on a thread of their own (the names above are looked up here).
         return readers.start(lambda: decoded(read, categories, by_id, kinds, category_of))
 
@@ -748,7 +658,7 @@ def _first_rowid_after(connection: sqlite3.Connection, table: str, time_ns: int)
 def _known_pids(connection: sqlite3.Connection, path: Path, tables: tuple[str, ...]) -> list[int]:
     with reading_export(path):
         found: set[int] = set()
-        for table in [*(t for t, _ in _OP_TABLES), queries.RUNTIME_TABLE]:
+        for table in [*queries.OP_TABLES, queries.RUNTIME_TABLE]:
             if table in tables:
                 found.update(int(row[0]) for row in connection.execute(queries.pids_in(table)))
     return sorted(found)

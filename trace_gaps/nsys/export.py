@@ -1,0 +1,296 @@
+"""Open an export read-only and check it is an Nsight Systems export with GPU work.
+
+Every read of an export, whole or in chunks, runs inside reading_export, so SQLite's errors
+and values the typed reads refuse reach the user as one NotAnExportError line.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pandas as pd
+
+from trace_gaps.errors import MissingTableError, NoKernelsError, NotAnExportError
+from trace_gaps.nsys import queries
+from trace_gaps.nsys.convert import export_command, is_report
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+@contextmanager
+def open_export(path: Path, *, values: bool = True) -> Iterator[sqlite3.Connection]:
+    """Open an export read-only (the file is never changed), after checking it is SQLite.
+
+    values=False: a ValueError or TypeError raised while it is open is not taken for a
+    bad value in the file (the streamed analysis runs inside; its reads say so themselves).
+    """
+    check_is_sqlite(path)
+    uri = export_uri(path)
+    try:
+        connection = sqlite3.connect(uri, uri=True)
+    except sqlite3.Error as error:
+        raise NotAnExportError(
+            f"cannot be opened as SQLite ({error}); check the file and re-run nsys export",
+            path=path,
+        ) from error
+    # Names are user strings (kernels, NVTX text): never let a stray byte stop the report.
+    connection.text_factory = _decode_text
+    try:
+        with reading_export(path, values=values):
+            yield connection
+    finally:
+        connection.close()
+
+
+def export_uri(path: Path) -> str:
+    """The read-only URI of an export. A WAL-mode export is opened immutable: reading it
+    read-only otherwise creates -wal and -shm files beside it (and fails in a read-only folder)."""
+    uri = path.resolve().as_uri() + "?mode=ro"
+    return uri + "&immutable=1" if _is_wal_mode(path) else uri
+
+
+def _is_wal_mode(path: Path) -> bool:
+    # SQLite header bytes 18 and 19: file format write and read versions, 2 for WAL.
+    try:
+        with path.open("rb") as handle:
+            header = handle.read(20)
+    except OSError:
+        return False
+    return len(header) == 20 and header[18:20] == b"\x02\x02"
+
+
+def _decode_text(raw: bytes) -> str:
+    return raw.decode("utf-8", errors="replace")
+
+
+@contextmanager
+def reading_export(path: Path, *, values: bool = True) -> Iterator[None]:
+    """Turn SQLite errors met while reading (open, schema, any query) into NotAnExportError.
+
+    values: also take a ValueError or TypeError for a value the typed read refused.
+    """
+    try:
+        yield
+    except UnicodeDecodeError as error:
+        # SQLite's own message quoted garbage bytes of a damaged schema.
+        raise NotAnExportError(
+            "is damaged or truncated (its schema holds bytes that are not text); re-export it "
+            f"from the report: {export_command(path.with_suffix('.nsys-rep'), path, overwrite=True)}",
+            path=path,
+        ) from error
+    except (sqlite3.DatabaseError, pd.errors.DatabaseError) as error:
+        # pandas wraps the sqlite3 error with the whole SQL text; keep only SQLite's words.
+        cause = str(error.__cause__ or error).splitlines()[0]
+        if "database is locked" in cause:
+            raise NotAnExportError(
+                "is locked by another program, which is writing it (SQLite: database is "
+                "locked); wait until it is done, then run trace-gaps again",
+                path=path,
+            ) from error
+        if "no such column" in cause or "no such table" in cause:
+            raise NotAnExportError(
+                f"has a schema trace-gaps cannot read ({cause}); please report it with the "
+                "Nsight Systems version that wrote the export",
+                path=path,
+            ) from error
+        raise NotAnExportError(
+            f"is damaged or truncated ({cause}); re-export it from the report: "
+            f"{export_command(path.with_suffix('.nsys-rep'), path, overwrite=True)}",
+            path=path,
+        ) from error
+    except (ValueError, TypeError) as error:
+        if not values:
+            raise
+        # A NULL or a string where nsys always writes a number: the typed read refuses it.
+        cause = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise NotAnExportError(
+            f"holds a value trace-gaps cannot read ({cause}); the export is damaged or from an "
+            "unsupported nsys version: re-export it, and report it with the nsys version if "
+            "that does not help",
+            path=path,
+        ) from error
+
+
+# First bytes of compressed files, with the command that undoes each.
+_COMPRESSED = {
+    b"\x1f\x8b": ("gzip", "gunzip -k"),
+    b"\xfd7zXZ\x00": ("xz", "unxz -k"),
+    b"\x28\xb5\x2f\xfd": ("zstd", "unzstd"),
+    b"BZh": ("bzip2", "bunzip2 -k"),
+    b"PK\x03\x04": ("zip", "unzip"),
+}
+
+
+def check_no_pending_writes(path: Path) -> None:
+    """Raise when SQLite files beside the export hold writes not yet in it: a hot journal
+    or a non-empty write-ahead log (a program is writing it, or stopped midway)."""
+    for suffix, what in (("-journal", "a hot journal"), ("-wal", "a write-ahead log")):
+        side = path.with_name(path.name + suffix)
+        try:
+            pending = side.stat().st_size > 0
+        except OSError:
+            continue
+        if pending:
+            raise NotAnExportError(
+                f"has {what} beside it ({side.name}) with changes not yet in the file: a "
+                "program is writing it, or stopped midway; wait until it is done (or open it "
+                "once with sqlite3 to finish the write), then run trace-gaps again",
+                path=path,
+            )
+
+
+def check_is_sqlite(path: Path) -> None:
+    """Raise NotAnExportError unless the path is a readable file with SQLite's header."""
+    if not path.exists():
+        raise NotAnExportError(
+            "does not exist; pass the .sqlite file that `nsys export --type sqlite` wrote",
+            path=path,
+        )
+    if path.is_dir():
+        inside = sorted(p.name for p in path.glob("*.sqlite"))[:3]
+        found = f" (it holds {', '.join(inside)})" if inside else ""
+        raise NotAnExportError(
+            f"is a directory{found}; pass one .sqlite file that `nsys export --type sqlite` wrote",
+            path=path,
+        )
+    if not path.is_file():
+        raise NotAnExportError(
+            "is not a regular file (a FIFO, socket or device); pass the .sqlite file that "
+            "`nsys export --type sqlite` wrote",
+            path=path,
+        )
+    try:
+        with path.open("rb") as handle:
+            header = handle.read(len(SQLITE_MAGIC))
+    except OSError as error:
+        raise NotAnExportError(
+            f"cannot be read ({error.strerror}); check its permissions", path=path
+        ) from error
+    if header == SQLITE_MAGIC:
+        check_no_pending_writes(path)
+        return
+    for magic, (kind, command) in _COMPRESSED.items():
+        if header.startswith(magic):
+            raise NotAnExportError(
+                f"is compressed ({kind}), not an SQLite export; decompress it first: "
+                f"{command} {shlex.quote(str(path))}",
+                path=path,
+            )
+    if is_report(path):
+        raise NotAnExportError(
+            "is an Nsight Systems report, not its SQLite export, and nsys is not on PATH; "
+            f"export it first: {export_command(path)}",
+            path=path,
+        )
+    if not header:
+        raise NotAnExportError(
+            "is empty (0 bytes); re-run the export: nsys export --type sqlite -o OUT.sqlite "
+            "REPORT.nsys-rep",
+            path=path,
+        )
+    raise NotAnExportError(
+        "is not a SQLite file; pass the file that `nsys export --type sqlite -o OUT.sqlite "
+        "REPORT.nsys-rep` writes",
+        path=path,
+    )
+
+
+def list_tables(connection: sqlite3.Connection, path: Path) -> tuple[str, ...]:
+    """The export's table names, sorted; raise NotAnExportError when SQLite cannot read them."""
+    with reading_export(path):
+        rows = connection.execute(queries.TABLES).fetchall()
+    return tuple(sorted(str(row[0]) for row in rows))
+
+
+def check_is_cuda_export(tables: tuple[str, ...], path: Path) -> None:
+    """Raise unless the tables are those of an Nsight Systems export with CUDA GPU work."""
+    if not tables:
+        raise NotAnExportError(
+            "is an empty SQLite database (no tables), not an Nsight Systems export; pass the "
+            "file that `nsys export --type sqlite` wrote",
+            path=path,
+        )
+    is_nsys = _has_any(tables, (queries.STRING_TABLE, *queries.EXPORT_META_TABLES)) or any(
+        table.startswith("CUPTI_ACTIVITY_KIND_") for table in tables
+    )
+    if not is_nsys:
+        shown = ", ".join(tables[:4]) + (", ..." if len(tables) > 4 else "")
+        raise NotAnExportError(
+            f"is a SQLite database from another program (tables: {shown}), not an Nsight "
+            "Systems export; pass the file that `nsys export --type sqlite` wrote",
+            path=path,
+        )
+    if _has_any(tables, queries.OP_TABLES):
+        return
+    if queries.RUNTIME_TABLE in tables:
+        raise NoKernelsError(
+            f"has CUDA API calls but no GPU work (no {queries.KERNEL_TABLE} table): no kernel "
+            "ran while nsys was recording; capture a window in which the program runs on the GPU",
+            path=path,
+        )
+    raise MissingTableError(
+        f"has no {queries.KERNEL_TABLE} table: the capture did not trace CUDA; re-run "
+        "nsys profile with --trace=cuda,nvtx and export again",
+        path=path,
+    )
+
+
+def no_timed_ops_error(
+    connection: sqlite3.Connection, path: Path, tables: tuple[str, ...], untimed: int
+) -> NoKernelsError:
+    """The error for an export without a timed GPU op: none ran, or their records were lost."""
+    launches = table_count(connection, tables, queries.RUNTIME_TABLE, queries.LAUNCH_CALL_COUNT)
+    if launches:
+        return NoKernelsError(
+            f"has {launches} launch calls but no GPU activity records ({untimed} untimed rows "
+            "left out): GPU tracing was off, or the records were lost (a process that exits "
+            "abnormally can lose them, and full buffers drop them); capture again with "
+            "--trace=cuda and GPU activity on, and let the program exit normally or call "
+            "cudaProfilerStop() before it exits",
+            path=path,
+        )
+    return NoKernelsError(
+        f"has no timed GPU ops ({untimed} untimed rows left out): no kernel, copy or graph ran "
+        "while nsys was recording; capture a window in which the program runs on the GPU",
+        path=path,
+    )
+
+
+def _has_any(tables: tuple[str, ...], wanted: tuple[str, ...]) -> bool:
+    return any(table in tables for table in wanted)
+
+
+def table_count(
+    connection: sqlite3.Connection, tables: tuple[str, ...], table: str, sql: str
+) -> int:
+    """A COUNT(*) query's answer, 0 when the export lacks its table."""
+    return int(connection.execute(sql).fetchone()[0]) if table in tables else 0
+
+
+def count_rows(path: Path) -> dict[str, int]:
+    """Row counts of the tables `trace-gaps info` reports on (absent tables are left out)."""
+    with open_export(path) as connection:
+        tables = list_tables(connection, path)
+        return {
+            table: int(connection.execute(sql).fetchone()[0])
+            for table, sql in queries.ROW_COUNTS.items()
+            if table in tables
+        }
+
+
+def devices_per_process(path: Path) -> dict[int, list[int]]:
+    """The GPUs (device ids) each process ran kernels, copies or memsets on."""
+    devices: dict[int, set[int]] = {}
+    with open_export(path) as connection:
+        tables = list_tables(connection, path)
+        for table, sql in queries.DEVICES_PER_PROCESS.items():
+            if table not in tables:
+                continue
+            for pid, device_id in connection.execute(sql):
+                if pid is not None and device_id is not None:
+                    devices.setdefault(int(pid), set()).add(int(device_id))
+    return {pid: sorted(ids) for pid, ids in sorted(devices.items())}

@@ -1,0 +1,313 @@
+"""The export's head: everything but its op and call rows (ranges, threads, OS calls,
+settings, counts), read whole, as they are small; and the checks every timed row passes.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from trace_gaps.model import (
+    API_CALL_COLUMNS,
+    CORRELATION_ID,
+    DEVICE_ID,
+    END_NS,
+    GLOBAL_TID,
+    GPU_OP_COLUMNS,
+    GRAPH_EVENT_COLUMNS,
+    GRAPH_NODE_COLUMNS,
+    NAME,
+    NVTX_RANGE_COLUMNS,
+    OS_CALL_COLUMNS,
+    OVERHEAD_COLUMNS,
+    PID,
+    START_NS,
+    STREAM_ID,
+    THREAD_COLUMNS,
+    ExportInfo,
+    GpuInfo,
+    GraphTraceMode,
+    Trace,
+    empty_frame,
+)
+from trace_gaps.nsys import queries
+from trace_gaps.nsys.export import table_count
+from trace_gaps.nsys.read import read_frame
+
+
+def read_head(
+    connection: sqlite3.Connection,
+    path: Path,
+    tables: tuple[str, ...],
+) -> Trace:
+    """Everything but the op and call rows: ranges, threads, OS calls, settings, counts."""
+    nvtx_ranges, unclosed = _read_nvtx_ranges(connection, path, tables)
+    impossible_ranges = impossible_times(nvtx_ranges, None)
+    nvtx_ranges = nvtx_ranges.loc[~impossible_ranges].reset_index(drop=True)
+    export_meta = _read_pairs(connection, _first_present(tables, queries.EXPORT_META_TABLES))
+    capture_meta = (
+        _read_pairs(connection, queries.CAPTURE_META_TABLE)
+        if queries.CAPTURE_META_TABLE in tables
+        else ()
+    )
+    info = ExportInfo(
+        path=path,
+        size_bytes=path.stat().st_size,
+        nsys_version=dict(export_meta).get("EXPORT_PRODUCT_VERSION"),
+        schema_version=dict(export_meta).get("EXPORT_SCHEMA_VERSION"),
+        tables=tables,
+        graph_trace_mode=_graph_trace_mode(capture_meta, connection, tables),
+        capture_settings=capture_meta,
+        gpus=_read_gpus(connection, tables),
+        unclosed_ranges=unclosed,
+        impossible_ranges=int(impossible_ranges.sum()),
+        graph_capture_events=table_count(
+            connection, tables, queries.GRAPH_EVENTS_TABLE, queries.GRAPH_EVENT_COUNT
+        ),
+        sync_rows=table_count(connection, tables, queries.SYNC_TABLE, queries.SYNC_COUNT),
+        export_settings=export_meta,
+        missing_columns=_missing_columns(connection, tables),
+        capture_duration_ns=capture_duration(connection, tables),
+        lost_event_messages=_lost_event_messages(connection, tables),
+        session_start_utc_ns=_session_start(connection, tables),
+    )
+    return Trace(
+        info=info,
+        gpu_ops=empty_frame(GPU_OP_COLUMNS),
+        api_calls=empty_frame(API_CALL_COLUMNS),
+        nvtx_ranges=nvtx_ranges,
+        threads=_read_threads(connection, tables),
+        processes=_read_processes(connection, tables),
+        overhead=_read_overhead(path, tables),
+        os_calls=_read_os_calls(connection, path, tables),
+        graph_events=_read_if(
+            connection,
+            tables,
+            queries.GRAPH_EVENTS_TABLE,
+            queries.GRAPH_EVENTS_BY_PROCESS,
+            GRAPH_EVENT_COLUMNS,
+        ),
+        graph_nodes=_read_if(
+            connection,
+            tables,
+            queries.GRAPH_NODE_EVENTS_TABLE,
+            queries.GRAPH_NODE_EVENTS,
+            GRAPH_NODE_COLUMNS,
+        ),
+    )
+
+
+def _read_if(
+    connection: sqlite3.Connection,
+    tables: tuple[str, ...],
+    table: str,
+    sql: str,
+    columns: dict[str, str],
+) -> pd.DataFrame:
+    """A query's rows, or an empty frame when the export lacks its table."""
+    if table not in tables:
+        return empty_frame(columns)
+    return pd.read_sql_query(sql, connection, dtype=columns)
+
+
+def name_text(value: object) -> str:
+    """A name as text: a BLOB or a number where nsys writes text still names something."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    return "" if value is None else str(value)
+
+
+def read_strings(connection: sqlite3.Connection, sql: str) -> pd.DataFrame:
+    """name_id → name rows of StringIds; an id written twice (a damaged table, since nsys
+    declares it a primary key) keeps its first value, so every reader resolves it the same."""
+    names = pd.read_sql_query(sql, connection, dtype={"name_id": "int64"})
+    return names.drop_duplicates("name_id", keep="first").reset_index(drop=True)
+
+
+def table_columns(connection: sqlite3.Connection, table: str) -> set[str]:
+    return {row[0] for row in connection.execute(queries.TABLE_COLUMNS, (table,))}
+
+
+# Columns newer exports have that the loader reads around when they are absent.
+_OPTIONAL_COLUMNS = ((queries.KERNEL_TABLE, "graphNodeId"), (queries.NVTX_TABLE, "textId"))
+
+
+def _missing_columns(connection: sqlite3.Connection, tables: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(
+        f"{table}.{column}"
+        for table, column in _OPTIONAL_COLUMNS
+        if table in tables and column not in table_columns(connection, table)
+    )
+
+
+# A row equal to an earlier one on these columns is a copy (nsys writes each activity once).
+OP_ROW_KEY = [PID, DEVICE_ID, STREAM_ID, CORRELATION_ID, START_NS, END_NS]
+CALL_ROW_KEY = [GLOBAL_TID, CORRELATION_ID, START_NS, END_NS]
+
+# Past this, a time is no nanosecond count nsys writes (about 146 years): a damaged row.
+LATEST_POSSIBLE_NS = 1 << 62
+
+
+def impossible_times(ops: pd.DataFrame, capture_duration_ns: int | None) -> np.ndarray:
+    """Mask of the ops (or ranges) whose times cannot be real: a start before 0, an end before the start,
+    past LATEST_POSSIBLE_NS, or a duration longer than the capture itself."""
+    starts = ops[START_NS].to_numpy()
+    ends = ops[END_NS].to_numpy()
+    longest = LATEST_POSSIBLE_NS if capture_duration_ns is None else capture_duration_ns
+    # ends >= starts first: end - start cannot overflow once both are in [0, 2**62].
+    sane = (starts >= 0) & (ends >= starts) & (ends <= LATEST_POSSIBLE_NS)
+    sane[sane] = (ends[sane] - starts[sane]) <= longest
+    return ~sane
+
+
+# What nsys writes when it could not keep every event.
+_LOST_EVENTS = re.compile(
+    r"\blost\b|\bdropp|\bdiscard|overflow|not (?:been )?flushed|\bincomplete\b", re.IGNORECASE
+)
+
+
+def _lost_event_messages(
+    connection: sqlite3.Connection, tables: tuple[str, ...]
+) -> tuple[str, ...]:
+    if queries.DIAGNOSTIC_TABLE not in tables:
+        return ()
+    try:
+        texts = [str(row[0]) for row in connection.execute(queries.DIAGNOSTICS)]
+    except sqlite3.Error:  # an older schema: no diagnostics to quote
+        return ()
+    return tuple(dict.fromkeys(t for t in texts if _LOST_EVENTS.search(t)))
+
+
+def _session_start(connection: sqlite3.Connection, tables: tuple[str, ...]) -> int | None:
+    if queries.SESSION_START_TABLE not in tables:
+        return None
+    try:
+        row = connection.execute(queries.SESSION_START).fetchone()
+    except sqlite3.Error:  # a schema without the column
+        return None
+    value = row[0] if row else None
+    return int(value) if isinstance(value, int) and value > 0 else None
+
+
+def capture_duration(connection: sqlite3.Connection, tables: tuple[str, ...]) -> int | None:
+    """The capture's length from ANALYSIS_DETAILS, or None when the export does not say."""
+    if queries.ANALYSIS_TABLE not in tables:
+        return None
+    try:
+        value = connection.execute(queries.CAPTURE_DURATION).fetchone()[0]
+    except sqlite3.Error:  # an older schema without the column: no capture-length check
+        return None
+    return int(value) if isinstance(value, int) and value > 0 else None
+
+
+def _read_nvtx_ranges(
+    connection: sqlite3.Connection, path: Path, tables: tuple[str, ...]
+) -> tuple[pd.DataFrame, int]:
+    if queries.NVTX_TABLE not in tables:
+        return empty_frame(NVTX_RANGE_COLUMNS), 0
+    sql = (
+        queries.NVTX_RANGES
+        if "textId" in table_columns(connection, queries.NVTX_TABLE)
+        else queries.NVTX_RANGES_TEXT_ONLY
+    )
+    int_dtypes = {n: d for n, d in NVTX_RANGE_COLUMNS.items() if d not in ("category", "object")}
+    ranges = read_frame(path, sql, int_dtypes)
+    unclosed = int(connection.execute(queries.UNCLOSED_NVTX_RANGES).fetchone()[0])
+    ranges[NAME] = ranges[NAME].astype(object)
+    if pd.api.types.infer_dtype(ranges[NAME], skipna=True) not in ("string", "empty"):
+        # A BLOB (or a number) where nsys writes text: still a name, decoded like text.
+        ranges[NAME] = ranges[NAME].map(name_text).astype(object)
+    return ranges[list(NVTX_RANGE_COLUMNS)], unclosed
+
+
+def _read_threads(connection: sqlite3.Connection, tables: tuple[str, ...]) -> pd.DataFrame:
+    if queries.THREAD_TABLE not in tables:
+        return empty_frame(THREAD_COLUMNS)
+    dtypes = {n: d for n, d in THREAD_COLUMNS.items() if d != "object"}
+    threads = pd.read_sql_query(queries.THREADS, connection, dtype=dtypes)
+    return threads.drop_duplicates("global_tid", keep="last").reset_index(drop=True)
+
+
+def _read_processes(connection: sqlite3.Connection, tables: tuple[str, ...]) -> dict[int, str]:
+    if queries.PROCESS_TABLE not in tables:
+        return {}
+    rows = connection.execute(queries.PROCESSES).fetchall()
+    return {int(pid): str(name or "") for pid, name in rows if pid is not None}
+
+
+def _read_overhead(path: Path, tables: tuple[str, ...]) -> pd.DataFrame:
+    if queries.OVERHEAD_TABLE not in tables:
+        return empty_frame(OVERHEAD_COLUMNS)
+    dtypes = {n: d for n, d in OVERHEAD_COLUMNS.items() if d != "object"}
+    return read_frame(path, queries.PROFILER_OVERHEAD, dtypes)
+
+
+def _read_os_calls(
+    connection: sqlite3.Connection, path: Path, tables: tuple[str, ...]
+) -> pd.DataFrame:
+    if queries.OS_CALL_TABLE not in tables:
+        return empty_frame(OS_CALL_COLUMNS)
+    dtypes = {n: d for n, d in OS_CALL_COLUMNS.items() if d != "category"}
+    calls = read_frame(path, queries.OS_CALLS, {**dtypes, "name_id": "int64"})
+    names = read_strings(connection, queries.OS_CALL_NAMES)
+    # Each distinct id named once (a million calls use a few dozen names).
+    codes, ids = pd.factorize(calls.pop("name_id").to_numpy())
+    named = pd.Categorical(
+        pd.Series(ids).map(names.set_index("name_id")[NAME]).astype(object).fillna("?")
+    )
+    calls[NAME] = pd.Categorical.from_codes(
+        named.codes[codes] if len(codes) else codes, categories=named.categories
+    )
+    return calls[list(OS_CALL_COLUMNS)]
+
+
+def _read_gpus(connection: sqlite3.Connection, tables: tuple[str, ...]) -> tuple[GpuInfo, ...]:
+    if queries.GPU_TABLE not in tables:
+        return ()
+    rows = connection.execute(queries.GPUS).fetchall()
+    return tuple(GpuInfo(device_id=int(i), name=str(n)) for i, n in rows)
+
+
+def _first_present(tables: tuple[str, ...], candidates: tuple[str, ...]) -> str | None:
+    return next((table for table in candidates if table in tables), None)
+
+
+def _read_pairs(connection: sqlite3.Connection, table: str | None) -> tuple[tuple[str, str], ...]:
+    if table is None:
+        return ()
+    sql = queries.EXPORT_META.get(table, queries.CAPTURE_META)
+    return tuple((str(k), "" if v is None else str(v)) for k, v in connection.execute(sql))
+
+
+def _graph_trace_mode(
+    capture_meta: tuple[tuple[str, str], ...],
+    connection: sqlite3.Connection,
+    tables: tuple[str, ...],
+) -> GraphTraceMode:
+    for key, value in capture_meta:
+        if key.endswith("CUDA_GRAPH_TRACE_OPTIONS:MODE"):
+            return GraphTraceMode.NODE if value.lower() == "node" else GraphTraceMode.GRAPH
+    has_graph_ops = _any(connection, tables, queries.GRAPH_TRACE_TABLE, queries.any_timed)
+    node_column = f"{queries.KERNEL_TABLE}.graphNodeId"
+    has_nodes = node_column not in _missing_columns(connection, tables) and _any(
+        connection, tables, queries.KERNEL_TABLE, queries.any_graph_node
+    )
+    if has_graph_ops:
+        return GraphTraceMode.GRAPH
+    if has_nodes:
+        return GraphTraceMode.NODE
+    return GraphTraceMode.UNKNOWN
+
+
+def _any(
+    connection: sqlite3.Connection,
+    tables: tuple[str, ...],
+    table: str,
+    query: Callable[[str], str],
+) -> bool:
+    return table in tables and connection.execute(query(table)).fetchone() is not None
