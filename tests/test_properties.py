@@ -27,7 +27,7 @@ from trace_gaps.analysis.pipeline import Analysis, AnalysisOptions, analyse_rows
 from trace_gaps.analysis.stages import STAGE
 from trace_gaps.analysis.steps import STEP_ID
 from trace_gaps.model import Bucket, NeedsWholeTrace
-from trace_gaps.nsys import stream
+from trace_gaps.nsys import read
 from trace_gaps.nsys.load import load_trace
 from trace_gaps.nsys.stream import stream_export
 from trace_gaps.render.json import render_json
@@ -226,7 +226,7 @@ def test_any_cut_into_windows_gives_the_whole_trace_report(loop, window_rows, ch
             assert render_json(build_report(trace, windowed)) == whole
         except NeedsWholeTrace:
             event("refused in memory")  # the CLI analyses it whole, which is `whole`
-        with patch.object(stream, "CHUNK_ROWS", chunk_rows), stream_export(path) as export:
+        with patch.object(read, "CHUNK_ROWS", chunk_rows), stream_export(path) as export:
             try:
                 streamed = analyse_rows(
                     export.head, export.sources, options, window_rows=window_rows
