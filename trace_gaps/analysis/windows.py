@@ -218,10 +218,11 @@ def analyse_in_windows(
 
 def _window_tasks(
     op_streams: list[RowStream], call_stream: RowStream, inputs: WindowInputs, plan: WindowPlan
-) -> Iterator[tuple[pd.DataFrame, pd.DataFrame, LaunchIndex, pd.DataFrame, int, int]]:
+) -> Iterator[tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, int, int]]:
     """Per window, in order: read its rows, join its ops to their calls, check the rows hold
-    to the module's assumptions, and hand over (projected ops, staged calls, their launch
-    index, steps, lo, hi) for _window_parts; then drop the rows no later window needs."""
+    to the module's assumptions, and hand over (projected ops, staged calls, steps, lo, hi)
+    for _window_parts, only the rows it can use (_rows_for_window); then drop the rows no
+    later window needs."""
     dropped_corr: dict[int, int] = {}  # per pid, the largest correlation id of a dropped launch
     for w in range(plan.count):
         limit = plan.read_limit(w)
@@ -232,40 +233,57 @@ def _window_tasks(
         index = LaunchIndex.of(calls)
         projected = project_ops(_concat_streams(op_streams), calls, inputs.stage_map, index)
         projected = projected.assign(**{WAIT_END_NS: wait_ends(projected, inputs.collective_waits)})
+        del index
         _check_launches(projected, plan, w, limit, dropped_corr)
         _check_copies(calls, limit)
-        yield (
-            projected,
-            calls,
-            index,
-            inputs.steps[plan.step_window == w],
-            int(plan.lo[w]),
-            plan.hi(w),
-        )
-        del calls, index  # as large as the window's rows: let go before the next read
+        steps = inputs.steps[plan.step_window == w]
+        lo, hi = int(plan.lo[w]), plan.hi(w)
+        yield (*_rows_for_window(projected, calls, steps, hi), steps, lo, hi)
+        del calls  # as large as the window's rows: let go before the next read
         if w + 1 < plan.count:
             _drop_finished(op_streams, call_stream, projected, plan, w, dropped_corr)
         del projected
+
+
+def _rows_for_window(
+    projected: pd.DataFrame, calls: pd.DataFrame, steps: pd.DataFrame, hi: int
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The held ops and calls a window's metrics can use, without the rows read ahead.
+
+    A window uses the rows that reach into its steps, run in its analysed steps or start in
+    the time it owns: all start before until = max(its steps' end, hi), and so do the calls
+    of those ops (a call starts before its op, but for clock skew: the calls are cut after
+    the last call of a kept op). The calls stay a prefix, so that the ops' CALL_ROW
+    positions stay valid; an op launched by a kept call stays, however late it starts
+    (it was queued across the window). The metrics come out the same as on every held row.
+    """
+    if hi == _NEVER or steps.empty:
+        return projected, calls
+    until = max(int(steps[END_NS].max()), hi)
+    call_rows = int(np.searchsorted(calls[START_NS].to_numpy(), until, side="left"))
+    call_row = projected[CALL_ROW].to_numpy()
+    keep = (projected[START_NS].to_numpy() < until) | ((call_row >= 0) & (call_row < call_rows))
+    if keep.any():
+        call_rows = max(call_rows, int(call_row[keep].max()) + 1)
+    return projected[keep], calls.iloc[:call_rows]
 
 
 def _declared_parts(
     inputs: WindowInputs,
     projected: pd.DataFrame,
     calls: pd.DataFrame,
-    index: LaunchIndex,
     steps: pd.DataFrame,
     lo: int,
     hi: int,
 ) -> list[Any]:
     """_window_parts of the declared METRICS (what a worker process runs)."""
-    return _window_parts(inputs, projected, calls, index, steps, lo, hi, metrics=METRICS)
+    return _window_parts(inputs, projected, calls, steps, lo, hi, metrics=METRICS)
 
 
 def _window_parts(
     inputs: WindowInputs,
     projected: pd.DataFrame,
     calls: pd.DataFrame,
-    index: LaunchIndex,
     steps: pd.DataFrame,
     lo: int,
     hi: int,
@@ -273,7 +291,7 @@ def _window_parts(
     metrics: tuple[Metric[Any, Any], ...],
 ) -> list[Any]:
     """Every metric's part of one window (lo and hi: the time it owns), in metrics' order."""
-    frames = _window_frames(inputs, projected, calls, index, steps, lo, hi)
+    frames = _window_frames(inputs, projected, calls, steps, lo, hi)
     return [metric.compute(frames) for metric in metrics]
 
 
@@ -291,12 +309,12 @@ def _window_frames(
     inputs: WindowInputs,
     projected: pd.DataFrame,
     calls: pd.DataFrame,
-    index: LaunchIndex,
     steps: pd.DataFrame,
     lo: int,
     hi: int,
 ) -> WindowFrames:
     """The frames every metric of a window reads, each computed once."""
+    index = LaunchIndex.of(calls)
     staged = mark_blocking_copies(calls, projected, index)
     ledger, gaps, idle_runs = build_ledger(
         *_touching_steps(projected, staged, steps), inputs.stage_map
