@@ -5,8 +5,10 @@
 For each number of cores C (the process and its workers are pinned to cores 0..C-1 with
 sched_setaffinity; default: every core) and each --jobs J, it runs
 `python -m trace_gaps analyze -q -j J EXPORT` RUNS times in a fresh process and prints the
-median and the fastest wall time, with the speed-up over -j 1 on the same cores. The output
-is thrown away; only whole-process wall time is measured (interpreter start included).
+median and the fastest wall time, with the speed-up over the first --jobs on the same cores,
+and the peak of the summed RSS of the process and its workers (sampled every 20 ms from
+/proc: a peak shorter than that can be missed). The output is thrown away; wall time is the
+whole process's, interpreter start included.
 """
 
 from __future__ import annotations
@@ -20,16 +22,42 @@ import time
 from pathlib import Path
 
 
-def run_once(export: Path, jobs: int, cores: int) -> float:
+def run_once(export: Path, jobs: int, cores: int) -> tuple[float, float]:
+    """(wall seconds, peak summed RSS in MB) of one analyze in its own process group."""
     command = [sys.executable, "-m", "trace_gaps", "analyze", "-q", "-j", str(jobs), str(export)]
     started = time.perf_counter()
-    subprocess.run(
+    process = subprocess.Popen(
         command,
-        check=True,
         stdout=subprocess.DEVNULL,
+        start_new_session=True,
         preexec_fn=lambda: os.sched_setaffinity(0, range(cores)),
     )
-    return time.perf_counter() - started
+    peak = 0.0
+    while process.poll() is None:
+        peak = max(peak, _group_rss_mb(process.pid))
+        time.sleep(0.02)
+    if process.returncode != 0:
+        raise SystemExit(f"analyze -j {jobs} failed with exit {process.returncode}")
+    return time.perf_counter() - started, peak
+
+
+def _group_rss_mb(group: int) -> float:
+    """The summed resident memory of the processes of one process group (its session)."""
+    total_kb = 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            # Fields after the command name (which may hold spaces): state, ppid, pgrp, ...
+            if int(stat.rsplit(")", 1)[1].split()[2]) != group:
+                continue
+            for line in (entry / "status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total_kb += int(line.split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+    return total_kb / 1024
 
 
 def main() -> int:
@@ -42,14 +70,21 @@ def main() -> int:
     print(
         f"export {args.export} ({args.export.stat().st_size / 1e6:.0f} MB), {args.runs} runs each"
     )
-    print(f"{'cores':>5} {'jobs':>4} {'median s':>9} {'fastest s':>9} {'speed-up':>9}")
+    print(
+        f"{'cores':>5} {'jobs':>4} {'median s':>9} {'fastest s':>9} {'speed-up':>9} "
+        f"{'peak RSS MB':>12}"
+    )
     for cores in args.cores:
         base = None
         for jobs in args.jobs:
-            times = [run_once(args.export, jobs, cores) for _ in range(args.runs)]
+            runs = [run_once(args.export, jobs, cores) for _ in range(args.runs)]
+            times = [wall for wall, _ in runs]
             median = statistics.median(times)
             base = median if base is None else base
-            print(f"{cores:>5} {jobs:>4} {median:>9.2f} {min(times):>9.2f} {base / median:>8.2f}x")
+            print(
+                f"{cores:>5} {jobs:>4} {median:>9.2f} {min(times):>9.2f} {base / median:>8.2f}x "
+                f"{max(rss for _, rss in runs):>12.0f}"
+            )
             sys.stdout.flush()
     return 0
 

@@ -53,5 +53,9 @@ def test_a_task_error_is_raised_in_the_caller(jobs: int) -> None:
         list(ordered_map(failing, 1, ((v,) for v in range(6)), jobs=jobs))
 
 
-def test_default_jobs_counts_usable_cores() -> None:
-    assert 1 <= default_jobs() <= (os.cpu_count() or 1)
+@pytest.mark.parametrize(("cores", "jobs"), [(1, 1), (2, 1), (3, 3), (4, 4), (16, 4)])
+def test_default_jobs_follow_the_usable_cores(
+    cores: int, jobs: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: set(range(cores)))
+    assert default_jobs() == jobs

@@ -266,9 +266,9 @@ JobsOpt = Annotated[
         "--jobs",
         "-j",
         min=1,
-        help="Worker processes (default: one per core). One export: its windows of steps "
-        "are analysed on them while it is read. Several: an export per worker of a local "
-        "Dask cluster (pip install 'trace-gaps\\[dask]').",
+        help="Worker processes. One export: its windows of steps are analysed on them while "
+        "it is read (default: one per core up to 4; none on 2 cores or fewer). Several: "
+        "an export per worker of a local Dask cluster (pip install 'trace-gaps\\[dask]').",
     ),
 ]
 SchedulerOpt = Annotated[

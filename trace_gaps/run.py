@@ -34,7 +34,7 @@ def analyse_export(
     """The export's Trace (its ops and calls left out when streamed) and its Analysis.
 
     on_window(done, total) is called as windows finish, for progress display. jobs: worker
-    processes for the windows' metrics (parallel.py; None: one per core, 1: none, all in
+    processes for the windows' metrics (None: parallel.default_jobs(); 1: none, all in
     this process); an export of one window is always analysed in this process.
     """
     try:
