@@ -1,12 +1,21 @@
-"""ordered_map: results in task order, tasks taken lazily, errors raised in the caller."""
+"""Work on worker processes: ordered_map keeps task order, takes tasks lazily and raises task
+errors in the caller; user errors cross with their file; diff analyses its sides apart."""
 
 from __future__ import annotations
 
 import os
+import pickle
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+import trace_gaps.cli as cli
+import trace_gaps.parallel as parallel
+from tests.conftest import SAMPLE_TRACES as SAMPLES
+from trace_gaps.cli import app
+from trace_gaps.errors import ProcessNotFoundError
 from trace_gaps.parallel import default_jobs, ordered_map
 
 
@@ -59,3 +68,27 @@ def test_default_jobs_follow_the_usable_cores(
 ) -> None:
     monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: set(range(cores)))
     assert default_jobs() == jobs
+
+
+def test_a_user_error_crosses_processes_with_its_file() -> None:
+    error = ProcessNotFoundError("has no process 1", path=Path("run.sqlite"))
+    copy = pickle.loads(pickle.dumps(error))
+    assert type(copy) is ProcessNotFoundError
+    assert str(copy) == "run.sqlite: has no process 1"
+
+
+def test_diff_sides_in_two_processes_give_the_same_diff(monkeypatch: pytest.MonkeyPatch) -> None:
+    before, after = SAMPLES / "spec_eager.sqlite", SAMPLES / "spec_graph_node.sqlite"
+    args = ["diff", str(before), str(after), "-f", "json"]
+    monkeypatch.setattr(cli, "DIFF_SIDES_APART_BYTES", 10**12)
+    apart_jobs: list[int] = []
+    one_by_one = CliRunner().invoke(app, args)
+    monkeypatch.setattr(cli, "DIFF_SIDES_APART_BYTES", 0)
+    monkeypatch.setattr(parallel, "default_jobs", lambda: 1)
+    diff_jobs = cli.diff_jobs
+    monkeypatch.setattr(cli, "diff_jobs", lambda sides: apart_jobs.append(diff_jobs(sides)) or 2)
+    apart = CliRunner().invoke(app, args)
+    assert one_by_one.exit_code == 0, one_by_one.output
+    assert apart.exit_code == 0, apart.output
+    assert apart_jobs == [2]
+    assert apart.stdout == one_by_one.stdout

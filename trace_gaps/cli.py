@@ -446,6 +446,27 @@ DiffExportArg = Annotated[
 ]
 
 
+# Sides analysed side by side, each in a process of its own, when they are this big in all
+# and the machine has too few cores for window workers (parallel.default_jobs() is 1).
+DIFF_SIDES_APART_BYTES = 32_000_000
+
+
+def diff_jobs(sides: list[list[Path]]) -> int:
+    """2: analyse the two sides of a diff at once, in two processes; 1: one after the other
+    (each then has its own window workers where the cores allow them)."""
+    from trace_gaps.parallel import default_jobs
+
+    size = sum(path.stat().st_size for paths in sides for path in paths if path.is_file())
+    return 2 if default_jobs() == 1 and size >= DIFF_SIDES_APART_BYTES else 1
+
+
+def diff_side(
+    _shared: None, paths: list[Path], options: AnalysisOptions, output: Path | None
+) -> Report:
+    """diff_side_report as a task of parallel.ordered_map."""
+    return diff_side_report(paths, options, output)
+
+
 def diff_side_report(paths: list[Path], options: AnalysisOptions, output: Path | None) -> Report:
     """The Report of one side of a diff: one export, or several of one run (a quoted glob)."""
     from trace_gaps.report import build_report
@@ -500,15 +521,19 @@ def diff(
     with user_errors():
         from trace_gaps.analysis.pipeline import AnalysisOptions
         from trace_gaps.diff import diff_reports, is_slower_than
+        from trace_gaps.parallel import ordered_map
         from trace_gaps.render import render_diff
 
         sides = [expand_exports([before]), expand_exports([after])]
         refuse_inputs_as_outputs([] if output is None else [output], [*sides[0], *sides[1]])
-        reports = [
-            diff_side_report(paths, AnalysisOptions(step, skip, depth, pid), output)
+        tasks = [
+            (paths, AnalysisOptions(step, skip, depth, pid), output)
             for paths, pid in ((sides[0], process_before), (sides[1], process_after))
             for pid in [pid if pid is not None else process]
         ]
+        with progress(quiet) as shown:
+            shown("analysing both sides")
+            reports = list(ordered_map(diff_side, None, tasks, jobs=diff_jobs(sides)))
         result = diff_reports(*reports)
         write_output(render_diff(result, Format(fmt.value)), output, quiet=quiet)
     if fail_if_slower is not None and is_slower_than(result, fail_if_slower):

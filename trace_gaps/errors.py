@@ -22,6 +22,14 @@ class TraceGapsError(Exception):
     def __str__(self) -> str:
         return self.message if self.path is None else f"{self.path}: {self.message}"
 
+    def __reduce__(self) -> tuple[object, ...]:
+        # Raised in a worker process (parallel.py), it crosses back whole: path included.
+        return (_rebuilt, (type(self), self.message, self.path))
+
+
+def _rebuilt(kind: type[TraceGapsError], message: str, path: Path | None) -> TraceGapsError:
+    return kind(message, path=path)
+
 
 class NotAnExportError(TraceGapsError):
     """The file is not a readable Nsight Systems SQLite export."""
