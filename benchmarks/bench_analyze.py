@@ -1,12 +1,14 @@
 """Time `trace-gaps analyze` phase by phase on one export, beside two read-only floors.
 
-    python benchmarks/bench_analyze.py EXPORT [--json] [--format text|json|md|csv]
+    python benchmarks/bench_analyze.py EXPORT [--json] [--format text|json|md|csv] [--jobs N]
 
 Each measurement runs in a fresh subprocess so that peak RSS (ru_maxrss) is its own:
 
 - analyze: load → analyse_trace (range tree, steps, stages, ledger, launches) → build_report
   → render, timed phase by phase (times exclude interpreter start and imports), with the
-  Arrow reader when installed;
+  Arrow reader when installed, and as many window workers as the CLI would use (--jobs N
+  to choose; with workers, the ledger, launch and host phases run in them and are not
+  timed here: --jobs 1 times every phase);
 - analyze (sqlite3): the same with TRACE_GAPS_NO_ARROW=1, the path without the `fast` extra;
 - floor (a): read the columns the loader needs, table by table, with the standard sqlite3
   module into numpy arrays (plain SELECT, fetchall, one array per column);
@@ -110,7 +112,7 @@ def child_floor_arrow(path: Path) -> dict[str, Any]:
     return {"rows": rows_read, "total_s": time.perf_counter() - started}
 
 
-def child_analyze(path: Path, fmt: str) -> dict[str, Any]:
+def child_analyze(path: Path, fmt: str, jobs: int | None) -> dict[str, Any]:
     """The analyze pipeline, phase by phase, exactly as the CLI runs it (trace_gaps.run)."""
     import trace_gaps.analysis.metrics as metrics
     import trace_gaps.analysis.pipeline as pipeline
@@ -157,7 +159,7 @@ def child_analyze(path: Path, fmt: str) -> dict[str, Any]:
     windows.RowStream.fill = timed("read", windows.RowStream.fill)  # type: ignore[method-assign]
 
     started = time.perf_counter()
-    trace, analysis = timed("analyse", analyse_export)(path, pipeline.AnalysisOptions())
+    trace, analysis = timed("analyse", analyse_export)(path, pipeline.AnalysisOptions(), jobs=jobs)
     report = timed("report", build_report)(trace, analysis)
     text = timed("render", lambda r: render_report(r, Format(fmt)))(report)
     total = time.perf_counter() - started
@@ -180,9 +182,13 @@ def child_analyze(path: Path, fmt: str) -> dict[str, Any]:
 CHILDREN = {"analyze", "floor-sqlite3", "floor-arrow"}
 
 
-def run_child(kind: str, path: Path, fmt: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+def run_child(
+    kind: str, path: Path, fmt: str, env: dict[str, str] | None = None, jobs: int | None = None
+) -> dict[str, Any]:
     """Run one measurement in a fresh interpreter and return its JSON result."""
     command = [sys.executable, __file__, "--child", kind, "--format", fmt, str(path)]
+    if jobs is not None:
+        command += ["--jobs", str(jobs)]
     done = subprocess.run(
         command, capture_output=True, text=True, check=False, env={**os.environ, **(env or {})}
     )
@@ -195,11 +201,11 @@ def run_child(kind: str, path: Path, fmt: str, env: dict[str, str] | None = None
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
-def measure(path: Path, fmt: str) -> dict[str, Any]:
+def measure(path: Path, fmt: str, jobs: int | None = None) -> dict[str, Any]:
     """The four measurements of one export, and the ratios of analyze to each floor: with
     Arrow to floor (b), on the sqlite3 path to floor (a)."""
-    analyze = run_child("analyze", path, fmt)
-    analyze_sqlite3 = run_child("analyze", path, fmt, {"TRACE_GAPS_NO_ARROW": "1"})
+    analyze = run_child("analyze", path, fmt, jobs=jobs)
+    analyze_sqlite3 = run_child("analyze", path, fmt, {"TRACE_GAPS_NO_ARROW": "1"}, jobs=jobs)
     floor_a = run_child("floor-sqlite3", path, fmt)
     floor_b = run_child("floor-arrow", path, fmt)
     result: dict[str, Any] = {
@@ -271,11 +277,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("export", type=Path)
     parser.add_argument("--json", action="store_true", help="print the measurements as JSON")
     parser.add_argument("--format", default="text", choices=["text", "md", "json", "csv"])
+    parser.add_argument(
+        "--jobs", type=int, default=None, help="window workers (default: as the CLI chooses)"
+    )
     parser.add_argument("--child", choices=sorted(CHILDREN), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         if args.child == "analyze":
-            result = child_analyze(args.export, args.format)
+            result = child_analyze(args.export, args.format, args.jobs)
         elif args.child == "floor-sqlite3":
             result = child_floor_sqlite3(args.export)
         else:
@@ -283,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
         result["peak_rss_mb"] = _peak_rss_mb()
         print(json.dumps(result))
         return 0
-    result = measure(args.export, args.format)
+    result = measure(args.export, args.format, args.jobs)
     sys.stdout.write(json.dumps(result, indent=2) + "\n" if args.json else format_table(result))
     return 0
 
