@@ -12,19 +12,16 @@ from tests.builders import ExportBuilder
 from tests.conftest import PEER_TRACES, assert_matches_schema, sample_trace_paths
 from trace_gaps.analysis.pipeline import AnalysisOptions, analyse_trace
 from trace_gaps.analysis.summary import WallStats
-from trace_gaps.cli import app
-from trace_gaps.diff import (
+from trace_gaps.changes import (
     BucketChange,
-    Diff,
     NsInterval,
     PctInterval,
-    ProcessDiff,
-    Side,
     StageChange,
     StageSide,
     WallChange,
-    diff_reports,
 )
+from trace_gaps.cli import app
+from trace_gaps.diff import Diff, ProcessDiff, Side, diff_reports
 from trace_gaps.nsys.load import load_trace
 from trace_gaps.render.diff import render_diff_markdown
 from trace_gaps.report import Report, build_report
@@ -423,7 +420,7 @@ def test_a_change_below_the_display_resolution_is_never_printed_as_plus_zero():
 
 
 def test_a_mixed_stage_is_shown_by_graph_launches_nodes_kernels_and_copies():
-    from trace_gaps.diff import StageSide
+    from trace_gaps.changes import StageSide
     from trace_gaps.render.diff import _mode
 
     mixed = StageSide(

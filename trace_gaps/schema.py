@@ -11,7 +11,8 @@ from typing import Any
 
 from trace_gaps.analysis.candidates import Candidate, Evidence
 from trace_gaps.analysis.summary import LedgerEntry, StageSummary, StepLedgerEntry
-from trace_gaps.diff import Diff, StageSide
+from trace_gaps.changes import StageSide
+from trace_gaps.diff import Diff
 from trace_gaps.model import WAIT_CAUSE, Bucket, ExecutionMode, IdleCause, VerdictKind
 from trace_gaps.report import Report
 

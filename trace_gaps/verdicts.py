@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from trace_gaps.analysis.candidates import Candidate, Evidence
     from trace_gaps.analysis.long_gaps import LongGapFinding
     from trace_gaps.analysis.ranks import RankSummary
-    from trace_gaps.diff import BucketChange, StageChange, WallChange
+    from trace_gaps.changes import BucketChange, StageChange, WallChange
 
 # A stage issuing at least this many eager launches per step is called launch-heavy.
 MANY_LAUNCHES_PER_STEP = 20
