@@ -15,13 +15,19 @@ import trace_gaps.cli as cli
 import trace_gaps.parallel as parallel
 from tests.conftest import SAMPLE_TRACES as SAMPLES
 from trace_gaps.cli import app
-from trace_gaps.errors import ProcessNotFoundError
+from trace_gaps.errors import ProcessNotFoundError, TraceGapsError
 from trace_gaps.parallel import default_jobs, ordered_map
 
 
 def scaled_by_pid(shared: int, value: int) -> tuple[int, int]:
     """A task: the value times the shared factor, and the process that computed it."""
     return value * shared, os.getpid()
+
+
+def dying(shared: int, value: int) -> int:
+    if value == 2:
+        os._exit(9)  # a worker killed (by the kernel's OOM killer, say)
+    return value
 
 
 def failing(shared: int, value: int) -> int:
@@ -60,6 +66,11 @@ def test_tasks_are_taken_at_most_jobs_plus_one_ahead() -> None:
 def test_a_task_error_is_raised_in_the_caller(jobs: int) -> None:
     with pytest.raises(ValueError, match="task 3 failed"):
         list(ordered_map(failing, 1, ((v,) for v in range(6)), jobs=jobs))
+
+
+def test_a_killed_worker_is_a_one_line_error_that_says_what_to_do() -> None:
+    with pytest.raises(TraceGapsError, match="run again with --jobs 1"):
+        list(ordered_map(dying, 0, ((v,) for v in range(6)), jobs=2))
 
 
 @pytest.mark.parametrize(("cores", "jobs"), [(1, 1), (2, 1), (3, 3), (4, 4), (16, 4)])

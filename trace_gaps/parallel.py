@@ -22,7 +22,10 @@ import os
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar
+
+from trace_gaps.errors import TraceGapsError
 
 R = TypeVar("R")
 
@@ -72,6 +75,11 @@ def ordered_map(
                 yield pending.popleft().result()
         while pending:
             yield pending.popleft().result()
+    except BrokenProcessPool as error:
+        raise TraceGapsError(
+            f"a worker process ended without its result (killed, or out of memory with "
+            f"{jobs} workers); run again with --jobs 1 to analyse in one process"
+        ) from error
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
 
