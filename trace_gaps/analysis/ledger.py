@@ -81,10 +81,11 @@ def build_ledger(
     gaps: list[pd.DataFrame] = []
     runs: list[pd.DataFrame] = []
     for segments in _thread_segments(projected_ops, staged_calls, steps, stage_map):
-        ledger, thread_gaps = _thread_ledger(segments)
+        idle = _idle_segments(segments)  # selected once, for the gaps and the runs
+        ledger, thread_gaps = _thread_ledger(segments, idle)
         ledgers.append(ledger)
         gaps.append(thread_gaps)
-        runs.append(_runs_by_cause(segments))
+        runs.append(_runs_by_cause(idle))
     if not ledgers:
         return (
             pd.DataFrame({c: pd.Series(dtype="int64") for c in LEDGER_COLUMNS}),
@@ -146,7 +147,10 @@ def find_idle_runs_by_cause(
     runs of a step sum to its idle time in the ledger and show each cause where it happens.
     """
     return _sorted_runs(
-        [_runs_by_cause(s) for s in _thread_segments(projected_ops, staged_calls, steps, stage_map)]
+        [
+            _runs_by_cause(_idle_segments(s))
+            for s in _thread_segments(projected_ops, staged_calls, steps, stage_map)
+        ]
     )
 
 
@@ -164,8 +168,12 @@ def _is_idle(codes: np.ndarray) -> np.ndarray:
     return idle
 
 
-def _runs_by_cause(segments: Segments) -> pd.DataFrame:
-    idle = _select(segments, _is_idle(segments["cause_code"]))
+def _idle_segments(segments: Segments) -> Segments:
+    return _select(segments, _is_idle(segments["cause_code"]))
+
+
+def _runs_by_cause(idle: Segments) -> pd.DataFrame:
+    """The idle segments as maximal runs of one cause (within a step)."""
     if not len(idle["segment"]):
         return _sorted_runs([])
     # Runs are contiguous and in time order: a run starts at its first segment, ends at its last.
@@ -341,8 +349,8 @@ def _segments(
     seg_starts, seg_ends = bounds[:-1], bounds[1:]
     seg_lengths = seg_ends - seg_starts
 
-    step_at = np.searchsorted(win_starts, seg_starts, side="right") - 1
-    in_step = (step_at >= 0) & (seg_starts < win_ends[np.maximum(step_at, 0)])
+    # The window's steps are disjoint and sorted: the last one started is the one open.
+    step_at, in_step = _last_started(ranks[0], win_ends, seg_starts)
     # A process with steps but no GPU op (a scheduler, an idle rank) is never busy.
     owner, busy = _last_started(owned_first, owned[1], seg_starts)
     waiter, waiting = _last_started(waited_first, waited[1], seg_starts)
@@ -360,7 +368,7 @@ def _segments(
     cause[busy] = _BUSY
     cause[waiting] = _WAIT
 
-    stage = thread_stage_at(stage_map, thread, seg_starts)
+    stage = _stage_at_segments(stage_map, thread, seg_starts, ranks[10::2])
     if len(owned[2]):
         stage = np.where(busy, owned[2][np.maximum(owner, 0)], stage)
     if len(waited[2]):
@@ -378,11 +386,29 @@ def _segments(
     }
 
 
+def _stage_at_segments(
+    stage_map: StageMap, thread: ThreadStages, seg_starts: np.ndarray, level_ranks: list[np.ndarray]
+) -> np.ndarray:
+    """thread_stage_at(stage_map, thread, seg_starts), with each level's open range found
+    from its start ranks among the bounds (a count) instead of a binary search."""
+    codes = thread_stage_at(
+        stage_map, ThreadStages(thread.step_starts, thread.step_ends, (), (), ()), seg_starts
+    )
+    # Deeper levels overwrite shallower ones: the innermost open stage wins.
+    for ranks, ends, level_codes in zip(
+        level_ranks, thread.level_ends, thread.level_codes, strict=True
+    ):
+        at, hit = _last_started(ranks, ends, seg_starts)
+        if len(level_codes):
+            codes = np.where(hit, level_codes[np.maximum(at, 0)], codes)
+    return codes
+
+
 def _select(segments: Segments, mask: np.ndarray) -> Segments:
     return {column: values[mask] for column, values in segments.items()}
 
 
-def _thread_ledger(segments: Segments) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _thread_ledger(segments: Segments, idle: Segments) -> tuple[pd.DataFrame, pd.DataFrame]:
     # Sum durations per (step, stage, cause) with one sort instead of a pandas group-by.
     width = len(_CAUSE_LABELS)
     stages = int(segments[STAGE].max(initial=0)) + 1
@@ -405,7 +431,7 @@ def _thread_ledger(segments: Segments) -> tuple[pd.DataFrame, pd.DataFrame]:
             else segments[DURATION_NS][:0],
         }
     )
-    return ledger, _idle_runs(_select(segments, _is_idle(segments["cause_code"])), labels)
+    return ledger, _idle_runs(idle, labels)
 
 
 def _ranked_bounds(
