@@ -103,3 +103,28 @@ def test_diff_sides_in_two_processes_give_the_same_diff(monkeypatch: pytest.Monk
     assert apart.exit_code == 0, apart.output
     assert apart_jobs == [2]
     assert apart.stdout == one_by_one.stdout
+
+
+def test_a_ctrl_c_during_an_analysis_ends_with_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    import trace_gaps.run as run
+
+    def interrupted(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(run, "analyse_export", interrupted)
+    result = CliRunner().invoke(app, ["analyze", "--demo", "-q"])
+    assert result.exit_code == 130
+    assert result.output.strip() == "error: interrupted"
+
+
+def test_workers_leave_a_ctrl_c_to_the_main_process() -> None:
+    import signal
+
+    before = signal.getsignal(signal.SIGINT)
+    try:
+        parallel._keep("shared")
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+        assert parallel._run(lambda shared, x: (shared, x), (1,)) == ("shared", 1)
+    finally:
+        signal.signal(signal.SIGINT, before)
+        parallel._SHARED.clear()

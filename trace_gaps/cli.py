@@ -161,6 +161,10 @@ def user_errors() -> Iterator[None]:
         message = escape_control_characters(" ".join(str(error).split()))
         typer.echo("error: " + message, err=True)
         raise typer.Exit(1) from None
+    except KeyboardInterrupt:
+        # typer would end silently with 130; say it, as a Ctrl-C while loading does.
+        typer.echo("error: interrupted", err=True)
+        raise typer.Exit(130) from None
 
 
 def say(line: str) -> None:

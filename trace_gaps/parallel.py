@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -100,6 +101,9 @@ def _start_pool(function: Callable[..., Any], shared: Any, jobs: int) -> Process
 
 
 def _keep(shared: Any) -> None:
+    # A Ctrl-C reaches the whole process group: the main process stops the pool (a worker
+    # finishes its window), and no worker prints a traceback of its own.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     _SHARED[:] = [shared]
 
 
