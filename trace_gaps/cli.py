@@ -464,15 +464,10 @@ def diff_jobs(sides: list[list[Path]]) -> int:
     return 2 if default_jobs() == 1 and size >= DIFF_SIDES_APART_BYTES else 1
 
 
-def diff_side(
-    _shared: None, paths: list[Path], options: AnalysisOptions, output: Path | None
-) -> Report:
-    """diff_side_report as a task of parallel.ordered_map."""
-    return diff_side_report(paths, options, output)
+def diff_side_report(output: Path | None, paths: list[Path], options: AnalysisOptions) -> Report:
+    """The Report of one side of a diff: one export, or several of one run (a quoted glob).
 
-
-def diff_side_report(paths: list[Path], options: AnalysisOptions, output: Path | None) -> Report:
-    """The Report of one side of a diff: one export, or several of one run (a quoted glob)."""
+    output, the diff's own file, comes first: it is what both sides share (ordered_map)."""
     from trace_gaps.report import build_report
     from trace_gaps.run import analyse_export
 
@@ -531,13 +526,13 @@ def diff(
         sides = [expand_exports([before]), expand_exports([after])]
         refuse_inputs_as_outputs([] if output is None else [output], [*sides[0], *sides[1]])
         tasks = [
-            (paths, AnalysisOptions(step, skip, depth, pid), output)
+            (paths, AnalysisOptions(step, skip, depth, pid))
             for paths, pid in ((sides[0], process_before), (sides[1], process_after))
             for pid in [pid if pid is not None else process]
         ]
         with progress(quiet) as shown:
             shown("analysing both sides")
-            reports = list(ordered_map(diff_side, None, tasks, jobs=diff_jobs(sides)))
+            reports = list(ordered_map(diff_side_report, output, tasks, jobs=diff_jobs(sides)))
         result = diff_reports(*reports)
         write_output(render_diff(result, Format(fmt.value)), output, quiet=quiet)
     if fail_if_slower is not None and is_slower_than(result, fail_if_slower):

@@ -28,7 +28,7 @@ from trace_gaps.analysis.stages import (
     STAGE,
     StageMap,
     ThreadStages,
-    thread_stage_at,
+    step_codes,
 )
 from trace_gaps.analysis.steps import STEP_ID
 from trace_gaps.intervals import label_runs
@@ -391,9 +391,7 @@ def _stage_at_segments(
 ) -> np.ndarray:
     """thread_stage_at(stage_map, thread, seg_starts), with each level's open range found
     from its start ranks among the bounds (a count) instead of a binary search."""
-    codes = thread_stage_at(
-        stage_map, ThreadStages(thread.step_starts, thread.step_ends, (), (), ()), seg_starts
-    )
+    codes = step_codes(stage_map, thread, seg_starts)
     # Deeper levels overwrite shallower ones: the innermost open stage wins.
     for ranks, ends, level_codes in zip(
         level_ranks, thread.level_ends, thread.level_codes, strict=True

@@ -121,17 +121,16 @@ def find_host_gaps(
     categories = _texts(analysed_calls[CALL_CATEGORY], order, inner)
     called_before = names[len(inner) : 2 * len(inner)]
     before = np.where(previous_call[inner] >= 0, called_before, NO_CALL)
-    pids = analysed_calls[PID].to_numpy()[order]
-    tids = analysed_calls[GLOBAL_TID].to_numpy()[order]
-    stages = analysed_calls[STAGE].to_numpy()[order]
     rows = np.r_[inner, tail]
+    kept = order[rows]  # the kept rows' positions in analysed_calls
+    stages = analysed_calls[STAGE].to_numpy()[kept]
     return pd.DataFrame(
         {
             STEP_ID: step_ids[rows],
-            PID: pids[rows],
-            GLOBAL_TID: tids[rows],
+            PID: analysed_calls[PID].to_numpy()[kept],
+            GLOBAL_TID: analysed_calls[GLOBAL_TID].to_numpy()[kept],
             # The last gap's stage is found later, from where it starts.
-            STAGE: np.r_[stages[inner], np.full(len(tail), -1, dtype=stages.dtype)],
+            STAGE: np.r_[stages[: len(inner)], np.full(len(tail), -1, dtype=stages.dtype)],
             START_NS: np.r_[previous_end[inner], latest_end[tail]],
             END_NS: np.r_[starts[inner], step_end],
             CALL_BEFORE: np.r_[before, names[2 * len(inner) :]].astype(object),

@@ -123,11 +123,7 @@ def stage_at(stage_map: StageMap, global_tids: np.ndarray, times: np.ndarray) ->
 
 def thread_stage_at(stage_map: StageMap, thread: ThreadStages, times: np.ndarray) -> np.ndarray:
     """The code of the stage open on one step thread at each time (sorted or not)."""
-    codes = np.where(
-        _inside(thread.step_starts, thread.step_ends, times),
-        stage_map.code(NO_STAGE),
-        stage_map.code(BETWEEN_STEPS),
-    )
+    codes = step_codes(stage_map, thread, times)
     # Deeper levels overwrite shallower ones: the innermost open stage wins.
     for starts, ends, level_codes in zip(
         thread.level_starts, thread.level_ends, thread.level_codes, strict=True
@@ -139,6 +135,17 @@ def thread_stage_at(stage_map: StageMap, thread: ThreadStages, times: np.ndarray
             else np.zeros(len(times), bool)
         )
         codes = np.where(hit, level_codes[np.maximum(at, 0)] if len(starts) else codes, codes)
+    return codes
+
+
+def step_codes(stage_map: StageMap, thread: ThreadStages, times: np.ndarray) -> np.ndarray:
+    """NO_STAGE inside one of the thread's steps, BETWEEN_STEPS outside: the codes that
+    stage ranges then overwrite."""
+    codes: np.ndarray = np.where(
+        _inside(thread.step_starts, thread.step_ends, times),
+        stage_map.code(NO_STAGE),
+        stage_map.code(BETWEEN_STEPS),
+    )
     return codes
 
 

@@ -203,7 +203,7 @@ def analyse_in_windows(
     parts: dict[str, list[Any]] = {metric.name: [] for metric in metrics}
     pooled = jobs > 1 and plan.count > 1 and metrics == METRICS
     compute: Callable[..., list[Any]] = (
-        _declared_parts if pooled else functools.partial(_window_parts, metrics=metrics)
+        _window_parts if pooled else functools.partial(_window_parts, metrics=metrics)
     )
     tasks = _window_tasks(op_streams, call_stream, inputs, plan)
     for w, window_parts in enumerate(
@@ -268,18 +268,6 @@ def _rows_for_window(
     return projected[keep], calls.iloc[:call_rows]
 
 
-def _declared_parts(
-    inputs: WindowInputs,
-    projected: pd.DataFrame,
-    calls: pd.DataFrame,
-    steps: pd.DataFrame,
-    lo: int,
-    hi: int,
-) -> list[Any]:
-    """_window_parts of the declared METRICS (what a worker process runs)."""
-    return _window_parts(inputs, projected, calls, steps, lo, hi, metrics=METRICS)
-
-
 def _window_parts(
     inputs: WindowInputs,
     projected: pd.DataFrame,
@@ -288,9 +276,10 @@ def _window_parts(
     lo: int,
     hi: int,
     *,
-    metrics: tuple[Metric[Any, Any], ...],
+    metrics: tuple[Metric[Any, Any], ...] = METRICS,
 ) -> list[Any]:
-    """Every metric's part of one window (lo and hi: the time it owns), in metrics' order."""
+    """Every metric's part of one window (lo and hi: the time it owns), in metrics' order.
+    A worker process runs it with the declared METRICS (its lambdas are not sent)."""
     frames = _window_frames(inputs, projected, calls, steps, lo, hi)
     return [metric.compute(frames) for metric in metrics]
 
