@@ -27,7 +27,7 @@ from trace_gaps.nsys.export import export_uri, open_export, reading_export
 # Set to 1 to read through sqlite3 even when the Arrow driver is installed.
 ARROW_READER_ENV = "TRACE_GAPS_NO_ARROW"
 
-CHUNK_ROWS = 250_000
+CHUNK_ROWS = 100_000
 
 
 def arrow_installed() -> bool:
