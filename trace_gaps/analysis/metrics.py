@@ -207,12 +207,22 @@ def merge_longest_gaps(parts: list[pd.DataFrame], top: int = GAPS_KEPT) -> pd.Da
         return pd.DataFrame(
             {c: pd.Series(dtype="object" if c == CAUSE else "int64") for c in columns}
         )
-    gaps = gaps.sort_values(
-        [PID, STAGE, "duration", START_NS, STEP_ID],
-        ascending=[True, True, False, True, True],
-        kind="stable",
+    # By (pid, stage), longest first, then earliest: one stable numpy lexsort (its last key
+    # sorts first), then the first `top` rows of each (pid, stage) run.
+    pid, stage = gaps[PID].to_numpy(), gaps[STAGE].to_numpy()
+    order = np.lexsort(
+        (
+            gaps[STEP_ID].to_numpy(),
+            gaps[START_NS].to_numpy(),
+            -gaps["duration"].to_numpy(),
+            stage,
+            pid,
+        )
     )
-    return gaps.groupby([PID, STAGE]).head(top).reset_index(drop=True)
+    pid, stage = pid[order], stage[order]
+    first = np.flatnonzero(np.r_[True, (pid[1:] != pid[:-1]) | (stage[1:] != stage[:-1])])
+    rank = np.arange(len(order)) - np.repeat(first, np.diff(np.r_[first, len(order)]))
+    return gaps.iloc[order[rank < top]].reset_index(drop=True)
 
 
 def _blocked_host(frames: WindowFrames) -> pd.DataFrame:
