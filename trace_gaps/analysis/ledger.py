@@ -28,16 +28,17 @@ from trace_gaps.analysis.stages import (
     STAGE,
     StageMap,
     ThreadStages,
-    step_codes,
 )
 from trace_gaps.analysis.steps import STEP_ID
 from trace_gaps.intervals import label_runs
 from trace_gaps.model import (
+    BETWEEN_STEPS,
     CALL_CATEGORY,
     CAUSE_ORDER,
     END_NS,
     GLOBAL_TID,
     LAUNCH_CATEGORIES,
+    NO_STAGE,
     PID,
     START_NS,
     WAIT_CAUSE,
@@ -340,6 +341,7 @@ def _segments(
         waited[:2],
         queued,
         (call_starts, call_ends),
+        (thread.step_starts, thread.step_ends),
         *zip(thread.level_starts, thread.level_ends, strict=True),
     ]
     bounds, ranks = _ranked_bounds([part for pair in interval_sets for part in pair], lo, hi)
@@ -368,7 +370,7 @@ def _segments(
     cause[busy] = _BUSY
     cause[waiting] = _WAIT
 
-    stage = _stage_at_segments(stage_map, thread, seg_starts, ranks[10::2])
+    stage = _stage_at_segments(stage_map, thread, seg_starts, ranks[10], ranks[12::2])
     if len(owned[2]):
         stage = np.where(busy, owned[2][np.maximum(owner, 0)], stage)
     if len(waited[2]):
@@ -387,11 +389,17 @@ def _segments(
 
 
 def _stage_at_segments(
-    stage_map: StageMap, thread: ThreadStages, seg_starts: np.ndarray, level_ranks: list[np.ndarray]
+    stage_map: StageMap,
+    thread: ThreadStages,
+    seg_starts: np.ndarray,
+    step_ranks: np.ndarray,
+    level_ranks: list[np.ndarray],
 ) -> np.ndarray:
-    """thread_stage_at(stage_map, thread, seg_starts), with each level's open range found
-    from its start ranks among the bounds (a count) instead of a binary search."""
-    codes = step_codes(stage_map, thread, seg_starts)
+    """thread_stage_at(stage_map, thread, seg_starts), with the thread's open step and each
+    level's open range found from their start ranks among the bounds (a count) instead of a
+    binary search."""
+    _, in_step = _last_started(step_ranks, thread.step_ends, seg_starts)
+    codes = np.where(in_step, stage_map.code(NO_STAGE), stage_map.code(BETWEEN_STEPS))
     # Deeper levels overwrite shallower ones: the innermost open stage wins.
     for ranks, ends, level_codes in zip(
         level_ranks, thread.level_ends, thread.level_codes, strict=True
