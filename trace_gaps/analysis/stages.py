@@ -197,6 +197,14 @@ class LaunchIndex:
         order = np.argsort(keys, kind="stable")
         return cls(keys=keys[order], positions=positions[order], calls=len(staged_calls))
 
+    def prefix(self, rows: int) -> LaunchIndex:
+        """The index of the first `rows` staged calls: LaunchIndex.of(staged_calls[:rows]),
+        without sorting again (a stable sort's order, filtered, is the filtered rows')."""
+        if rows >= self.calls:
+            return self
+        kept = self.positions < rows
+        return LaunchIndex(keys=self.keys[kept], positions=self.positions[kept], calls=rows)
+
     def first_calls(self) -> np.ndarray:
         """Per staged call, the position of the first call with its key (itself, or the
         call it shares its launch with), or -1 for a call without a correlation id: what

@@ -218,11 +218,11 @@ def analyse_in_windows(
 
 def _window_tasks(
     op_streams: list[RowStream], call_stream: RowStream, inputs: WindowInputs, plan: WindowPlan
-) -> Iterator[tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, int, int]]:
+) -> Iterator[tuple[pd.DataFrame, pd.DataFrame, LaunchIndex, pd.DataFrame, int, int]]:
     """Per window, in order: read its rows, join its ops to their calls, check the rows hold
-    to the module's assumptions, and hand over (projected ops, staged calls, steps, lo, hi)
-    for _window_parts, only the rows it can use (_rows_for_window); then drop the rows no
-    later window needs."""
+    to the module's assumptions, and hand over (projected ops, staged calls, the calls'
+    LaunchIndex, steps, lo, hi) for _window_parts, only the rows it can use
+    (_rows_for_window); then drop the rows no later window needs."""
     dropped_corr: dict[int, int] = {}  # per pid, the largest correlation id of a dropped launch
     for w in range(plan.count):
         limit = plan.read_limit(w)
@@ -233,13 +233,13 @@ def _window_tasks(
         index = LaunchIndex.of(calls)
         projected = project_ops(_concat_streams(op_streams), calls, inputs.stage_map, index)
         projected = projected.assign(**{WAIT_END_NS: wait_ends(projected, inputs.collective_waits)})
-        del index
         _check_launches(projected, plan, w, limit, dropped_corr)
         _check_copies(calls, limit)
         steps = inputs.steps[plan.step_window == w]
         lo, hi = int(plan.lo[w]), plan.hi(w)
-        yield (*_rows_for_window(projected, calls, steps, hi), steps, lo, hi)
-        del calls  # as large as the window's rows: let go before the next read
+        window_ops, window_calls = _rows_for_window(projected, calls, steps, hi)
+        yield window_ops, window_calls, index.prefix(len(window_calls)), steps, lo, hi
+        del calls, index, window_ops, window_calls  # as large as the window's rows: let go
         if w + 1 < plan.count:
             _drop_finished(op_streams, call_stream, projected, plan, w, dropped_corr)
         del projected
@@ -272,6 +272,7 @@ def _window_parts(
     inputs: WindowInputs,
     projected: pd.DataFrame,
     calls: pd.DataFrame,
+    index: LaunchIndex,
     steps: pd.DataFrame,
     lo: int,
     hi: int,
@@ -280,7 +281,7 @@ def _window_parts(
 ) -> list[Any]:
     """Every metric's part of one window (lo and hi: the time it owns), in metrics' order.
     A worker process runs it with the declared METRICS (its lambdas are not sent)."""
-    frames = _window_frames(inputs, projected, calls, steps, lo, hi)
+    frames = _window_frames(inputs, projected, calls, index, steps, lo, hi)
     return [metric.compute(frames) for metric in metrics]
 
 
@@ -298,12 +299,13 @@ def _window_frames(
     inputs: WindowInputs,
     projected: pd.DataFrame,
     calls: pd.DataFrame,
+    index: LaunchIndex,
     steps: pd.DataFrame,
     lo: int,
     hi: int,
 ) -> WindowFrames:
-    """The frames every metric of a window reads, each computed once."""
-    index = LaunchIndex.of(calls)
+    """The frames every metric of a window reads, each computed once (index: the calls'
+    LaunchIndex)."""
     staged = mark_blocking_copies(calls, projected, index)
     ledger, gaps, idle_runs = build_ledger(
         *_touching_steps(projected, staged, steps), inputs.stage_map
