@@ -173,6 +173,7 @@ class RowStream:
             self.held.append(chunk.assign(**{READ_AT: np.int32(window)}))
 
     def frame(self) -> pd.DataFrame:
+        """The rows held, as one frame with a fresh RangeIndex (positions are row ids)."""
         if len(self.held) > 1:
             self.held = [pd.concat(self.held, ignore_index=True)]
         return self.held[0] if self.held else self.empty
@@ -180,7 +181,12 @@ class RowStream:
     def keep(self, keep: np.ndarray) -> None:
         frame = self.frame()
         if len(frame):
-            self.held = [frame[keep].reset_index(drop=True)]
+            # The rows kept are mostly a suffix (those starting after the next window's
+            # start) and a few before it (still running): the suffix is held as a slice,
+            # not copied; frame() concatenates the parts once, with the next chunks.
+            dropped = np.flatnonzero(~keep)
+            tail = int(dropped[-1]) + 1 if len(dropped) else 0
+            self.held = [frame.iloc[:tail][keep[:tail]], frame.iloc[tail:]]
 
 
 def analyse_in_windows(
