@@ -17,11 +17,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from unittest.mock import patch
 
+import numpy as np
+import pandas as pd
 from hypothesis import event, given
 from hypothesis import strategies as st
 
 from tests.builders import ExportBuilder, projected_frames
-from trace_gaps.analysis.ledger import BUCKET, DURATION_NS
+from trace_gaps.analysis.ledger import BUCKET, DURATION_NS, _sums_by_key
 from trace_gaps.analysis.metrics import LEDGER
 from trace_gaps.analysis.pipeline import Analysis, AnalysisOptions, analyse_rows, analyse_trace
 from trace_gaps.analysis.stages import STAGE
@@ -235,3 +237,22 @@ def test_any_cut_into_windows_gives_the_whole_trace_report(loop, window_rows, ch
                 event("refused streamed")
                 return
             assert render_json(build_report(export.trace(), streamed)) == whole
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 2**40), st.integers(0, 2**30)), min_size=0, max_size=300),
+    st.integers(1, 50),
+)
+def test_sums_by_key_match_a_group_by_on_narrow_and_wide_keys(
+    pairs: list[tuple[int, int]], spread: int
+) -> None:
+    # Narrow keys (divided by a large spread land in few bins) take the binned path; the
+    # raw keys span up to 2**40 and take the sorted one: both must equal a pandas group-by.
+    for keys in ([k // (2**40 // spread) for k, _ in pairs], [k for k, _ in pairs]):
+        key = np.array(keys, dtype=np.int64)
+        values = np.array([v for _, v in pairs], dtype=np.int64)
+        unique, sums = _sums_by_key(key, values)
+        expected = pd.Series(values).groupby(key).sum()
+        assert unique.tolist() == expected.index.tolist()
+        assert sums.dtype == np.int64
+        assert sums.tolist() == expected.tolist()
