@@ -364,9 +364,11 @@ def _check_launches(
             raise NeedsWholeTrace("a GPU op ran more than a window after its launching call")
     if w == 0:
         return
-    launched = projected[matched]
-    launch_window = plan.window_at(launched[CALL_START_NS].to_numpy())
-    late = (launch_window < w) & (launched[READ_AT].to_numpy() > launch_window)
+    # Only ops launched before this window can have been read late (no frame copied).
+    call_starts = projected[CALL_START_NS].to_numpy()
+    earlier = matched & (call_starts < int(plan.lo[w]))
+    launch_window = plan.window_at(call_starts[earlier])
+    late = projected[READ_AT].to_numpy()[earlier] > launch_window
     if late.any():
         raise NeedsWholeTrace("a GPU op started more than a window after its launching call")
 
@@ -379,7 +381,7 @@ def _check_copies(staged: pd.DataFrame, limit: int) -> None:
     if limit == _NEVER or staged.empty:
         return
     across = (staged[START_NS].to_numpy() < limit) & (staged[END_NS].to_numpy() > limit)
-    if (across & staged[CALL_CATEGORY].isin(_COPY_LAUNCHES).to_numpy()).any():
+    if across.any() and staged.loc[across, CALL_CATEGORY].isin(_COPY_LAUNCHES).any():
         raise NeedsWholeTrace("an async copy call outlasts its window")
 
 
