@@ -294,11 +294,21 @@ def _window_parts(
 def _concat_streams(streams: list[RowStream]) -> pd.DataFrame:
     """The op streams' held rows as one frame, stream after stream (_drop_finished relies on
     that order). Streams holding rows share their name categories, so the names stay
-    categorical; empty ones (no categories) are left out of the concat."""
-    frames = [frame for frame in (s.frame() for s in streams) if len(frame)]
-    if not frames:
+    categorical; empty ones (no categories) are left out of the concat.
+
+    Every stream's held parts are concatenated at once (one copy, not one per stream and
+    one more across them); each stream then holds its rows as a slice of the result."""
+    lengths = [sum(len(part) for part in s.held) for s in streams]
+    parts = [part for s in streams for part in s.held if len(part)]
+    if not parts:
         return streams[0].frame()
-    return frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+    whole = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
+    whole = whole.reset_index(drop=True)  # a slice's index need not start at 0 (no copy)
+    at = 0
+    for stream, rows in zip(streams, lengths, strict=True):
+        stream.held = [whole.iloc[at : at + rows].reset_index(drop=True)] if rows else []
+        at += rows
+    return whole
 
 
 def _window_frames(
