@@ -26,6 +26,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar
 
+from trace_gaps.allocator import keep_freed_memory
 from trace_gaps.errors import TraceGapsError
 
 R = TypeVar("R")
@@ -104,6 +105,7 @@ def _keep(shared: Any) -> None:
     # A Ctrl-C reaches the whole process group: the main process stops the pool (a worker
     # finishes its window), and no worker prints a traceback of its own.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    keep_freed_memory()
     _SHARED[:] = [shared]
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from trace_gaps.allocator import keep_freed_memory
 from trace_gaps.analysis.collectives import CollectiveMatch
 from trace_gaps.analysis.picks import TimelineRequest
 from trace_gaps.analysis.pipeline import Analysis, AnalysisOptions, analyse_rows, analyse_trace
@@ -37,6 +38,7 @@ def analyse_export(
     processes for the windows' metrics (None: parallel.default_jobs(); 1: none, all in
     this process); an export of one window is always analysed in this process.
     """
+    keep_freed_memory()
     try:
         with stream_export(path, read_now=True) as stream:
             analysis = analyse_rows(

