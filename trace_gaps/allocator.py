@@ -5,9 +5,10 @@ columns, the joined frames, the metrics' subsets). By default glibc's malloc ser
 block that large with a fresh mmap (above a threshold that starts at 128 KiB) and hands
 the memory back on free, and trims the heap once 128 KiB lie free at its top: the next
 window then faults the same memory in again, page by page, and the kernel zeroes it.
-Keeping freed memory for reuse took the 1M-kernel capture's analysis from 3.02 to 2.78 s
-(minor page faults 147,000 -> 76,000, system time 0.48 -> 0.21 s) at the same peak RSS;
-a process keeps its peak until it exits, which an analysis does anyway.
+Keeping freed memory for reuse took the 1M-kernel capture's analysis from 3.34 to 3.18 s
+(median of 6 paired runs; minor page faults 147,000 -> 77,000, system time 0.44 -> 0.28 s)
+at the same peak RSS; a process keeps its peak until it exits, which an analysis does
+anyway.
 """
 
 from __future__ import annotations
