@@ -105,13 +105,14 @@ def _owned_intervals(ops: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndar
 
     Op i owns [max(start_i, latest end of ops started before it), end_i) when non-empty.
     """
-    ordered = ops.sort_values([START_NS, END_NS], ascending=[True, False], kind="stable")
-    starts = ordered[START_NS].to_numpy()
-    ends = ordered[END_NS].to_numpy()
+    # By start, then longest first (a stable lexsort: its last key sorts first).
+    starts, ends = ops[START_NS].to_numpy(), ops[END_NS].to_numpy()
+    order = np.lexsort((-ends, starts))
+    starts, ends = starts[order], ends[order]
     earlier_end = np.maximum.accumulate(np.r_[np.iinfo(np.int64).min, ends])[:-1]
     owned_starts = np.maximum(starts, earlier_end)
     keep = owned_starts < ends
-    return owned_starts[keep], ends[keep], ordered[STAGE].to_numpy()[keep]
+    return owned_starts[keep], ends[keep], ops[STAGE].to_numpy()[order][keep]
 
 
 def _split_waits(ops: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -131,8 +132,9 @@ def _split_waits(ops: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 def _queued_intervals(ops: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """[launch call end, op start) for ops that were launched but had not started."""
-    queued = ops[(ops[CALL_END_NS] >= 0) & (ops[START_NS] > ops[CALL_END_NS])]
-    return queued[CALL_END_NS].to_numpy(), queued[START_NS].to_numpy()
+    call_ends, starts = ops[CALL_END_NS].to_numpy(), ops[START_NS].to_numpy()
+    queued = (call_ends >= 0) & (starts > call_ends)
+    return call_ends[queued], starts[queued]
 
 
 def find_idle_runs_by_cause(
@@ -486,9 +488,10 @@ def _last_started(
     n = len(seg_starts)
     if not len(ends):
         return np.full(n, -1, dtype=np.int64), np.zeros(n, dtype=bool)
-    last = np.cumsum(np.bincount(start_ranks, minlength=n + 1)[:n]) - 1
-    covers: np.ndarray = (last >= 0) & (seg_starts < ends[np.maximum(last, 0)])
-    return last, covers
+    started = np.cumsum(np.bincount(start_ranks, minlength=n + 1)[:n])
+    # The ends behind one that covers nothing, read where none has started yet.
+    covers: np.ndarray = seg_starts < np.r_[np.iinfo(np.int64).min, ends][started]
+    return started - 1, covers
 
 
 def _covered(bounds: int, first: np.ndarray, last: np.ndarray) -> np.ndarray:
