@@ -74,6 +74,8 @@ from trace_gaps.parallel import ordered_map
 
 # About this many ops and calls per window; a window holds at least one step.
 WINDOW_ROWS = 400_000
+# The first two windows hold this fraction of WINDOW_ROWS each (plan_windows).
+FIRST_WINDOWS_SHARE = 4
 # Calls are read this far past the ops, so that an op never waits for a call that starts
 # a little after it on the CPU clock.
 CALL_LEAD_NS = 1_000_000
@@ -126,8 +128,12 @@ def plan_windows(steps: pd.DataFrame, rows: int, window_rows: int | None) -> Win
     if window_rows is not None and rows > 0:
         per_window = max(1, int(len(steps) * window_rows // rows))
     ordered = np.sort(starts)
-    # Cut at every per_window-th step start; equal starts stay in one window.
-    cuts = np.unique(ordered[per_window::per_window]) if len(ordered) else ordered
+    # Cut at every per_window-th step start; equal starts stay in one window. The first
+    # two windows are a quarter as long: the analysis waits for their rows (read to the
+    # start of window 2) before it starts, and later reads overlap it.
+    first = max(1, per_window // FIRST_WINDOWS_SHARE)
+    at = np.r_[first, 2 * first + np.arange(0, len(ordered), per_window)]
+    cuts = np.unique(ordered[at[at < len(ordered)]]) if per_window < len(ordered) else ordered[:0]
     lo = np.r_[np.iinfo(np.int64).min, cuts].astype(np.int64)
     step_window = np.searchsorted(lo, starts, side="right") - 1
     last_end = np.full(len(lo), np.iinfo(np.int64).min, dtype=np.int64)
