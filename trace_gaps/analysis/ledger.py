@@ -172,7 +172,9 @@ def _is_idle(codes: np.ndarray) -> np.ndarray:
 
 
 def _idle_segments(segments: Segments) -> Segments:
-    return _select(segments, _is_idle(segments["cause_code"]))
+    """The idle segments inside steps, with their positions among all ("segment")."""
+    idle = _is_idle(segments["cause_code"]) & (segments[STEP_ID] >= 0)
+    return {**_select(segments, idle), "segment": np.flatnonzero(idle)}
 
 
 def _runs_by_cause(idle: Segments) -> pd.DataFrame:
@@ -378,15 +380,16 @@ def _segments(
     if len(waited[2]):
         stage = np.where(waiting, waited[2][np.maximum(waiter, 0)], stage)
 
-    step_ids = steps[STEP_ID].to_numpy()[np.maximum(step_at, 0)]
+    # Every segment, those outside the steps with step -1: not selecting the others here
+    # saves a copy of every column (the idle ones are selected once, in _idle_segments).
+    step_ids = np.where(in_step, steps[STEP_ID].to_numpy()[np.maximum(step_at, 0)], -1)
     return {
-        STEP_ID: step_ids[in_step],
-        STAGE: stage[in_step],
-        "cause_code": cause[in_step],
-        DURATION_NS: seg_lengths[in_step],
-        START_NS: seg_starts[in_step],
-        END_NS: seg_ends[in_step],
-        "segment": np.flatnonzero(in_step),
+        STEP_ID: step_ids,
+        STAGE: stage,
+        "cause_code": cause,
+        DURATION_NS: seg_lengths,
+        START_NS: seg_starts,
+        END_NS: seg_ends,
     }
 
 
@@ -417,11 +420,14 @@ def _select(segments: Segments, mask: np.ndarray) -> Segments:
 
 
 def _thread_ledger(segments: Segments, idle: Segments) -> tuple[pd.DataFrame, pd.DataFrame]:
-    # Sum durations per (step, stage, cause), in key order, instead of a pandas group-by.
+    # Sum durations per (step, stage, cause), in key order, instead of a pandas group-by;
+    # the segments outside steps (step -1) take the lowest keys and are left out.
     width = len(_CAUSE_LABELS)
     stages = int(segments[STAGE].max(initial=0)) + 1
-    key = (segments[STEP_ID] * stages + segments[STAGE]) * width + segments["cause_code"]
+    key = ((segments[STEP_ID] + 1) * stages + segments[STAGE]) * width + segments["cause_code"]
     unique, durations = _sums_by_key(key, segments[DURATION_NS])
+    in_steps = unique >= stages * width
+    unique, durations = unique[in_steps] - stages * width, durations[in_steps]
     cause_code = unique % width
     labels = _CAUSE_LABELS
     bucket = np.where(cause_code == _WAIT, Bucket.WAIT.value, Bucket.IDLE.value)
