@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import numpy as np
+import pandas as pd
 import pytest
 
 from tests.test_ledger import analyse
+from trace_gaps.analysis.steps import STEP_ID, step_rows
 from trace_gaps.errors import StepNotFoundError
 
 
@@ -84,3 +87,10 @@ def test_skip_drops_exactly_the_first_n_steps_of_each_thread(export_builder):
         steps.groupby("global_tid")["is_warmup"].apply(list).tolist()
         == [[True, False, False, False]] * 2
     )
+
+
+def test_step_rows_finds_each_id_row_or_minus_one() -> None:
+    steps = pd.DataFrame({STEP_ID: [5, 2, 9]})
+    rows = step_rows(steps, np.array([9, 3, 2, 5, 10, -1]))
+    assert rows.tolist() == [2, -1, 1, 0, -1, -1]
+    assert step_rows(steps.iloc[:0], np.array([1, 2])).tolist() == [-1, -1]

@@ -12,11 +12,11 @@ from trace_gaps.analysis.stages import (
     LAUNCH_TID,
     STAGE,
     LaunchIndex,
-    find_launch_calls,
 )
 from trace_gaps.analysis.steps import IS_WARMUP, STEP_ID, step_at
 from trace_gaps.model import (
     CALL_CATEGORY,
+    CORRELATION_ID,
     END_NS,
     GLOBAL_TID,
     NAME,
@@ -157,7 +157,6 @@ def summarise_stages(
     # Per category, then per call; the appended False is where a missing category (code -1) lands.
     is_launch = np.array([str(c).startswith("launch") for c in category.cat.categories] + [False])
     chosen_launches = is_launch[codes]
-    launches = calls[chosen_launches]
     # The first op of each launch: its start, by the launch's row in the staged calls.
     first_op = np.full(len(staged_calls), np.iinfo(np.int64).max, dtype=np.int64)
     launched = projected_ops[CALL_ROW].to_numpy() >= 0
@@ -167,10 +166,13 @@ def summarise_stages(
         projected_ops[START_NS].to_numpy()[launched],
     )
     # Every call of the launch (a runtime call and the driver call inside it share its id).
-    same = find_launch_calls(launches, staged_calls, index)
+    index = index if index is not None else LaunchIndex.of(staged_calls)
+    same = index.find(
+        calls[PID].to_numpy()[chosen_launches], calls[CORRELATION_ID].to_numpy()[chosen_launches]
+    )
     first = np.where(same >= 0, first_op[np.maximum(same, 0)], np.iinfo(np.int64).max)
     has_op = first < np.iinfo(np.int64).max
-    queue = np.where(has_op, np.maximum(first - launches[END_NS].to_numpy(), 0), 0)
+    queue = np.where(has_op, np.maximum(first - calls[END_NS].to_numpy()[chosen_launches], 0), 0)
     # The launches' four totals, then the ops' two counts: a group-by each.
     per_launch = pd.DataFrame(
         {

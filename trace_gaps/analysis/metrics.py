@@ -54,7 +54,7 @@ from trace_gaps.analysis.long_gaps import (
     launch_spacing,
 )
 from trace_gaps.analysis.stages import STAGE, LaunchIndex, StageMap
-from trace_gaps.analysis.steps import IS_WARMUP, STEP_ID
+from trace_gaps.analysis.steps import IS_WARMUP, STEP_ID, step_rows
 from trace_gaps.model import (
     CALL_CATEGORY,
     END_NS,
@@ -193,8 +193,9 @@ def longest_gaps(gaps: pd.DataFrame, steps: pd.DataFrame, top: int = GAPS_KEPT) 
 
     Ties go to the earlier gap, so that windows merge to the same rows as one pass.
     """
-    analysed = steps.loc[~steps[IS_WARMUP], [STEP_ID, PID]]
-    gaps = gaps.merge(analysed, on=STEP_ID, how="inner")
+    analysed = steps[~steps[IS_WARMUP]]
+    row = step_rows(analysed, gaps[STEP_ID].to_numpy())
+    gaps = gaps[row >= 0].assign(**{PID: analysed[PID].to_numpy()[row[row >= 0]]})
     gaps = gaps.assign(duration=gaps[END_NS] - gaps[START_NS])
     return merge_longest_gaps([gaps], top)
 

@@ -292,6 +292,18 @@ def thread_positions(global_tids: np.ndarray) -> dict[int, np.ndarray]:
     }
 
 
+def step_rows(steps: pd.DataFrame, step_ids: np.ndarray) -> np.ndarray:
+    """Per step id, the position of its row in steps, or -1 where steps has none (a
+    lookup by binary search, where a merge on the id would copy frames)."""
+    ids = steps[STEP_ID].to_numpy()
+    if not len(ids):
+        return np.full(len(step_ids), -1, dtype=np.int64)
+    order = np.argsort(ids, kind="stable")
+    at = np.minimum(np.searchsorted(ids[order], step_ids), len(ids) - 1)
+    rows: np.ndarray = np.where(ids[order][at] == step_ids, order[at], -1)
+    return rows
+
+
 def step_at(steps: pd.DataFrame, global_tids: np.ndarray, times: np.ndarray) -> np.ndarray:
     """The step id open on each (thread, time), or -1 outside every step."""
     found = np.full(len(times), -1, dtype=np.int64)
