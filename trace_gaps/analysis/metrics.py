@@ -195,7 +195,8 @@ def longest_gaps(gaps: pd.DataFrame, steps: pd.DataFrame, top: int = GAPS_KEPT) 
     """
     analysed = steps[~steps[IS_WARMUP]]
     row = step_rows(analysed, gaps[STEP_ID].to_numpy())
-    gaps = gaps[row >= 0].assign(**{PID: analysed[PID].to_numpy()[row[row >= 0]]})
+    kept = row >= 0
+    gaps = gaps[kept].assign(**{PID: analysed[PID].to_numpy()[row[kept]]})
     gaps = gaps.assign(duration=gaps[END_NS] - gaps[START_NS])
     return merge_longest_gaps([gaps], top)
 
