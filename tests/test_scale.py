@@ -21,6 +21,7 @@ from tests.builders import projected_frames
 from tests.conftest import ROOT, SAMPLE_TRACES, assert_matches_schema, peer_trace_paths
 from trace_gaps.analysis.pipeline import AnalysisOptions, analyse_trace
 from trace_gaps.errors import NotAnExportError
+from trace_gaps.nsys import read
 from trace_gaps.nsys.load import load_trace
 from trace_gaps.render.json import render_json
 from trace_gaps.report import build_report
@@ -70,16 +71,17 @@ def test_report_json_of_an_inflated_trace_is_unchanged(tmp_path: Path, update_go
     _check("mfu_2gpu_before_x3", _report_json(big), update_golden)
 
 
-def _has_arrow_driver() -> bool:
-    return all(importlib.util.find_spec(m) is not None for m in ("adbc_driver_sqlite", "pyarrow"))
+# The Arrow reader's own tests: run where the `fast` extra is installed, whatever the env.
+needs_arrow = pytest.mark.skipif(
+    not read.arrow_driver_present(),
+    reason="the `fast` extra (adbc-driver-sqlite, pyarrow) is absent",
+)
 
 
 TRACE_FRAMES = ("gpu_ops", "api_calls", "nvtx_ranges", "threads", "overhead")
 
 
-@pytest.mark.skipif(
-    not _has_arrow_driver(), reason="the `fast` extra (adbc-driver-sqlite, pyarrow) is absent"
-)
+@needs_arrow
 @pytest.mark.parametrize("path", peer_trace_paths(), ids=lambda p: p.name)
 def test_the_arrow_reader_loads_the_same_trace_as_sqlite3(
     path: Path, monkeypatch: pytest.MonkeyPatch
@@ -150,9 +152,7 @@ NVTX_INTS = {"start_ns": "int64", "end_ns": "int64", "global_tid": "int64"}
 KERNEL_INTS = {"start_ns": "int64", "stream_id": "int64", "name_id": "int64"}
 
 
-@pytest.mark.skipif(
-    not _has_arrow_driver(), reason="the `fast` extra (adbc-driver-sqlite, pyarrow) is absent"
-)
+@needs_arrow
 def test_sqlite3_reads_on_where_arrow_meets_invalid_utf8_in_a_later_chunk(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -175,9 +175,7 @@ def test_sqlite3_reads_on_where_arrow_meets_invalid_utf8_in_a_later_chunk(
     pd.testing.assert_frame_equal(fast, plain)
 
 
-@pytest.mark.skipif(
-    not _has_arrow_driver(), reason="the `fast` extra (adbc-driver-sqlite, pyarrow) is absent"
-)
+@needs_arrow
 def test_a_null_in_a_later_chunk_is_named_the_same_by_either_reader(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

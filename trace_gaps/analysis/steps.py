@@ -299,8 +299,9 @@ def step_rows(steps: pd.DataFrame, step_ids: np.ndarray) -> np.ndarray:
     if not len(ids):
         return np.full(len(step_ids), -1, dtype=np.int64)
     order = np.argsort(ids, kind="stable")
-    at = np.minimum(np.searchsorted(ids[order], step_ids), len(ids) - 1)
-    rows: np.ndarray = np.where(ids[order][at] == step_ids, order[at], -1)
+    ordered = ids[order]
+    at = np.minimum(np.searchsorted(ordered, step_ids), len(ids) - 1)
+    rows: np.ndarray = np.where(ordered[at] == step_ids, order[at], -1)
     return rows
 
 

@@ -30,13 +30,16 @@ ARROW_READER_ENV = "TRACE_GAPS_NO_ARROW"
 CHUNK_ROWS = 100_000
 
 
-def arrow_installed() -> bool:
-    """Whether reads go through Arrow (the `fast` extra, not turned off)."""
-    if os.environ.get(ARROW_READER_ENV):
-        return False
+def arrow_driver_present() -> bool:
+    """Whether the `fast` extra (adbc-driver-sqlite and pyarrow) is installed."""
     return all(
         importlib.util.find_spec(name) is not None for name in ("adbc_driver_sqlite", "pyarrow")
     )
+
+
+def arrow_installed() -> bool:
+    """Whether reads go through Arrow (the `fast` extra, not turned off)."""
+    return not os.environ.get(ARROW_READER_ENV) and arrow_driver_present()
 
 
 def read_chunks(path: Path, sql: str, dtypes: dict[str, str]) -> Iterator[pd.DataFrame]:
