@@ -19,7 +19,7 @@ from unittest.mock import patch
 
 import numpy as np
 import pandas as pd
-from hypothesis import event, given
+from hypothesis import event, example, given
 from hypothesis import strategies as st
 
 from tests.builders import ExportBuilder, projected_frames
@@ -208,6 +208,21 @@ def test_the_ledger_adds_up_and_counts_every_op_once(loop, named):
     loop=decode_loops(),
     window_rows=st.integers(1, 3),
     chunk_rows=st.integers(1, 12),
+)
+# Found by this test (session 5): a copy call across two steps that returned after its op
+# finished (a sync) lost its op when the first window ended, and became a launch after.
+@example(
+    loop=(
+        [(2391, 4391, []), (4391, 5391, [("draft", 4391, 5391)]), (5391, 6391, [])],
+        [
+            Op("eager", 1891, 1, 0, 1, 1, 100, 1),
+            Op("eager", 3891, 1, 0, 1, 1, 100, 1),
+            Op("eager", 3891, 1, 0, 1, 1, 100, 1),
+            Op("memcpy", 4305, 189, -149, 1, 1, 100, 1),
+        ],
+    ),
+    window_rows=1,
+    chunk_rows=1,
 )
 def test_any_cut_into_windows_gives_the_whole_trace_report(loop, window_rows, chunk_rows):
     # Random loops (queued, graph, untimed, other-thread and call-less ops; syncs across

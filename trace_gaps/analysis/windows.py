@@ -9,8 +9,9 @@ analysed they are read up to
 
 so that the window sees every op and call overlapping its steps and the ops its steps
 launch up to a window later. After it, rows that end before lo_w+1 are dropped, except
-the window's calls (kept one more window for the ops they launched) and the calls of the
-ops still held (a long kernel keeps its launch while it runs).
+the window's calls (kept one more window for the ops they launched), the calls of the
+ops still held (a long kernel keeps its launch while it runs) and the ops of the calls
+still held (a copy call that returned after its op is a sync in every window it reaches).
 
 Every result is then the whole-trace result, exactly, unless the rows break those
 assumptions; the driver checks that they do not, and raises NeedsWholeTrace when
@@ -414,19 +415,23 @@ def _drop_finished(
     projected: the window's ops (the op streams' rows, in order) joined to their calls.
     """
     next_lo = int(plan.lo[w + 1])
+    calls = call_stream.frame()
+    needed = ((calls[END_NS] > next_lo) | (calls[START_NS] >= next_lo)).to_numpy()
     ends, starts = projected[END_NS].to_numpy(), projected[START_NS].to_numpy()
-    op_keep = (ends > next_lo) | (starts >= next_lo)
+    call_row = projected[CALL_ROW].to_numpy()
+    # An op stays while it runs, and while its launching call does: a copy call that
+    # returned only after its op finished is a sync in every window it reaches.
+    launch_needed = needed[np.maximum(call_row, 0)] if len(calls) else np.zeros(len(call_row), bool)
+    op_keep = (ends > next_lo) | (starts >= next_lo) | ((call_row >= 0) & launch_needed)
     at = 0
     for stream in op_streams:
         rows = len(stream.frame())
         stream.keep(op_keep[at : at + rows])
         at += rows
     # The calls of the ops kept: a long kernel keeps its launch while it runs.
-    launched_kept = projected[CALL_ROW].to_numpy()[op_keep]
-    calls = call_stream.frame()
+    launched_kept = call_row[op_keep]
     if not len(calls):
         return
-    needed = ((calls[END_NS] > next_lo) | (calls[START_NS] >= next_lo)).to_numpy()
     # Any call may have launched an op (cudaMemcpy, older runtimes' cudaLaunch, ...): keep
     # this window's calls one window more, for the ops that run after it.
     this_window = calls[START_NS].to_numpy() >= int(plan.lo[w])
