@@ -42,6 +42,35 @@ def test_results_come_in_task_order_from_worker_processes() -> None:
     assert {pid for _, pid in results} - {os.getpid()}, "no task ran on a worker process"
 
 
+def parent_pid(shared: int, value: int) -> int:
+    return os.getppid()
+
+
+def test_forked_workers_come_from_this_process_when_it_runs_no_other_thread() -> None:
+    import threading
+
+    if threading.active_count() > 1:
+        pytest.skip("another thread runs in this test process")
+    forked = list(ordered_map(parent_pid, 0, [(1,), (2,)], jobs=2, fork=True))
+    assert forked == [os.getpid(), os.getpid()]
+    served = list(ordered_map(parent_pid, 0, [(1,), (2,)], jobs=2))
+    assert os.getpid() not in served, "without fork=True workers come from the fork server"
+
+
+def test_a_running_thread_keeps_workers_on_the_fork_server() -> None:
+    import threading
+
+    release = threading.Event()
+    waiting = threading.Thread(target=release.wait)
+    waiting.start()
+    try:
+        results = list(ordered_map(parent_pid, 0, [(1,), (2,)], jobs=2, fork=True))
+    finally:
+        release.set()
+        waiting.join()
+    assert os.getpid() not in results
+
+
 def test_one_job_runs_in_this_process() -> None:
     results = list(ordered_map(scaled_by_pid, 3, [(1,), (2,)], jobs=1))
     assert results == [(3, os.getpid()), (6, os.getpid())]

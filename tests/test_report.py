@@ -165,3 +165,19 @@ def test_idle_host_time_blocked_in_an_os_call_is_called_waiting_not_computing(ex
     ]
     assert "blocked in OS calls (mostly pthread_cond_wait" in top.verdict
     assert "CPU-bound" not in top.verdict
+
+
+def test_a_report_pickled_to_another_process_comes_back_equal():
+    # A diff's sides send their reports between processes; the step ledger entries pickle
+    # as their fields (StepLedgerEntry.__reduce__), every other part as dataclasses do.
+    import pickle
+
+    from tests.conftest import SAMPLE_TRACES
+
+    trace = load_trace(SAMPLE_TRACES / "spec_sync.sqlite")
+    report = build_report(trace, analyse_trace(trace, AnalysisOptions()))
+    copy = pickle.loads(pickle.dumps(report, protocol=pickle.HIGHEST_PROTOCOL))
+    entries = [e for p in report.processes for e in p.step_ledger]
+    assert entries and any(e.cause is None for e in entries) and any(e.cause for e in entries)
+    assert copy == report
+    assert render_json(copy) == render_json(report)

@@ -17,6 +17,7 @@ import pytest
 
 import trace_gaps.analysis.windows as windows
 import trace_gaps.nsys.read as read
+import trace_gaps.nsys.stream as stream_module
 import trace_gaps.parallel as parallel
 from tests.builders import ExportBuilder
 from tests.conftest import ROOT, peer_trace_paths, sample_trace_paths
@@ -44,10 +45,11 @@ def streamed(
     monkeypatch: pytest.MonkeyPatch,
     chunk_rows: int = 300,
     jobs: int = 1,
+    read_ahead: bool = True,
 ) -> tuple[Report, Analysis]:
     """The Report of the export streamed in small chunks and windows (no fallback)."""
     monkeypatch.setattr(read, "CHUNK_ROWS", chunk_rows)
-    with stream_export(path) as export:
+    with stream_export(path, read_ahead=read_ahead) as export:
         analysis = analyse_rows(
             export.head,
             export.sources,
@@ -86,6 +88,24 @@ def test_streamed_sample_equals_the_whole_trace(path, monkeypatch):
     report, analysis = streamed(path, options, window_rows=window_rows, monkeypatch=monkeypatch)
     assert analysis.windows >= 8  # about one step per window
     assert_same(report, whole_report(path, options))
+
+
+def test_streamed_without_read_ahead_threads_equals_the_whole_trace(monkeypatch):
+    path = ROOT / "sample_traces" / "spec_sync.sqlite"
+    if not path.exists():
+        pytest.skip("sample trace not present")
+
+    def no_thread(*args: object) -> None:
+        raise AssertionError("a read-ahead thread was started")
+
+    options = AnalysisOptions()
+    expected = whole_report(path, options)
+    monkeypatch.setattr(stream_module, "_ReadAhead", no_thread)
+    report, analysis = streamed(
+        path, options, window_rows=3_000, monkeypatch=monkeypatch, read_ahead=False
+    )
+    assert analysis.windows > 1
+    assert_same(report, expected)
 
 
 @pytest.mark.parametrize("skip", [0, 5])

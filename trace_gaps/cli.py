@@ -126,13 +126,16 @@ class Progress:
                 TimeRemainingColumn(),
                 console=Console(stderr=True),
                 transient=True,
+                auto_refresh=False,  # no refresh thread: diff forks its sides from here
             )
             self.bar.start()
             self.task = self.bar.add_task(description, total=total)
         if total is None:
-            self.bar.update(self.task, description=description)
+            self.bar.update(self.task, description=description, refresh=True)
         else:
-            self.bar.update(self.task, description=description, completed=done or 0, total=total)
+            self.bar.update(
+                self.task, description=description, completed=done or 0, total=total, refresh=True
+            )
 
     def stop(self) -> None:
         self.enabled = False
@@ -464,10 +467,13 @@ def diff_jobs(sides: list[list[Path]]) -> int:
     return 2 if default_jobs() == 1 and size >= DIFF_SIDES_APART_BYTES else 1
 
 
-def diff_side_report(output: Path | None, paths: list[Path], options: AnalysisOptions) -> Report:
+def diff_side_report(
+    output: Path | None, paths: list[Path], options: AnalysisOptions, read_ahead: bool = True
+) -> Report:
     """The Report of one side of a diff: one export, or several of one run (a quoted glob).
 
-    output, the diff's own file, comes first: it is what both sides share (ordered_map)."""
+    output, the diff's own file, comes first: it is what both sides share (ordered_map).
+    read_ahead False: one export is read without read-ahead threads (analyse_export)."""
     from trace_gaps.report import build_report
     from trace_gaps.run import analyse_export
 
@@ -487,7 +493,7 @@ def diff_side_report(output: Path | None, paths: list[Path], options: AnalysisOp
         export = resolve_export(path, False)
         if output is not None:
             refuse_inputs_as_outputs([output], [export])
-        trace, analysis = analyse_export(export.resolve(), options)
+        trace, analysis = analyse_export(export.resolve(), options, read_ahead=read_ahead)
         return build_report(trace, analysis)
 
 
@@ -522,17 +528,20 @@ def diff(
         from trace_gaps.diff import diff_reports, is_slower_than
         from trace_gaps.parallel import ordered_map
         from trace_gaps.render import render_diff
+        from trace_gaps.run import analyse_export  # noqa: F401 - imported before the sides fork
 
         sides = [expand_exports([before]), expand_exports([after])]
         refuse_inputs_as_outputs([] if output is None else [output], [*sides[0], *sides[1]])
+        jobs = diff_jobs(sides)
+        # Two sides at once on few cores keep both busy: read-ahead threads only add switches.
         tasks = [
-            (paths, AnalysisOptions(step, skip, depth, pid))
+            (paths, AnalysisOptions(step, skip, depth, pid), jobs == 1)
             for paths, pid in ((sides[0], process_before), (sides[1], process_after))
             for pid in [pid if pid is not None else process]
         ]
         with progress(quiet) as shown:
             shown("analysing both sides")
-            reports = list(ordered_map(diff_side_report, output, tasks, jobs=diff_jobs(sides)))
+            reports = list(ordered_map(diff_side_report, output, tasks, jobs=jobs, fork=True))
         result = diff_reports(*reports)
         write_output(render_diff(result, Format(fmt.value)), output, quiet=quiet)
     if fail_if_slower is not None and is_slower_than(result, fail_if_slower):

@@ -11,8 +11,11 @@ stage map, ...): it is sent to each worker once, not with every task.
 
 Workers come from a fork server (multiprocessing's "forkserver" start method) that has
 imported the task's module once: a worker starts in milliseconds, and the main process,
-which runs read-ahead threads, is never forked itself. With jobs=1, or where processes
-cannot be started, the tasks run in the calling process, in the same order.
+which runs read-ahead threads, is never forked itself. A caller that runs no thread and
+has imported what its tasks need (diff, whose two sides are the tasks) asks for workers
+forked from itself instead (fork=True): they start without importing anything again.
+With jobs=1, or where processes cannot be started, the tasks run in the calling process,
+in the same order.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -56,13 +60,16 @@ def ordered_map(
     tasks: Iterable[tuple[Any, ...]],
     *,
     jobs: int,
+    fork: bool = False,
 ) -> Iterator[R]:
     """function(shared, *task) for each task, in order, on up to `jobs` worker processes.
 
     function must be a module-level function (workers import it by name). The tasks
     iterator is advanced only as results are taken, at most jobs + 1 tasks ahead.
+    fork: fork the workers from this process when it runs no other thread (module
+    docstring); from the fork server otherwise.
     """
-    pool = _start_pool(function, shared, jobs) if jobs > 1 else None
+    pool = _start_pool(function, shared, jobs, fork) if jobs > 1 else None
     if pool is None:
         for task in tasks:
             result = function(shared, *task)
@@ -86,12 +93,22 @@ def ordered_map(
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _start_pool(function: Callable[..., Any], shared: Any, jobs: int) -> ProcessPoolExecutor | None:
+def _start_pool(
+    function: Callable[..., Any], shared: Any, jobs: int, fork: bool
+) -> ProcessPoolExecutor | None:
     if multiprocessing.current_process().daemon:
         return None  # a daemonic process (a Dask worker's) may not start processes
     try:
-        context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload([function.__module__])
+        # Forking copies only the calling thread: another one could hold a lock forever.
+        if (
+            fork
+            and threading.active_count() == 1
+            and "fork" in multiprocessing.get_all_start_methods()
+        ):
+            context: Any = multiprocessing.get_context("fork")
+        else:
+            context = multiprocessing.get_context("forkserver")
+            context.set_forkserver_preload([function.__module__])
         return ProcessPoolExecutor(
             max_workers=jobs, mp_context=context, initializer=_keep, initargs=(shared,)
         )

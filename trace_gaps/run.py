@@ -31,16 +31,18 @@ def analyse_export(
     on_window: Callable[[int, int], None] | None = None,
     collectives: CollectiveMatch | None = None,
     jobs: int | None = None,
+    read_ahead: bool = True,
 ) -> tuple[Trace, Analysis]:
     """The export's Trace (its ops and calls left out when streamed) and its Analysis.
 
     on_window(done, total) is called as windows finish, for progress display. jobs: worker
     processes for the windows' metrics (None: parallel.default_jobs(); 1: none, all in
-    this process); an export of one window is always analysed in this process.
+    this process); an export of one window is always analysed in this process. read_ahead
+    False: no read-ahead threads (stream_export).
     """
     keep_freed_memory()
     try:
-        with stream_export(path, read_now=True) as stream:
+        with stream_export(path, read_now=True, read_ahead=read_ahead) as stream:
             analysis = analyse_rows(
                 stream.head,
                 stream.sources,

@@ -114,11 +114,15 @@ class ExportStream:
 
 
 @contextmanager
-def stream_export(path: Path, *, read_now: bool = False) -> Iterator[ExportStream]:
+def stream_export(
+    path: Path, *, read_now: bool = False, read_ahead: bool = True
+) -> Iterator[ExportStream]:
     """Open an export read-only for windowed analysis; the streams live while this is open.
 
     read_now: start reading the op and call tables at once, on their read-ahead threads,
     while the head is read and the steps are found (for a caller that reads them all).
+    read_ahead False: no read-ahead threads, each chunk is read when asked for (for a
+    process that shares too few cores with others busy like it: a diff's two sides).
     """
     with open_export(path, values=False) as connection:
         tables = list_tables(connection, path)
@@ -129,7 +133,7 @@ def stream_export(path: Path, *, read_now: bool = False) -> Iterator[ExportStrea
             capture_duration_ns = capture_duration(connection, tables)
         tally = _Tally()
         names = _Names(connection, path, tables)
-        readers = _Readers()
+        readers = _Readers(threads=read_ahead)
         starts = [
             (table, _op_chunks(path, sql, names, tally, capture_duration_ns, readers))
             for table, sql in op_queries
@@ -398,11 +402,14 @@ class _Readers:
     chunks; with 250,000-row chunks it had gained little for +0.2 GB).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, threads: bool = True) -> None:
+        self._threads = threads
         self._turn = threading.Lock()
         self._started: list[_ReadAhead] = []
 
     def start(self, produce: Callable[[], Iterator[pd.DataFrame]]) -> Iterator[pd.DataFrame]:
+        if not self._threads:
+            return produce()
         self._started.append(_ReadAhead(produce, self._turn))
         return self._started[-1]
 
