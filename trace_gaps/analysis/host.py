@@ -11,6 +11,9 @@ waiting — for another thread, process or rank — not computing.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+import numpy as np
 import pandas as pd
 
 from trace_gaps.analysis.ledger import CAUSE
@@ -67,6 +70,35 @@ def outermost_calls(os_calls: pd.DataFrame) -> pd.DataFrame:
         return os_calls
     parts = [outermost_in_thread(c) for _, c in os_calls.groupby(GLOBAL_TID, sort=True)]
     return pd.concat(parts, ignore_index=True)
+
+
+@dataclass(frozen=True, slots=True)
+class OsCallIndex:
+    """A trace's outermost OS calls (outermost_calls), sorted by start over all threads, so
+    that a window finds those overlapping its steps by binary search, not by a pass over all
+    of them (an export traced with --trace=osrt can hold millions)."""
+
+    calls: pd.DataFrame
+    starts: np.ndarray
+    reach: np.ndarray  # the latest end among the calls up to each (sorted: a running max)
+
+    @classmethod
+    def of(cls, outermost: pd.DataFrame) -> OsCallIndex:
+        """outermost: outermost_calls(os_calls)."""
+        calls = outermost.sort_values(START_NS, kind="stable").reset_index(drop=True)
+        ends = calls[END_NS].to_numpy()
+        reach = np.maximum.accumulate(ends) if len(ends) else ends
+        return cls(calls, calls[START_NS].to_numpy(), reach)
+
+    def overlapping(self, lo: int, hi: int) -> pd.DataFrame:
+        """The calls that overlap [lo, hi) (start < hi, end > lo), in start order.
+
+        find_blocked_host_time and long_gaps.explain_host_gaps take them per thread, in
+        start order, so they give the same result on these as on every call."""
+        first = int(np.searchsorted(self.reach, lo, side="right"))
+        last = int(np.searchsorted(self.starts, hi, side="left"))
+        near = self.calls.iloc[first:last]
+        return near[near[END_NS].to_numpy() > lo]
 
 
 def outermost_in_thread(calls: pd.DataFrame) -> pd.DataFrame:

@@ -36,7 +36,7 @@ from trace_gaps.analysis.collectives import (
     PEER_PID,
     peer_idle_during_waits,
 )
-from trace_gaps.analysis.host import BLOCKED_COLUMNS, find_blocked_host_time
+from trace_gaps.analysis.host import BLOCKED_COLUMNS, OsCallIndex, find_blocked_host_time
 from trace_gaps.analysis.launches import (
     STAGE_STAT_COLUMNS,
     api_call_totals,
@@ -77,7 +77,7 @@ class WindowInputs:
 
     steps: pd.DataFrame
     stage_map: StageMap
-    os_calls: pd.DataFrame  # outermost_calls of the trace's OS calls
+    os_calls: OsCallIndex  # the trace's outermost OS calls
     detail_step_ids: frozenset[int]
     # Per pid: the sorted starts, wait ends and peers of its collective ops that wait.
     collective_waits: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = field(
@@ -227,17 +227,21 @@ def merge_longest_gaps(parts: list[pd.DataFrame], top: int = GAPS_KEPT) -> pd.Da
     return gaps.iloc[order[rank < top]].reset_index(drop=True)
 
 
+def _os_calls_near(frames: WindowFrames) -> pd.DataFrame:
+    """The OS calls overlapping the span of the window's steps: only they can overlap the
+    steps' idle time or host gaps."""
+    steps = frames.steps
+    if steps.empty:
+        return frames.inputs.os_calls.calls.iloc[:0]
+    lo, hi = int(steps[START_NS].min()), int(steps[END_NS].max())
+    return frames.inputs.os_calls.overlapping(lo, hi)
+
+
 def _blocked_host(frames: WindowFrames) -> pd.DataFrame:
     inputs = frames.inputs
-    # Only the OS calls overlapping the span of the window's steps can overlap their idle time.
-    os_calls, steps = inputs.os_calls, frames.steps
-    if os_calls.empty or steps.empty:
-        os_calls = os_calls.iloc[:0]
-    else:
-        lo, hi = int(steps[START_NS].min()), int(steps[END_NS].max())
-        near = (os_calls[END_NS].to_numpy() > lo) & (os_calls[START_NS].to_numpy() < hi)
-        os_calls = os_calls[near]
-    return find_blocked_host_time(steps, frames.idle_runs, inputs.stage_map, os_calls)
+    return find_blocked_host_time(
+        frames.steps, frames.idle_runs, inputs.stage_map, _os_calls_near(frames)
+    )
 
 
 def _peer_idle(parts: list[pd.DataFrame]) -> pd.DataFrame:
@@ -258,7 +262,7 @@ def op_census(projected: pd.DataFrame) -> pd.DataFrame:
 def _host_gaps(frames: WindowFrames) -> pd.DataFrame:
     inputs = frames.inputs
     found = find_host_gaps(frames.analysed_calls, frames.steps)
-    return explain_host_gaps(found, frames.idle_runs, inputs.os_calls, inputs.stage_map)
+    return explain_host_gaps(found, frames.idle_runs, _os_calls_near(frames), inputs.stage_map)
 
 
 def _graph_setup_calls(frames: WindowFrames) -> pd.DataFrame:

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from trace_gaps.analysis.collectives import CollectiveMatch, is_collective, match_collectives
-from trace_gaps.analysis.host import outermost_calls
+from trace_gaps.analysis.host import OsCallIndex, outermost_calls
 from trace_gaps.analysis.metrics import MergedMetrics, WindowInputs
 from trace_gaps.analysis.picks import TimelineRequest, choose_steps
 from trace_gaps.analysis.ranges import build_range_tree
@@ -160,7 +160,7 @@ def analyse_rows(
     inputs = WindowInputs(
         steps=steps,
         stage_map=stage_map,
-        os_calls=outermost_calls(trace.os_calls),
+        os_calls=OsCallIndex.of(outermost_calls(trace.os_calls)),
         collective_waits=collectives.lookup(),
         detail_step_ids=frozenset(int(i) for _, chosen in picked for i in chosen[STEP_ID]),
     )
