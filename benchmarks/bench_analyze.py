@@ -45,6 +45,7 @@ FLOOR_QUERIES = {
     "NVTX_EVENTS": 'SELECT start, "end", globalTid, endGlobalTid, domainId, eventType, textId, text '
     "FROM NVTX_EVENTS",
     "PROFILER_OVERHEAD": 'SELECT start, "end", globalTid, nameId FROM PROFILER_OVERHEAD',
+    "OSRT_API": 'SELECT start, "end", globalTid, nameId FROM OSRT_API',
 }
 
 
