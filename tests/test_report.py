@@ -181,3 +181,15 @@ def test_a_report_pickled_to_another_process_comes_back_equal():
     assert entries and any(e.cause is None for e in entries) and any(e.cause for e in entries)
     assert copy == report
     assert render_json(copy) == render_json(report)
+
+
+def test_os_call_names_are_looked_up_by_the_ids_read_and_unknown_ids_read_as_unknown(
+    export_builder,
+):
+    b = export_builder()
+    b.range("decode_step", 0, 10_000).launch("k", 10, 50, 100, 1_000)
+    b.os_call("poll", 2_000, 3_000).os_call("read", 4_000, 5_000).os_call("poll", 6_000, 7_000)
+    b.string("unused by any OS call")
+    b._add("OSRT_API", (8_000, 9_000, 27, b.rows["OSRT_API"][0][3], 9_999, 0, 0, None))
+    names = load_trace(b.write()).os_calls["name"].astype(str).tolist()
+    assert names == ["poll", "read", "poll", "?"]

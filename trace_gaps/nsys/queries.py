@@ -165,6 +165,15 @@ OS_CALL_NAMES = """
 SELECT id AS name_id, value AS name FROM StringIds
 WHERE id IN (SELECT DISTINCT nameId FROM OSRT_API)
 """
+# Up to this many distinct ids are looked up by a list of them, not by OS_CALL_NAMES' scan.
+LISTED_IDS_MAX = 10_000
+
+
+def strings_with_ids(ids: list[int]) -> str:
+    """The StringIds rows of these ids (ints, written into the query as numbers)."""
+    listed = ", ".join(str(int(i)) for i in ids)
+    return f"SELECT id AS name_id, value AS name FROM StringIds WHERE id IN ({listed})"
+
 
 # Launch calls, for the message of an export whose op records were all lost.
 # Which GPU each process ran ops on, per GPU op table (for `trace-gaps info`).
