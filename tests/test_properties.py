@@ -23,6 +23,7 @@ from hypothesis import event, example, given
 from hypothesis import strategies as st
 
 from tests.builders import ExportBuilder, projected_frames
+from trace_gaps.analysis import grouped
 from trace_gaps.analysis.ledger import BUCKET, DURATION_NS, _sums_by_key
 from trace_gaps.analysis.metrics import LEDGER
 from trace_gaps.analysis.pipeline import Analysis, AnalysisOptions, analyse_rows, analyse_trace
@@ -271,3 +272,84 @@ def test_sums_by_key_match_a_group_by_on_narrow_and_wide_keys(
         assert unique.tolist() == expected.index.tolist()
         assert sums.dtype == np.int64
         assert sums.tolist() == expected.tolist()
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from([3, 7, 2**40]),  # pid
+            st.integers(0, 4),  # stage
+            st.one_of(st.none(), st.sampled_from(["b", "a", "c"])),  # name (None: missing)
+            st.one_of(st.integers(0, 2**31), st.integers(2**50, 2**56)),  # duration
+        ),
+        max_size=60,
+    ),
+    st.sampled_from(["dense", "sorted", "pandas"]),
+)
+def test_summed_by_matches_a_pandas_group_by(rows: list[tuple[int, int, str | None, int]], path):
+    # Names categorical with an unused category and categories out of alphabetical order;
+    # durations large enough to take the exact integer sums; each grouping path forced.
+    frame = pd.DataFrame(
+        {
+            "pid": np.array([r[0] for r in rows], dtype=np.int64),
+            "stage": np.array([r[1] for r in rows], dtype=np.int64),
+            "name": pd.Categorical([r[2] for r in rows], categories=["c", "a", "b", "unused"]),
+        }
+    )
+    values = np.array([r[3] for r in rows], dtype=np.int64)
+    keys = ["pid", "stage", "name"]
+    with (
+        patch.object(grouped, "DENSE_SLACK", 0 if path == "sorted" else grouped.DENSE_SLACK),
+        patch.object(grouped, "COMBINED_MAX", 1 if path == "pandas" else grouped.COMBINED_MAX),
+    ):
+        found = grouped.summed_by(frame, keys, {"total": values}, "count")
+    expected = (
+        frame.assign(total=values)
+        .groupby(keys, observed=True)
+        .agg(total=("total", "sum"), count=("total", "size"))
+        .reset_index()
+    )
+    pd.testing.assert_frame_equal(found, expected, check_index_type=False)
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 5),  # step (steps 0-1 in pid 10, 2-4 in pid 20, 5 a warm-up)
+            st.integers(0, 3),  # stage
+            st.integers(0, 10_000),  # start
+            st.integers(1, 40),  # duration: small, so that ties are common
+        ),
+        max_size=80,
+    ),
+    st.integers(1, 4),
+)
+def test_longest_gaps_keep_what_sorting_every_gap_keeps(rows, top):
+    # longest_gaps sorts only the gaps as long as their group's top-th longest; the rows
+    # kept, and their order, must be those of sorting every gap (merge_longest_gaps).
+    from trace_gaps.analysis.ledger import CAUSE
+    from trace_gaps.analysis.metrics import longest_gaps, merge_longest_gaps
+    from trace_gaps.analysis.steps import IS_WARMUP
+    from trace_gaps.model import END_NS, PID, START_NS
+
+    steps = pd.DataFrame(
+        {
+            STEP_ID: np.arange(6, dtype=np.int64),
+            PID: np.array([10, 10, 20, 20, 20, 20], dtype=np.int64),
+            IS_WARMUP: np.array([False] * 5 + [True]),
+        }
+    )
+    gaps = pd.DataFrame(
+        {
+            STEP_ID: np.array([r[0] for r in rows], dtype=np.int64),
+            STAGE: np.array([r[1] for r in rows], dtype=np.int64),
+            START_NS: np.array([r[2] for r in rows], dtype=np.int64),
+            END_NS: np.array([r[2] + r[3] for r in rows], dtype=np.int64),
+            CAUSE: ["host"] * len(rows),
+        }
+    )
+    analysed = gaps[gaps[STEP_ID] < 5]
+    every = analysed.assign(**{PID: np.where(analysed[STEP_ID] < 2, 10, 20)})
+    every = every.assign(duration=every[END_NS] - every[START_NS])
+    expected = merge_longest_gaps([every], top)
+    pd.testing.assert_frame_equal(longest_gaps(gaps, steps, top), expected)

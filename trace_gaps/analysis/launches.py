@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from trace_gaps.analysis.grouped import summed_by
 from trace_gaps.analysis.stages import (
     CALL_ROW,
     CALL_START_NS,
@@ -230,12 +231,10 @@ def ops_in_analysed_steps(projected_ops: pd.DataFrame, steps: pd.DataFrame) -> p
 
 def kernel_totals(analysed_ops: pd.DataFrame) -> pd.DataFrame:
     """Per (pid, stage, op name): total GPU ns and count over the given ops."""
-    ops = analysed_ops.assign(duration=analysed_ops[END_NS] - analysed_ops[START_NS])
+    ops = analysed_ops
+    duration = ops[END_NS].to_numpy() - ops[START_NS].to_numpy()
     # Group on the categorical names; only the few result rows become strings.
-    grouped = ops.groupby([PID, STAGE, NAME], observed=True).agg(
-        total_ns=("duration", "sum"), count=("duration", "size")
-    )
-    grouped = grouped.reset_index()
+    grouped = summed_by(ops, [PID, STAGE, NAME], {"total_ns": duration}, "count")
     grouped[NAME] = grouped[NAME].astype(str)
     return grouped
 
@@ -263,11 +262,7 @@ def api_call_totals(
         str(c).startswith("launch") or c == CallCategory.SYNC.value for c in category.cat.categories
     ]
     calls = calls[~np.array([*launch_or_sync, False])[category.cat.codes.to_numpy()]]
-    grouped = (
-        calls.assign(duration=calls[END_NS] - calls[START_NS])
-        .groupby([PID, STAGE, NAME], observed=True)
-        .agg(total=("duration", "sum"), count=("duration", "size"))
-        .reset_index()
-    )
+    duration = calls[END_NS].to_numpy() - calls[START_NS].to_numpy()
+    grouped = summed_by(calls, [PID, STAGE, NAME], {"total": duration}, "count")
     grouped[NAME] = grouped[NAME].astype(str)
     return grouped

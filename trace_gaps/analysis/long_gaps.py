@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from trace_gaps.analysis.grouped import summed_by
 from trace_gaps.analysis.host import outermost_in_thread, overlaps_with_calls
 from trace_gaps.analysis.ledger import CAUSE
 from trace_gaps.analysis.stages import STAGE, StageMap, stage_at
@@ -165,18 +166,14 @@ def launch_spacing(analysed_calls: pd.DataFrame) -> pd.DataFrame:
     previous_end = latest_end.groupby(step_ids).shift().to_numpy()
     keep = ~np.isnan(previous_end) & (starts >= np.nan_to_num(previous_end))
     gap_us = (starts[keep] - previous_end[keep].astype(np.int64)) // 1_000
-    counts = (
-        pd.DataFrame(
-            {
-                PID: launches[PID].to_numpy()[order][keep],
-                STAGE: launches[STAGE].to_numpy()[order][keep],
-                GAP_US: gap_us,
-            }
-        )
-        .groupby([PID, STAGE, GAP_US])
-        .size()
+    spaced = pd.DataFrame(
+        {
+            PID: launches[PID].to_numpy()[order][keep],
+            STAGE: launches[STAGE].to_numpy()[order][keep],
+            GAP_US: gap_us,
+        }
     )
-    return counts.rename(LAUNCHES).reset_index()[SPACING_COLUMNS]
+    return summed_by(spaced, [PID, STAGE, GAP_US], {}, LAUNCHES)[SPACING_COLUMNS]
 
 
 def _is_launch(category: pd.Series) -> np.ndarray:

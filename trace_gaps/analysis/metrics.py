@@ -36,6 +36,7 @@ from trace_gaps.analysis.collectives import (
     PEER_PID,
     peer_idle_during_waits,
 )
+from trace_gaps.analysis.grouped import summed_by
 from trace_gaps.analysis.host import BLOCKED_COLUMNS, OsCallIndex, find_blocked_host_time
 from trace_gaps.analysis.launches import (
     STAGE_STAT_COLUMNS,
@@ -195,10 +196,40 @@ def longest_gaps(gaps: pd.DataFrame, steps: pd.DataFrame, top: int = GAPS_KEPT) 
     """
     analysed = steps[~steps[IS_WARMUP]]
     row = step_rows(analysed, gaps[STEP_ID].to_numpy())
-    kept = row >= 0
-    gaps = gaps[kept].assign(**{PID: analysed[PID].to_numpy()[row[kept]]})
-    gaps = gaps.assign(duration=gaps[END_NS] - gaps[START_NS])
+    kept = np.flatnonzero(row >= 0)
+    pid = analysed[PID].to_numpy()[row[kept]]
+    duration = (gaps[END_NS].to_numpy() - gaps[START_NS].to_numpy())[kept]
+    # Only a gap as long as its (pid, stage)'s top-th longest can be among its top: the
+    # exact order (merge_longest_gaps) then sorts those few, not a window's every gap.
+    candidate = _as_long_as_the_top(pid, gaps[STAGE].to_numpy()[kept], duration, top)
+    gaps = gaps.iloc[kept[candidate]].assign(**{PID: pid[candidate]})
+    gaps = gaps.assign(duration=duration[candidate])
     return merge_longest_gaps([gaps], top)
+
+
+def _as_long_as_the_top(
+    pid: np.ndarray, stage: np.ndarray, duration: np.ndarray, top: int
+) -> np.ndarray:
+    """Per row: is its duration at least the top-th longest of its (pid, stage) group's?"""
+    if not len(duration) or top < 1:
+        return np.zeros(len(duration), dtype=bool)
+    pid_code, _ = pd.factorize(pid)
+    stage_code, _ = pd.factorize(stage)
+    group = pid_code.astype(np.int64) * (int(stage_code.max()) + 1) + stage_code
+    # Rows by group (a 16-bit stable sort is a radix sort), then each group's top-th
+    # longest by a partition: no sort of the durations.
+    small = group.astype(np.int16) if group.max() < 2**15 else group
+    order = np.argsort(small, kind="stable")
+    ordered, durations = group[order], duration[order]
+    first = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
+    threshold = np.zeros(int(group.max()) + 1, dtype=duration.dtype)
+    for a, b in zip(first, np.r_[first[1:], len(order)], strict=True):
+        within = durations[a:b]
+        threshold[ordered[a]] = (
+            within.min() if b - a <= top else np.partition(within, b - a - top)[b - a - top]
+        )
+    at_least: np.ndarray = duration >= threshold[group]
+    return at_least
 
 
 def merge_longest_gaps(parts: list[pd.DataFrame], top: int = GAPS_KEPT) -> pd.DataFrame:
@@ -255,8 +286,7 @@ def _peer_idle(parts: list[pd.DataFrame]) -> pd.DataFrame:
 
 def op_census(projected: pd.DataFrame) -> pd.DataFrame:
     """How many ops per (pid, kind, stage)."""
-    counts = projected.groupby([PID, OP_KIND, STAGE], observed=True).size().rename("ops")
-    return counts.reset_index()[OP_CENSUS_COLUMNS]
+    return summed_by(projected, [PID, OP_KIND, STAGE], {}, "ops")[OP_CENSUS_COLUMNS]
 
 
 def _host_gaps(frames: WindowFrames) -> pd.DataFrame:
