@@ -159,11 +159,13 @@ def find_idle_runs_by_cause(
 
 _RUN_COLUMNS = [STEP_ID, START_NS, END_NS, CAUSE]
 _CAUSE_LABELS = np.array(["", *(c.value for c in CAUSE_ORDER), WAIT_CAUSE], dtype=object)
+_CAUSE_DTYPE = pd.CategoricalDtype(pd.Index(_CAUSE_LABELS))
 
 
 def _causes(codes: np.ndarray) -> pd.Categorical:
-    """Cause codes as their labels, categorical: no string per row."""
-    return pd.Categorical.from_codes(codes, categories=pd.Index(_CAUSE_LABELS))
+    """Cause codes as their labels, categorical: no string per row. The codes are this
+    module's own (all in range): not checked again, row by row."""
+    return pd.Categorical.from_codes(codes, dtype=_CAUSE_DTYPE, validate=False)
 
 
 def _is_idle(codes: np.ndarray) -> np.ndarray:
@@ -184,13 +186,15 @@ def _runs_by_cause(idle: Segments) -> pd.DataFrame:
         return _sorted_runs([])
     # Runs are contiguous and in time order: a run starts at its first segment, ends at its last.
     first, last = label_runs(idle["segment"], idle[STEP_ID], idle["cause_code"])
+    # copy=False: the columns are new arrays (taken by position) that nothing else holds.
     return pd.DataFrame(
         {
             STEP_ID: idle[STEP_ID][first],
             START_NS: idle[START_NS][first],
             END_NS: idle[END_NS][last],
             CAUSE: _causes(idle["cause_code"][first]),
-        }
+        },
+        copy=False,
     )
 
 
@@ -527,5 +531,6 @@ def _idle_runs(idle: Segments, labels: np.ndarray) -> pd.DataFrame:
             START_NS: idle[START_NS][first],
             END_NS: idle[END_NS][last],
             CAUSE: _causes(by_cause.argmax(axis=1)),
-        }
-    )[GAP_COLUMNS]
+        },
+        copy=False,  # new arrays, as in _runs_by_cause
+    )
