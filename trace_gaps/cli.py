@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
     from trace_gaps.analysis.pipeline import AnalysisOptions
+    from trace_gaps.diff import StepBuckets
     from trace_gaps.model import Trace
     from trace_gaps.report import Report
     from trace_gaps.timeline import TimelineRequest
@@ -467,12 +468,24 @@ def diff_jobs(sides: list[list[Path]]) -> int:
     return 2 if default_jobs() == 1 and size >= DIFF_SIDES_APART_BYTES else 1
 
 
+def diff_side(
+    output: Path | None, paths: list[Path], options: AnalysisOptions, read_ahead: bool = True
+) -> tuple[Report, StepBuckets]:
+    """One side of a diff, analysed: its Report and its step bucket tables (made here, so
+    that two sides in two processes make theirs at once).
+
+    output, the diff's own file, comes first: it is what both sides share (ordered_map).
+    read_ahead False: one export is read without read-ahead threads (analyse_export)."""
+    from trace_gaps.diff import step_bucket_tables
+
+    report = diff_side_report(output, paths, options, read_ahead)
+    return report, step_bucket_tables(report)
+
+
 def diff_side_report(
     output: Path | None, paths: list[Path], options: AnalysisOptions, read_ahead: bool = True
 ) -> Report:
     """The Report of one side of a diff: one export, or several of one run (a quoted glob).
-
-    output, the diff's own file, comes first: it is what both sides share (ordered_map).
     read_ahead False: one export is read without read-ahead threads (analyse_export)."""
     from trace_gaps.report import build_report
     from trace_gaps.run import analyse_export
@@ -541,8 +554,11 @@ def diff(
         ]
         with progress(quiet) as shown:
             shown("analysing both sides")
-            reports = list(ordered_map(diff_side_report, output, tasks, jobs=jobs, fork=True))
-        result = diff_reports(*reports)
+            sides_done = list(ordered_map(diff_side, output, tasks, jobs=jobs, fork=True))
+        (before_report, before_buckets), (after_report, after_buckets) = sides_done
+        result = diff_reports(
+            before_report, after_report, step_buckets=(before_buckets, after_buckets)
+        )
         write_output(render_diff(result, Format(fmt.value)), output, quiet=quiet)
     if fail_if_slower is not None and is_slower_than(result, fail_if_slower):
         typer.echo(f"error: step time grew more than {fail_if_slower:g} % beyond noise", err=True)

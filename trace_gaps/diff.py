@@ -82,12 +82,32 @@ class Diff:
     schema_version: int = field(default=DIFF_SCHEMA_VERSION)
 
 
-def diff_reports(before: Report, after: Report) -> Diff:
-    """Pair the processes of two reports and compare each pair."""
+# Per pid, the bucket table of a process's analysed steps (step_bucket_tables).
+StepBuckets = dict[int, pd.DataFrame]
+
+
+def diff_reports(
+    before: Report,
+    after: Report,
+    *,
+    step_buckets: tuple[StepBuckets, StepBuckets] | None = None,
+) -> Diff:
+    """Pair the processes of two reports and compare each pair.
+
+    step_buckets: each side's step_bucket_tables, when made already (beside its analysis,
+    in its own process); the tables missing are made here."""
     pairs, notes = pair_processes(before, after)
     rng = np.random.default_rng(SEED)
+    tables = step_buckets if step_buckets is not None else ({}, {})
     diffs = [
-        diff_processes(b, a, before_file=before.export.file, after_file=after.export.file, rng=rng)
+        diff_processes(
+            b,
+            a,
+            before_file=before.export.file,
+            after_file=after.export.file,
+            rng=rng,
+            step_buckets=(tables[0].get(b.pid), tables[1].get(a.pid)),
+        )
         for b, a in pairs
     ]
     names = {d.before.step_name for d in diffs} | {d.after.step_name for d in diffs}
@@ -139,12 +159,14 @@ def diff_processes(
     before_file: str,
     after_file: str,
     rng: np.random.Generator,
+    step_buckets: tuple[pd.DataFrame | None, pd.DataFrame | None] = (None, None),
 ) -> ProcessDiff:
-    """Compare one process with another: step time, buckets, stages, candidates."""
+    """Compare one process with another: step time, buckets, stages, candidates.
+    step_buckets: the two processes' tables of step_bucket_tables, where made already."""
     walls = [_analysed_walls(p, f) for p, f in ((before, before_file), (after, after_file))]
     buckets_before, buckets_after = (
-        _step_buckets(before, walls[0].index),
-        _step_buckets(after, walls[1].index),
+        _step_buckets(process, wall.index) if table is None else table
+        for process, wall, table in zip((before, after), walls, step_buckets, strict=True)
     )
     columns = buckets_before.columns.union(buckets_after.columns, sort=False)
     # One bootstrap draw for every column at once: wall time first, then each bucket.
@@ -209,6 +231,16 @@ def _analysed_walls(process: ProcessReport, file: str) -> pd.Series:
             "are warm-up). Pass --skip 0 or a smaller --skip."
         )
     return pd.Series([r.wall_ns for r in rows], index=[r.step_id for r in rows], dtype="int64")
+
+
+def step_bucket_tables(report: Report) -> StepBuckets:
+    """Per process with analysed steps: ns per analysed step and (stage, bucket label), the
+    table diff_processes compares (a diff's side makes it where it is analysed)."""
+    return {
+        process.pid: _step_buckets(process, _analysed_walls(process, report.export.file).index)
+        for process in report.processes
+        if any(not row.is_warmup for row in process.step_rows)
+    }
 
 
 def _step_buckets(process: ProcessReport, step_ids: pd.Index) -> pd.DataFrame:
