@@ -18,7 +18,7 @@ import pandas as pd
 
 from trace_gaps.analysis.ledger import CAUSE
 from trace_gaps.analysis.stages import STAGE, StageMap, stage_at
-from trace_gaps.analysis.steps import IS_WARMUP, STEP_ID
+from trace_gaps.analysis.steps import IS_WARMUP, STEP_ID, step_rows
 from trace_gaps.intervals import outermost, overlaps
 from trace_gaps.model import END_NS, GLOBAL_TID, NAME, START_NS, IdleCause
 
@@ -36,14 +36,21 @@ def find_blocked_host_time(
     steps = steps[~steps[IS_WARMUP]]
     if os_calls.empty or steps.empty:
         return pd.DataFrame({c: pd.Series(dtype="int64") for c in BLOCKED_COLUMNS})
-    runs = idle_runs
-    runs = runs[(runs[CAUSE] == IdleCause.HOST.value) & runs[STEP_ID].isin(steps[STEP_ID])]
-    runs = runs.join(steps.set_index(STEP_ID)[GLOBAL_TID], on=STEP_ID)
+    # The host runs of analysed steps, each with its step's thread (a window holds hundreds
+    # of thousands of runs: selected as arrays, the host ones first, steps found by search).
+    host = np.flatnonzero((idle_runs[CAUSE] == IdleCause.HOST.value).to_numpy())
+    row = step_rows(steps, idle_runs[STEP_ID].to_numpy()[host])
+    at = host[row >= 0]
+    run_tids = steps[GLOBAL_TID].to_numpy()[row[row >= 0]]
+    columns = (STEP_ID, START_NS, END_NS)
+    run_columns = {column: idle_runs[column].to_numpy()[at] for column in columns}
     pieces = []
-    for tid, thread_runs in runs.groupby(GLOBAL_TID):
+    for tid in np.sort(pd.unique(run_tids)):
         calls = outermost_in_thread(os_calls[os_calls[GLOBAL_TID] == tid])
         if calls.empty:
             continue
+        mine = run_tids == tid
+        thread_runs = pd.DataFrame({c: v[mine] for c, v in run_columns.items()}, copy=False)
         pieces.append(overlaps_with_calls(thread_runs, calls).assign(**{GLOBAL_TID: tid}))
     if not pieces:
         return pd.DataFrame({c: pd.Series(dtype="int64") for c in BLOCKED_COLUMNS})
