@@ -104,3 +104,11 @@ def _pandas_summed_by(
     if count is not None:
         result[count] = grouped.size().astype(np.int64)
     return result.reset_index()
+
+
+def sums_per_bin(bins: np.ndarray, values: np.ndarray | None, length: int) -> np.ndarray:
+    """Per bin 0..length-1: the sum of the int64 values of its rows (their count when
+    values is None), int64 and exact."""
+    if values is None:
+        return np.bincount(bins, minlength=length).astype(np.int64)
+    return _sums(bins, values, length, None)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from trace_gaps.analysis.grouped import summed_by
+from trace_gaps.analysis.grouped import summed_by, sums_per_bin
 from trace_gaps.analysis.stages import (
     CALL_ROW,
     CALL_START_NS,
@@ -138,25 +138,19 @@ def summarise_stages(
     duration = (calls[END_NS] - calls[START_NS]).to_numpy()
     # Compare the category's codes, not one string per call.
     category = calls[CALL_CATEGORY].astype("category")
+    categories = list(category.cat.categories)
     codes = category.cat.codes.to_numpy()
     call_keys = _pid_stage_keys(calls)
-    columns: dict[str, pd.Series] = {}
-    # Counts and times per (pid, stage, category): one group-by on one integer per call.
-    per_category = pd.DataFrame({"size": np.ones(len(calls), dtype=np.int64), "sum": duration})
-    slots = len(category.cat.categories) + 1  # code -1 (no category) takes slot 0
-    per_category = per_category.groupby(call_keys * slots + codes + 1).sum()
-    found = per_category.index.to_numpy() % slots - 1
-    per_category.index = per_category.index // slots
-    for call_category, (count_name, time_name) in _COUNT_AND_TIME.items():
-        if call_category.value not in category.cat.categories:
-            continue
-        code = category.cat.categories.get_loc(call_category.value)
-        chosen = per_category[found == code]
-        columns[count_name] = chosen["size"]
-        if time_name:
-            columns[time_name] = chosen["sum"]
+    # Per category code (shifted by one: code -1, no category, takes slot 0), which of
+    # _COUNT_AND_TIME's entries counts the call, or -1.
+    entries = list(_COUNT_AND_TIME.values())
+    entry_of_code = np.full(len(categories) + 1, -1, dtype=np.int64)
+    for entry, call_category in enumerate(_COUNT_AND_TIME):
+        if call_category.value in categories:
+            entry_of_code[categories.index(call_category.value) + 1] = entry
+    entry_of = entry_of_code[codes + 1]
     # Per category, then per call; the appended False is where a missing category (code -1) lands.
-    is_launch = np.array([str(c).startswith("launch") for c in category.cat.categories] + [False])
+    is_launch = np.array([str(c).startswith("launch") for c in categories] + [False])
     chosen_launches = is_launch[codes]
     # The first op of each launch: its start, by the launch's row in the staged calls.
     first_op = np.full(len(staged_calls), np.iinfo(np.int64).max, dtype=np.int64)
@@ -174,27 +168,45 @@ def summarise_stages(
     first = np.where(same >= 0, first_op[np.maximum(same, 0)], np.iinfo(np.int64).max)
     has_op = first < np.iinfo(np.int64).max
     queue = np.where(has_op, np.maximum(first - calls[END_NS].to_numpy()[chosen_launches], 0), 0)
-    # The launches' four totals, then the ops' two counts: a group-by each.
-    per_launch = pd.DataFrame(
-        {
-            "launch_api_ns": duration[chosen_launches],
-            "launches_without_op": ~has_op,
-            "queue_ns": queue,
-            "queued_launches": queue > 0,
-        }
-    ).groupby(call_keys[chosen_launches])
-    for name, total in per_launch.sum().items():
-        columns[str(name)] = total
     from_graph = (analysed_ops[LAUNCH_CATEGORY] == CallCategory.LAUNCH_GRAPH.value).to_numpy()
-    op_counts = pd.DataFrame({"graph_ops": from_graph, "eager_ops": ~from_graph})
-    for name, total in op_counts.groupby(_pid_stage_keys(analysed_ops)).sum().items():
-        columns[str(name)] = total
-    stats = pd.DataFrame(columns)
-    stats = stats.reindex(columns=STAGE_STAT_COLUMNS).fillna(0).astype("int64")
-    keys = stats.index.to_numpy(dtype=np.int64)
-    return stats.reset_index(drop=True).assign(
-        **{PID: keys >> _STAGE_BITS, STAGE: keys & ((1 << _STAGE_BITS) - 1)}
-    )[[PID, STAGE, *STAGE_STAT_COLUMNS]]
+    op_keys = _pid_stage_keys(analysed_ops)
+
+    # One row per (pid, stage) with a counted call, a launch or an op, in key order; every
+    # total is a bincount over the rows (no group-by, no frame per total to align).
+    counted = entry_of >= 0
+    # The keys are few: a hash of the rows' keys, then a sort of the distinct ones.
+    keys = np.sort(pd.unique(np.concatenate([call_keys[counted | chosen_launches], op_keys])))
+    call_rows = np.searchsorted(keys, call_keys)
+    table = np.zeros((len(keys), len(STAGE_STAT_COLUMNS)), dtype=np.int64)
+    column = {name: i for i, name in enumerate(STAGE_STAT_COLUMNS)}
+
+    def add(name: str, rows: np.ndarray, values: np.ndarray | None = None) -> None:
+        table[:, column[name]] += sums_per_bin(rows, values, len(keys))
+
+    # The counted calls' counts and times, every category at once: a bin per (row, entry).
+    bins = call_rows[counted] * len(entries) + entry_of[counted]
+    shape = (len(keys), len(entries))
+    counts = sums_per_bin(bins, None, len(keys) * len(entries)).reshape(shape)
+    times = sums_per_bin(bins, duration[counted], len(keys) * len(entries)).reshape(shape)
+    for entry, (count_name, time_name) in enumerate(entries):
+        table[:, column[count_name]] = counts[:, entry]
+        if time_name:
+            table[:, column[time_name]] = times[:, entry]
+    launch_rows = call_rows[chosen_launches]
+    add("launch_api_ns", launch_rows, duration[chosen_launches])
+    add("launches_without_op", launch_rows[~has_op])
+    add("queue_ns", launch_rows, queue)
+    add("queued_launches", launch_rows[queue > 0])
+    op_rows = np.searchsorted(keys, op_keys)
+    add("graph_ops", op_rows[from_graph])
+    add("eager_ops", op_rows[~from_graph])
+    return pd.DataFrame(
+        {
+            PID: keys >> _STAGE_BITS,
+            STAGE: keys & ((1 << _STAGE_BITS) - 1),
+            **{name: table[:, i] for i, name in enumerate(STAGE_STAT_COLUMNS)},
+        }
+    )
 
 
 # summarise_stages groups on one integer per row, (pid << _STAGE_BITS) | stage, times the
