@@ -279,15 +279,20 @@ def count_calls_in_steps(
 
 
 def thread_positions(global_tids: np.ndarray) -> dict[int, np.ndarray]:
-    """For each thread, the positions of its rows (ascending), from one stable sort."""
+    """For each thread, the positions of its rows (ascending), from one stable sort of
+    the threads' codes (a hash of the ids first: a window's rows come from a few threads,
+    and a stable sort of 16-bit codes is a radix sort)."""
     if len(global_tids) == 0:
         return {}
-    order = np.argsort(global_tids, kind="stable")
-    ordered = global_tids[order]
+    codes, tids = pd.factorize(global_tids)
+    if len(tids) == 1:
+        return {int(tids[0]): np.arange(len(global_tids))}
+    order = np.argsort(codes.astype(np.int16) if len(tids) < 2**15 else codes, kind="stable")
+    ordered = codes[order]
     cuts = np.flatnonzero(ordered[1:] != ordered[:-1]) + 1
     firsts = np.r_[0, cuts]
     return {
-        int(ordered[first]): positions
+        int(tids[ordered[first]]): positions
         for first, positions in zip(firsts, np.split(order, cuts), strict=True)
     }
 
