@@ -157,3 +157,45 @@ def test_workers_leave_a_ctrl_c_to_the_main_process() -> None:
     finally:
         signal.signal(signal.SIGINT, before)
         parallel._SHARED.clear()
+
+
+def pid_and(value: int) -> tuple[int, int]:
+    return os.getpid(), value
+
+
+def raising(message: str) -> None:
+    raise ValueError(message)
+
+
+def test_forked_runs_in_a_child_and_brings_back_its_result_or_error() -> None:
+    import threading
+
+    if threading.active_count() > 1 or parallel.usable_cores() < 2:
+        pytest.skip("forked() runs in this process here (a thread runs, or one core)")
+    pid, value = parallel.forked(pid_and, 7)()
+    assert value == 7 and pid != os.getpid()
+    with pytest.raises(ValueError, match="the child failed"):
+        parallel.forked(raising, "the child failed")()
+
+
+def test_forked_runs_in_this_process_while_another_thread_runs() -> None:
+    import threading
+
+    release = threading.Event()
+    waiting = threading.Thread(target=release.wait)
+    waiting.start()
+    try:
+        pending = parallel.forked(pid_and, 3)
+    finally:
+        release.set()
+        waiting.join()
+    assert pending() == (os.getpid(), 3)
+
+
+def test_a_killed_forked_child_is_a_one_line_error() -> None:
+    import threading
+
+    if threading.active_count() > 1 or parallel.usable_cores() < 2:
+        pytest.skip("forked() runs in this process here")
+    with pytest.raises(TraceGapsError, match="ended without its result"):
+        parallel.forked(dying, 0, 2)()

@@ -13,8 +13,7 @@ import hashlib
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
-
-from matplotlib.figure import Figure
+from typing import TYPE_CHECKING
 
 from trace_gaps import __version__
 from trace_gaps.errors import TraceGapsError
@@ -24,12 +23,15 @@ from trace_gaps.output import (
     write_figure_atomically,
     write_text_atomically,
 )
-from trace_gaps.plot import plot_steps, plot_timeline
+from trace_gaps.parallel import forked
 from trace_gaps.render.json import render_json
 from trace_gaps.render.markdown import escape_markdown, render_markdown
 from trace_gaps.render.tables import process_title
 from trace_gaps.report import Report
 from trace_gaps.timeline import StepPick, TimelineRequest
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 # The timelines a bundle draws, and the picture each goes to. The last, every process's
 # lanes for the median step of the first, is drawn only when the report has several.
@@ -219,6 +221,8 @@ def _caption(report: Report, view: str) -> tuple[str, int]:
 
 def bundle_figures(report: Report) -> dict[str, Figure]:
     """The bundle's pictures by file name."""
+    from trace_gaps.plot import plot_steps, plot_timeline  # matplotlib: only when drawing
+
     views = [r for r in BUNDLE_VIEWS if r != RANKS_VIEW or len(_drawn_pids(report)) > 1]
     figures = {timeline_file(r.view): plot_timeline(report, r.view) for r in views}
     return figures | {STEPS_PNG: plot_steps(report)}
@@ -228,21 +232,33 @@ def write_bundle(report: Report, provenance: Provenance, directory: Path) -> lis
     """Write the bundle into `directory` (created when missing); return the files written."""
     if directory.exists() and not directory.is_dir():
         raise TraceGapsError(f"{directory} is a file. Give -o a folder to write the report into.")
-    written: list[Path] = []
+    texts: list[Path] = []
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        for name, figure in bundle_figures(report).items():
-            write_figure_atomically(directory / name, figure)
-            written.append(directory / name)
-        for name, text in (
-            # The timelines' spans (MBs for a long step) stay out: the pictures show them.
-            (REPORT_JSON, render_json(replace(report, timelines=[]))),
-            (REPORT_MD, render_bundle_markdown(report, provenance)),
-        ):
-            write_text_atomically(directory / name, escape_control_characters(text))
-            written.append(directory / name)
+        # The pictures (matplotlib's import included) are drawn in a child process, where
+        # cores allow, while this one writes the text files (parallel.forked).
+        pictures = forked(write_figures, report, directory)
+        try:
+            for name, text in (
+                # The timelines' spans (MBs for a long step) stay out: the pictures show them.
+                (REPORT_JSON, render_json(replace(report, timelines=[]))),
+                (REPORT_MD, render_bundle_markdown(report, provenance)),
+            ):
+                write_text_atomically(directory / name, escape_control_characters(text))
+                texts.append(directory / name)
+        finally:
+            written = pictures()
     except OSError as error:
         raise TraceGapsError(
             f"cannot write into {directory}: {error.strerror}. Choose another -o folder."
         ) from error
+    return [*written, *texts]
+
+
+def write_figures(report: Report, directory: Path) -> list[Path]:
+    """Draw the bundle's pictures into directory; return the files written."""
+    written = []
+    for name, figure in bundle_figures(report).items():
+        write_figure_atomically(directory / name, figure)
+        written.append(directory / name)
     return written

@@ -22,13 +22,14 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import pickle
 import signal
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from trace_gaps.allocator import keep_freed_memory
 from trace_gaps.errors import TraceGapsError
@@ -39,6 +40,58 @@ MAX_DEFAULT_JOBS = 4  # beyond it, each worker's memory buys less and less time
 _SHARED: list[Any] = []  # in a worker: the pool's shared argument, set once when it starts
 
 
+def usable_cores() -> int:
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def forked(function: Callable[..., R], *args: Any) -> Callable[[], R]:
+    """Start function(*args) in a child process forked from this one, now; call what this
+    returns for its result (an exception it raised is raised there). The child shares this
+    process's memory as it was (nothing is sent to it) and sends back only its result.
+
+    Only where that can pay and is safe: two cores or more, and no other thread in this
+    process (forking copies only the calling thread; another could hold a lock forever).
+    Elsewhere function(*args) runs when its result is asked for.
+    """
+    if not hasattr(os, "fork") or threading.active_count() > 1 or usable_cores() < 2:
+        return lambda: function(*args)
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: run, send the outcome, leave without the parent's clean-up
+        os.close(read_end)
+        status = 1
+        try:
+            try:
+                outcome: tuple[bool, object] = (True, function(*args))
+            except BaseException as error:  # noqa: BLE001 - raised again in the parent
+                outcome = (False, error)
+            with os.fdopen(write_end, "wb") as pipe:
+                pipe.write(pickle.dumps(outcome, protocol=pickle.HIGHEST_PROTOCOL))
+            status = 0
+        finally:
+            os._exit(status)
+    os.close(write_end)
+
+    def result() -> R:
+        with os.fdopen(read_end, "rb") as pipe:
+            data = pipe.read()
+        os.waitpid(pid, 0)
+        if not data:
+            raise TraceGapsError(
+                "a helper process ended without its result (killed, or out of memory)"
+            )
+        done, value = pickle.loads(data)
+        if not done:
+            raise value
+        return cast(R, value)
+
+    return result
+
+
 def default_jobs() -> int:
     """How many worker processes analyse an export's windows unless told: none (1) on a
     machine of one or two cores, else one per core up to MAX_DEFAULT_JOBS.
@@ -47,10 +100,7 @@ def default_jobs() -> int:
     gained 6-7 % for twice the memory (the workers' own interpreters and the windows in
     flight); with 4 or 16 cores, four workers took 43-47 % off the wall time, eight 49 %.
     """
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        cores = os.cpu_count() or 1
+    cores = usable_cores()
     return 1 if cores <= 2 else min(cores, MAX_DEFAULT_JOBS)
 
 
