@@ -209,9 +209,8 @@ def summarise_stages(
     )
 
 
-# summarise_stages groups on one integer per row, (pid << _STAGE_BITS) | stage, times the
-# call categories when it counts per category: a pid takes 22 bits on Linux, a stage code far
-# fewer than 32, the categories a handful, so the key stays below 2**63.
+# summarise_stages groups on one integer per row, (pid << _STAGE_BITS) | stage: a pid takes
+# 22 bits on Linux and a stage code far fewer than 32, so the key stays below 2**63.
 _STAGE_BITS = 32
 
 
