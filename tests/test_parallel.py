@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import pickle
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,6 +15,7 @@ from typer.testing import CliRunner
 
 import trace_gaps.cli as cli
 import trace_gaps.parallel as parallel
+from tests.conftest import ROOT
 from tests.conftest import SAMPLE_TRACES as SAMPLES
 from trace_gaps.cli import app
 from trace_gaps.errors import ProcessNotFoundError, TraceGapsError
@@ -46,15 +49,30 @@ def parent_pid(shared: int, value: int) -> int:
     return os.getppid()
 
 
-def test_forked_workers_come_from_this_process_when_it_runs_no_other_thread() -> None:
-    import threading
+def run_fresh(check: str) -> None:
+    """Run check() of this module in a new Python process. Forking needs a process that
+    runs no other thread, and earlier tests leave one in this one (Dask's offload thread)."""
+    if parallel.usable_cores() < 2:
+        pytest.skip("forked() runs in the calling process on one core")
+    result = subprocess.run(
+        [sys.executable, "-c", f"import tests.test_parallel as t; t.{check}()"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
 
-    if threading.active_count() > 1:
-        pytest.skip("another thread runs in this test process")
+
+def check_forked_workers_come_from_this_process() -> None:
     forked = list(ordered_map(parent_pid, 0, [(1,), (2,)], jobs=2, fork=True))
     assert forked == [os.getpid(), os.getpid()]
     served = list(ordered_map(parent_pid, 0, [(1,), (2,)], jobs=2))
     assert os.getpid() not in served, "without fork=True workers come from the fork server"
+
+
+def test_forked_workers_come_from_this_process_when_it_runs_no_other_thread() -> None:
+    run_fresh("check_forked_workers_come_from_this_process")
 
 
 def test_a_running_thread_keeps_workers_on_the_fork_server() -> None:
@@ -167,15 +185,15 @@ def raising(message: str) -> None:
     raise ValueError(message)
 
 
-def test_forked_runs_in_a_child_and_brings_back_its_result_or_error() -> None:
-    import threading
-
-    if threading.active_count() > 1 or parallel.usable_cores() < 2:
-        pytest.skip("forked() runs in this process here (a thread runs, or one core)")
+def check_forked_brings_back_a_result_or_an_error() -> None:
     pid, value = parallel.forked(pid_and, 7)()
     assert value == 7 and pid != os.getpid()
     with pytest.raises(ValueError, match="the child failed"):
         parallel.forked(raising, "the child failed")()
+
+
+def test_forked_runs_in_a_child_and_brings_back_its_result_or_error() -> None:
+    run_fresh("check_forked_brings_back_a_result_or_an_error")
 
 
 def test_forked_runs_in_this_process_while_another_thread_runs() -> None:
@@ -192,10 +210,10 @@ def test_forked_runs_in_this_process_while_another_thread_runs() -> None:
     assert pending() == (os.getpid(), 3)
 
 
-def test_a_killed_forked_child_is_a_one_line_error() -> None:
-    import threading
-
-    if threading.active_count() > 1 or parallel.usable_cores() < 2:
-        pytest.skip("forked() runs in this process here")
+def check_a_killed_forked_child_is_an_error() -> None:
     with pytest.raises(TraceGapsError, match="ended without its result"):
         parallel.forked(dying, 0, 2)()
+
+
+def test_a_killed_forked_child_is_a_one_line_error() -> None:
+    run_fresh("check_a_killed_forked_child_is_an_error")
