@@ -7,7 +7,9 @@ import os
 import pickle
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -75,17 +77,22 @@ def test_forked_workers_come_from_this_process_when_it_runs_no_other_thread() ->
     run_fresh("check_forked_workers_come_from_this_process")
 
 
-def test_a_running_thread_keeps_workers_on_the_fork_server() -> None:
-    import threading
-
+@contextmanager
+def another_thread_running() -> Iterator[None]:
+    """A second thread waits in this process while the block runs."""
     release = threading.Event()
     waiting = threading.Thread(target=release.wait)
     waiting.start()
     try:
-        results = list(ordered_map(parent_pid, 0, [(1,), (2,)], jobs=2, fork=True))
+        yield
     finally:
         release.set()
         waiting.join()
+
+
+def test_a_running_thread_keeps_workers_on_the_fork_server() -> None:
+    with another_thread_running():
+        results = list(ordered_map(parent_pid, 0, [(1,), (2,)], jobs=2, fork=True))
     assert os.getpid() not in results
 
 
@@ -197,16 +204,8 @@ def test_forked_runs_in_a_child_and_brings_back_its_result_or_error() -> None:
 
 
 def test_forked_runs_in_this_process_while_another_thread_runs() -> None:
-    import threading
-
-    release = threading.Event()
-    waiting = threading.Thread(target=release.wait)
-    waiting.start()
-    try:
+    with another_thread_running():
         pending = parallel.forked(pid_and, 3)
-    finally:
-        release.set()
-        waiting.join()
     assert pending() == (os.getpid(), 3)
 
 

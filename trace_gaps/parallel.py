@@ -48,16 +48,21 @@ def usable_cores() -> int:
         return os.cpu_count() or 1
 
 
+def fork_is_safe() -> bool:
+    """This platform forks, and this process runs no other thread: forking copies only the
+    calling thread, and another one could hold a lock the child then waits on forever."""
+    return hasattr(os, "fork") and threading.active_count() == 1
+
+
 def forked(function: Callable[..., R], *args: Any) -> Callable[[], R]:
     """Start function(*args) in a child process forked from this one, now; call what this
     returns for its result (an exception it raised is raised there). The child shares this
     process's memory as it was (nothing is sent to it) and sends back only its result.
 
-    Only where that can pay and is safe: two cores or more, and no other thread in this
-    process (forking copies only the calling thread; another could hold a lock forever).
-    Elsewhere function(*args) runs when its result is asked for.
+    Only where that can pay and is safe: two cores or more, and fork_is_safe(). Elsewhere
+    function(*args) runs when its result is asked for.
     """
-    if not hasattr(os, "fork") or threading.active_count() > 1 or usable_cores() < 2:
+    if not fork_is_safe() or usable_cores() < 2:
         return lambda: function(*args)
     read_end, write_end = os.pipe()
     pid = os.fork()
@@ -149,12 +154,7 @@ def _start_pool(
     if multiprocessing.current_process().daemon:
         return None  # a daemonic process (a Dask worker's) may not start processes
     try:
-        # Forking copies only the calling thread: another one could hold a lock forever.
-        if (
-            fork
-            and threading.active_count() == 1
-            and "fork" in multiprocessing.get_all_start_methods()
-        ):
+        if fork and fork_is_safe():
             context: Any = multiprocessing.get_context("fork")
         else:
             context = multiprocessing.get_context("forkserver")

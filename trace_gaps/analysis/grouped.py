@@ -36,13 +36,12 @@ def summed_by(
         if isinstance(column.dtype, pd.CategoricalDtype):
             code = column.cat.codes.to_numpy().astype(np.int64)
             levels.append(column.cat.categories)
-            present &= code >= 0
         else:
             # A hash, not a sort, of the rows; then the few distinct values sorted.
             code, uniques = pd.factorize(column.to_numpy(), sort=True)
             levels.append(pd.Index(uniques))
             code = code.astype(np.int64)
-            present &= code >= 0
+        present &= code >= 0  # a missing key (code -1) leaves its row out
         codes.append(code)
     sizes = [max(len(level), 1) for level in levels]
     span = int(np.prod(sizes, dtype=object))

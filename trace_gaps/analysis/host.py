@@ -40,8 +40,9 @@ def find_blocked_host_time(
     # of thousands of runs: selected as arrays, the host ones first, steps found by search).
     host = np.flatnonzero((idle_runs[CAUSE] == IdleCause.HOST.value).to_numpy())
     row = step_rows(steps, idle_runs[STEP_ID].to_numpy()[host])
-    at = host[row >= 0]
-    run_tids = steps[GLOBAL_TID].to_numpy()[row[row >= 0]]
+    analysed = row >= 0
+    at = host[analysed]
+    run_tids = steps[GLOBAL_TID].to_numpy()[row[analysed]]
     columns = (STEP_ID, START_NS, END_NS)
     run_columns = {column: idle_runs[column].to_numpy()[at] for column in columns}
     pieces = []
