@@ -353,3 +353,43 @@ def test_longest_gaps_keep_what_sorting_every_gap_keeps(rows, top):
     every = every.assign(duration=every[END_NS] - every[START_NS])
     expected = merge_longest_gaps([every], top)
     pd.testing.assert_frame_equal(longest_gaps(gaps, steps, top), expected)
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from([1, 2, 70_000]),  # pid
+            st.one_of(st.just(-1), st.integers(0, 40), st.integers(2**36, 2**36 + 3)),  # id
+        ),
+        max_size=60,
+    ),
+    st.lists(st.tuples(st.sampled_from([1, 2, 3]), st.integers(-2, 45)), max_size=40),  # looked up
+    st.integers(0, 70),  # prefix
+    st.sampled_from(["dense", "sorted"]),
+)
+def test_launch_index_finds_the_first_call_of_each_key(calls, wanted, prefix, path):
+    # The first call (lowest position) with each (pid, correlation id), or -1, whichever
+    # lookup answers: a dense table per process (ids near each other) or sorted keys (ids
+    # 2**36 apart force the sorted one on its own; `path` forces it on any ids).
+    from trace_gaps.analysis.stages import LaunchIndex, _DenseLookup
+
+    staged = pd.DataFrame(
+        {
+            "pid": np.array([c[0] for c in calls], dtype=np.int64),
+            "correlation_id": np.array([c[1] for c in calls], dtype=np.int64),
+        }
+    )
+    index = LaunchIndex.of(staged, dense=path == "dense").prefix(prefix)
+    if path == "sorted":
+        assert not isinstance(index.lookup, _DenseLookup)
+    seen = staged.iloc[: min(prefix, len(staged))]
+
+    def first(pid: int, cid: int) -> int:
+        hits = np.flatnonzero((seen["pid"] == pid).to_numpy() & (seen["correlation_id"] == cid))
+        return int(hits[0]) if cid >= 0 and len(hits) else -1
+
+    pids = np.array([w[0] for w in wanted], dtype=np.int64)
+    ids = np.array([w[1] for w in wanted], dtype=np.int64)
+    assert index.find(pids, ids).tolist() == [first(p, c) for p, c in wanted]
+    own = [first(p, c) for p, c in zip(seen["pid"], seen["correlation_id"], strict=True)]
+    assert index.first_calls().tolist() == own
