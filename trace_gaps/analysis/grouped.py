@@ -7,11 +7,13 @@ The result is `frame.groupby(keys, observed=True).agg(...).reset_index()`'s: one
 group present, sorted by the keys (categorical keys in their categories' order, others by
 value), rows with a missing key left out, the keys' dtypes kept, sums and counts int64.
 tests/test_properties.py compares the two on random frames.
+
+is_one_of answers a membership question the same way, once per category, not per row.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 import numpy as np
 import pandas as pd
@@ -111,3 +113,14 @@ def sums_per_bin(bins: np.ndarray, values: np.ndarray | None, length: int) -> np
     if values is None:
         return np.bincount(bins, minlength=length).astype(np.int64)
     return _sums(bins, values, length, None)
+
+
+def is_one_of(column: pd.Series, values: Collection[str]) -> np.ndarray:
+    """Per row, whether its value is one of `values` (missing: no). A categorical column
+    is judged per category, then each row by its code: no string compared per row."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        chosen = column.cat.categories.astype(str).isin(list(values))
+        # Code -1 (no category) reads the appended False.
+        flags: np.ndarray = np.r_[chosen, False][column.cat.codes.to_numpy()]
+        return flags
+    return np.asarray(column.astype(str).isin(list(values)) & column.notna(), dtype=bool)

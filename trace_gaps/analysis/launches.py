@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from trace_gaps.analysis.grouped import summed_by, sums_per_bin
+from trace_gaps.analysis.grouped import is_one_of, summed_by, sums_per_bin
 from trace_gaps.analysis.stages import (
     CALL_ROW,
     CALL_START_NS,
@@ -73,10 +73,9 @@ def mark_blocking_copies(
     `.cpu()` of a tensor): the host waits on the GPU exactly as in a synchronize call.
     projected_ops comes from project_ops over these staged_calls.
     """
-    is_copy = (
-        projected_ops[LAUNCH_CATEGORY]
-        .isin([CallCategory.LAUNCH_MEMCPY.value, CallCategory.LAUNCH_MEMSET.value])
-        .to_numpy()
+    is_copy = is_one_of(
+        projected_ops[LAUNCH_CATEGORY],
+        [CallCategory.LAUNCH_MEMCPY.value, CallCategory.LAUNCH_MEMSET.value],
     )
     rows = projected_ops[CALL_ROW].to_numpy()[is_copy]
     if not len(rows):

@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from trace_gaps.analysis.collectives import WAIT_END_NS
+from trace_gaps.analysis.grouped import is_one_of
 from trace_gaps.analysis.stages import (
     CALL_END_NS,
     STAGE,
@@ -341,8 +342,8 @@ def _segments(
     lo, hi = int(win_starts.min()), int(win_ends.max())
     category = calls[CALL_CATEGORY]  # categorical: isin looks at each distinct value once
     call_starts, call_ends = calls[START_NS].to_numpy(), calls[END_NS].to_numpy()
-    is_sync = category.isin(list(_SYNC)).to_numpy()
-    is_launch = category.isin(list(_LAUNCH)).to_numpy()
+    is_sync = is_one_of(category, _SYNC)
+    is_launch = is_one_of(category, _LAUNCH)
     is_api = ~is_sync & ~is_launch
     interval_sets = [
         (win_starts, win_ends),

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from trace_gaps.analysis.grouped import summed_by
+from trace_gaps.analysis.grouped import is_one_of, summed_by
 from trace_gaps.analysis.host import outermost_in_thread, overlaps_with_calls
 from trace_gaps.analysis.ledger import CAUSE
 from trace_gaps.analysis.stages import STAGE, StageMap, stage_at
@@ -155,7 +155,7 @@ def launch_spacing(analysed_calls: pd.DataFrame) -> pd.DataFrame:
     Counts, not gaps, so that windows add up and the median stays exact to the µs. A launch
     call nested in another (the driver call inside cudaLaunchKernel) is not a launch of its own.
     """
-    is_launch = _is_launch(analysed_calls[CALL_CATEGORY])
+    is_launch = is_one_of(analysed_calls[CALL_CATEGORY], _LAUNCH)
     launches = analysed_calls[is_launch]
     order = np.lexsort(
         (-launches[END_NS].to_numpy(), launches[START_NS].to_numpy(), launches[STEP_ID].to_numpy())
@@ -174,16 +174,6 @@ def launch_spacing(analysed_calls: pd.DataFrame) -> pd.DataFrame:
         }
     )
     return summed_by(spaced, [PID, STAGE, GAP_US], {}, LAUNCHES)[SPACING_COLUMNS]
-
-
-def _is_launch(category: pd.Series) -> np.ndarray:
-    """Whether each call's category is a launch; a categorical column is judged per category."""
-    if isinstance(category.dtype, pd.CategoricalDtype):
-        launch = category.cat.categories.astype(str).isin(_LAUNCH)
-        codes = category.cat.codes.to_numpy()
-        flags: np.ndarray = np.r_[launch, False][codes]  # code -1 (no category): not a launch
-        return flags
-    return np.asarray(category.astype(str).isin(_LAUNCH), dtype=bool)
 
 
 def explain_host_gaps(
