@@ -59,6 +59,7 @@ from trace_gaps.analysis.stages import (
     CALL_ROW,
     CALL_START_NS,
     LAUNCH_TID,
+    STAGE,
     LaunchIndex,
     project_ops,
 )
@@ -66,6 +67,7 @@ from trace_gaps.model import (
     CALL_CATEGORY,
     CORRELATION_ID,
     END_NS,
+    GLOBAL_TID,
     PID,
     START_NS,
     CallCategory,
@@ -349,11 +351,17 @@ def _window_frames(
     )
 
 
+# The columns build_ledger reads.
+_LEDGER_OP_COLUMNS = [PID, START_NS, END_NS, STAGE, CALL_END_NS, WAIT_END_NS]
+_LEDGER_CALL_COLUMNS = [PID, GLOBAL_TID, CALL_CATEGORY, START_NS, END_NS]
+
+
 def _touching_steps(
     projected: pd.DataFrame, staged: pd.DataFrame, steps: pd.DataFrame
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """The ops and calls that can reach into the window's steps: those overlapping their
-    span, and ops queued across it (launched before its end, started after its start)."""
+    span, and ops queued across it (launched before its end, started after its start);
+    only the columns build_ledger reads."""
     if steps.empty:
         return projected.iloc[:0], staged.iloc[:0], steps
     lo, hi = int(steps[START_NS].min()), int(steps[END_NS].max())
@@ -362,7 +370,28 @@ def _touching_steps(
     overlapping = (ends > lo) & (starts < hi)
     queued = (call_ends >= 0) & (call_ends < hi) & (starts > lo)
     calls = (staged[END_NS].to_numpy() > lo) & (staged[START_NS].to_numpy() < hi)
-    return projected[overlapping | queued], staged[calls], steps
+    return (
+        _taken(projected, overlapping | queued, _LEDGER_OP_COLUMNS),
+        _taken(staged, calls, _LEDGER_CALL_COLUMNS),
+        steps,
+    )
+
+
+def _taken(frame: pd.DataFrame, keep: np.ndarray, columns: list[str]) -> pd.DataFrame:
+    """frame.loc[keep, columns] (those it has), with a fresh RangeIndex, taken column by
+    column in numpy: a window selects from hundreds of thousands of rows."""
+    at = np.flatnonzero(keep)
+    taken: dict[str, Any] = {}
+    for column in columns:
+        if column not in frame.columns:
+            continue
+        values = frame[column]
+        if isinstance(values.dtype, pd.CategoricalDtype):
+            codes = values.cat.codes.to_numpy()[at]
+            taken[column] = pd.Categorical.from_codes(codes, dtype=values.dtype, validate=False)
+        else:
+            taken[column] = values.to_numpy()[at]
+    return pd.DataFrame(taken, copy=False)
 
 
 def _check_launches(
