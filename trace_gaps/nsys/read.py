@@ -150,8 +150,12 @@ def _exact(batch: object, pa: object) -> bool:
 def typed_frame(frame: pd.DataFrame, dtype: dict[str, str], sql: str) -> pd.DataFrame:
     """The frame with these dtypes; a NULL or text where a number belongs raises a
     NotAnExportError naming the table, the column and how many rows hold it."""
+    # Only the columns not already of their dtype (Arrow's integers mostly are): astype
+    # on a whole chunk costs the GIL that the analysis thread waits for.
+    have = frame.dtypes
+    differ = {c: d for c, d in dtype.items() if c in have.index and str(have[c]) != d}
     try:
-        return frame.astype(dtype)
+        return frame.astype(differ) if differ else frame
     except (ValueError, TypeError, OverflowError) as error:
         for column in dtype:
             if column not in frame.columns or dtype[column] in ("object", "category"):

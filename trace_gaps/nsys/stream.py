@@ -467,16 +467,20 @@ def _repeated_rows(chunk: pd.DataFrame, keys: list[str]) -> np.ndarray:
 
 
 def _drop_untimed(chunk: pd.DataFrame, tally: _Tally) -> pd.DataFrame:
-    untimed = ((chunk[START_NS] == 0) & (chunk[END_NS] == 0)).to_numpy()
+    starts = chunk[START_NS].to_numpy()
+    untimed = (starts == 0) & (chunk[END_NS].to_numpy() == 0)
     if untimed.any():
         with tally.lock:
             tally.untimed += int(untimed.sum())
-        chunk = chunk[~untimed]
+        chunk = chunk[~untimed].reset_index(drop=True)
+        starts = chunk[START_NS].to_numpy()
     if len(chunk):
-        earliest = int(chunk[START_NS].min())
+        earliest = int(starts.min())
         with tally.lock:
             tally.earliest = min(tally.earliest, earliest)
-    return chunk.reset_index(drop=True)
+    index = chunk.index
+    fresh = isinstance(index, pd.RangeIndex) and index.start == 0 and index.step == 1
+    return chunk if fresh else chunk.reset_index(drop=True)
 
 
 def _op_chunks(
@@ -508,6 +512,7 @@ def _op_chunks(
         by_id: Callable[[np.ndarray], np.ndarray] | None,
     ) -> Iterator[pd.DataFrame]:
         kinds = pd.CategoricalDtype([k.value for k in OpKind])
+        kind_code = list(OpKind).index(kind)
         for chunk in read:
             # Values are checked as they are read (typed_frame in read_chunks).
             chunk = _drop_untimed(chunk, tally)
@@ -526,13 +531,28 @@ def _op_chunks(
             else:
                 codes = categories.get_indexer(pd.Index(chunk.pop(NAME).tolist(), dtype=object))
             chunk[NAME] = pd.Categorical.from_codes(codes, categories=categories)
-            chunk[OP_KIND] = pd.Categorical([kind.value] * len(chunk), dtype=kinds)
-            counts = chunk.groupby([PID, DEVICE_ID]).size().rename("ops").reset_index()
+            # Codes, not a string per row: this thread holds the GIL the analysis wants.
+            chunk[OP_KIND] = pd.Categorical.from_codes(
+                np.full(len(chunk), kind_code, dtype=np.int8), dtype=kinds, validate=False
+            )
+            counts = _ops_per_device(chunk)
             with tally.lock:
                 tally.device_ops.append(counts.assign(**{OP_KIND: kind.value}))
             yield chunk[list(GPU_OP_COLUMNS)]
 
     return start
+
+
+def _ops_per_device(chunk: pd.DataFrame) -> pd.DataFrame:
+    """pid, device_id, ops: the chunk's ops per (pid, device), from one sort of a combined
+    key (a pandas group-by per chunk cost the analysis thread its GIL)."""
+    pids, devices = chunk[PID].to_numpy(), chunk[DEVICE_ID].to_numpy()
+    if len(pids) and devices.min() >= 0 and devices.max() < 2**16 and pids.min() >= 0:
+        keys, counts = np.unique((pids << 16) | devices, return_counts=True)
+        return pd.DataFrame(
+            {PID: keys >> 16, DEVICE_ID: keys & 0xFFFF, "ops": counts.astype(np.int64)}
+        )
+    return chunk.groupby([PID, DEVICE_ID]).size().rename("ops").reset_index()
 
 
 def _call_chunks(
