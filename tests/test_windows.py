@@ -336,3 +336,32 @@ def test_rows_held_at_once_do_not_grow_with_the_export(tmp_path, monkeypatch):
     assert counts[2] >= 3
     assert counts[6] >= 2 * counts[2]
     assert peaks[6] <= 1.2 * peaks[2]
+
+
+def test_read_turns_go_to_the_stream_furthest_behind_in_time():
+    # While one reader holds the turn, three ask at different times reached: the turns then
+    # go in time order (the analysis needs every stream up to the same time), not in the
+    # order they asked.
+    import threading
+    import time
+
+    turns = stream_module._Turns()
+    order: list[int] = []
+    holder = object()
+    with turns.turn(holder, 0):
+        threads = []
+        for reached in (30, 10, 20):
+
+            def ask(reached: int = reached) -> None:
+                with turns.turn(object(), reached):
+                    order.append(reached)
+
+            threads.append(threading.Thread(target=ask))
+            threads[-1].start()
+        deadline = time.monotonic() + 10
+        while len(turns._waiting) < 3 and time.monotonic() < deadline:
+            time.sleep(0.001)
+        assert len(turns._waiting) == 3
+    for thread in threads:
+        thread.join(timeout=10)
+    assert order == [10, 20, 30]

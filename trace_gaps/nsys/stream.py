@@ -325,17 +325,50 @@ def _codes_by_id(strings: pd.Series, categories: pd.Index) -> Callable[[np.ndarr
 READ_AHEAD = 2
 
 
+class _Turns:
+    """Whose turn it is to read a chunk: one stream at a time, and among the streams waiting
+    for a turn, the one whose rows are furthest behind in time (on a tie, the first to ask).
+
+    The analysis needs every stream read up to the same time: the CUDA API table holds about
+    twice the kernel table's rows per second, so turns taken in any order leave it behind
+    while the kernel stream reads ahead, and the first windows wait for it.
+    """
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._busy = False
+        self._waiting: dict[object, tuple[int, int]] = {}  # reader -> (reached, ask order)
+        self._asked = 0
+
+    @contextmanager
+    def turn(self, reader: object, reached: int) -> Iterator[None]:
+        """Hold the turn while reading one chunk; reached: the start of the reader's last row."""
+        with self._changed:
+            self._asked += 1
+            self._waiting[reader] = (reached, self._asked)
+            while self._busy or min(self._waiting.values()) != self._waiting[reader]:
+                self._changed.wait()
+            del self._waiting[reader]
+            self._busy = True
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._busy = False
+                self._changed.notify_all()
+
+
 class _ReadAhead:
     """produce()'s chunks, made on a thread of their own up to READ_AHEAD chunks ahead,
     from the moment this is made.
 
     An exception raised there is raised here, at the chunk it replaced. close() stops the
     thread after the chunk it is reading. One chunk is made at a time among the streams
-    sharing `turn`: reading them all at once would only add their working memory up.
+    sharing `turns` (reading them all at once would only add their working memory up).
     """
 
-    def __init__(self, produce: Callable[[], Iterator[pd.DataFrame]], turn: threading.Lock) -> None:
-        self._turn = turn
+    def __init__(self, produce: Callable[[], Iterator[pd.DataFrame]], turns: _Turns) -> None:
+        self._turns = turns
         self._made: queue.Queue[tuple[str, object]] = queue.Queue(maxsize=READ_AHEAD)
         self._stop = threading.Event()
         self._finished = False
@@ -356,11 +389,14 @@ class _ReadAhead:
     def _work(self, produce: Callable[[], Iterator[pd.DataFrame]]) -> None:
         chunks = produce()
         try:
+            reached = np.iinfo(np.int64).min  # the start of the last row handed over
             while True:
-                with self._turn:
+                with self._turns.turn(self, reached):
                     chunk = next(chunks, None)
                 if chunk is None:
                     break
+                if len(chunk):
+                    reached = int(chunk[START_NS].iloc[-1])
                 if not self._hand_over("chunk", chunk):
                     return
             self._hand_over("end", None)
@@ -404,13 +440,13 @@ class _Readers:
 
     def __init__(self, *, threads: bool = True) -> None:
         self._threads = threads
-        self._turn = threading.Lock()
+        self._turns = _Turns()
         self._started: list[_ReadAhead] = []
 
     def start(self, produce: Callable[[], Iterator[pd.DataFrame]]) -> Iterator[pd.DataFrame]:
         if not self._threads:
             return produce()
-        self._started.append(_ReadAhead(produce, self._turn))
+        self._started.append(_ReadAhead(produce, self._turns))
         return self._started[-1]
 
     def close(self) -> None:
