@@ -24,7 +24,7 @@ from trace_gaps.analysis.grouped import is_one_of, summed_by
 from trace_gaps.analysis.host import outermost_in_thread, overlaps_with_calls
 from trace_gaps.analysis.ledger import CAUSE
 from trace_gaps.analysis.stages import STAGE, StageMap, stage_at
-from trace_gaps.analysis.steps import STEP_ID
+from trace_gaps.analysis.steps import STEP_ID, step_rows
 from trace_gaps.model import (
     CALL_CATEGORY,
     END_NS,
@@ -92,27 +92,30 @@ def find_host_gaps(
     step_ids = analysed_calls[STEP_ID].to_numpy()
     starts = analysed_calls[START_NS].to_numpy()
     ends = analysed_calls[END_NS].to_numpy()
-    # Outer calls first when they start together (cudaLaunchKernel around cuLaunchKernel).
-    order = np.lexsort((-ends, starts, step_ids))
+    # By step, then start; outer calls first when they start together (cudaLaunchKernel
+    # around cuLaunchKernel). A window of one step thread's calls is in that order already.
+    order = _step_order(step_ids, starts, ends)
     step_ids, starts, ends = step_ids[order], starts[order], ends[order]
-    by_step = steps.set_index(STEP_ID)
     first = np.r_[True, step_ids[1:] != step_ids[:-1]]
     last = np.r_[step_ids[1:] != step_ids[:-1], True]
     # The call that ended last so far in the step: the one the host returned from.
-    latest_end = pd.Series(ends).groupby(step_ids).cummax().to_numpy()
+    latest_end = _running_max(ends, first)
     position = np.arange(len(ends))
     is_latest = ends == latest_end
-    latest_call = pd.Series(np.where(is_latest, position, -1)).groupby(step_ids).cummax().to_numpy()
+    latest_call = _running_max(np.where(is_latest, position, -1), first)
     previous_end = np.r_[0, latest_end[:-1]]
     previous_call = np.r_[-1, latest_call[:-1]]
-    step_start = by_step[START_NS].reindex(step_ids).to_numpy()
+    # Every call's step is among the steps; looked up once per run of its calls.
+    runs = np.flatnonzero(first)
+    row = np.repeat(step_rows(steps, step_ids[runs]), np.diff(np.r_[runs, len(step_ids)]))
+    step_start = steps[START_NS].to_numpy()[row]
     previous_end = np.where(first, step_start, np.maximum(previous_end, step_start))
     previous_call = np.where(first, -1, previous_call)
     # A call nested in an earlier one (the driver call inside a runtime call) ends no gap:
     # its start is before previous_end, so its gap is negative and never long.
     inner = np.flatnonzero(starts - previous_end >= max(min_ns, 0))
     tail = np.flatnonzero(last)
-    step_end = by_step[END_NS].reindex(step_ids[tail]).to_numpy()
+    step_end = steps[END_NS].to_numpy()[row[tail]]
     long_tail = step_end - latest_end[tail] >= max(min_ns, 0)
     tail, step_end = tail[long_tail], step_end[long_tail]
     # Names and categories only for the rows kept, as text.
@@ -139,6 +142,34 @@ def find_host_gaps(
             AFTER_CATEGORY: np.r_[categories, np.full(len(tail), NO_CALL, dtype=object)],
         }
     )
+
+
+def _step_order(step_ids: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """np.lexsort((-ends, starts, step_ids)), without sorting when the rows are in that
+    order already."""
+    if len(step_ids) > 1:
+        step_up, start_up = np.diff(step_ids), np.diff(starts)
+        tie = (step_up == 0) & (start_up == 0)
+        in_order = (step_up > 0) | ((step_up == 0) & (start_up > 0)) | (tie & (np.diff(ends) <= 0))
+        if not in_order.all():
+            order: np.ndarray = np.lexsort((-ends, starts, step_ids))
+            return order
+    return np.arange(len(step_ids))
+
+
+def _running_max(values: np.ndarray, first: np.ndarray) -> np.ndarray:
+    """The running maximum of int values within each run of rows that `first` starts (one
+    accumulate: run k's values are lifted above every earlier run's)."""
+    if not len(values):
+        return values
+    low = int(values.min())
+    span = int(values.max()) - low + 1
+    run = np.cumsum(first) - 1
+    if span * (int(run[-1]) + 1) >= 2**62:  # too wide to lift: a group-by
+        return pd.Series(values).groupby(run).cummax().to_numpy()
+    lift = run * span - low
+    result: np.ndarray = np.maximum.accumulate(values + lift) - lift
+    return result
 
 
 def _texts(column: pd.Series, order: np.ndarray, rows: np.ndarray) -> np.ndarray:
