@@ -101,10 +101,7 @@ def mark_blocking_copies(
 
 def calls_in_analysed_steps(staged_calls: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
     """The calls made by step threads inside analysed (non-warm-up) steps, with their step id."""
-    analysed = steps[~steps[IS_WARMUP]]
-    calls = staged_calls[_within(staged_calls[START_NS].to_numpy(), analysed)]
-    ids = step_at(analysed, calls[GLOBAL_TID].to_numpy(), calls[START_NS].to_numpy())
-    return calls.assign(**{STEP_ID: ids})[ids >= 0]
+    return _in_analysed_steps(staged_calls, steps, GLOBAL_TID, START_NS)
 
 
 def _within(times: np.ndarray, steps: pd.DataFrame) -> np.ndarray:
@@ -233,10 +230,20 @@ def execution_mode(graph_ops: int, eager_ops: int) -> ExecutionMode:
 
 def ops_in_analysed_steps(projected_ops: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
     """Ops whose launching call started inside an analysed step."""
+    return _in_analysed_steps(projected_ops, steps, LAUNCH_TID, CALL_START_NS)
+
+
+def _in_analysed_steps(
+    rows: pd.DataFrame, steps: pd.DataFrame, tid: str, time: str
+) -> pd.DataFrame:
+    """The rows whose (thread, time) lies in an analysed step, with that step's id: found
+    on arrays, then the frame selected once."""
     analysed = steps[~steps[IS_WARMUP]]
-    ops = projected_ops[_within(projected_ops[CALL_START_NS].to_numpy(), analysed)]
-    ids = step_at(analysed, ops[LAUNCH_TID].to_numpy(), ops[CALL_START_NS].to_numpy())
-    return ops.assign(**{STEP_ID: ids})[ids >= 0]
+    times = rows[time].to_numpy()
+    within = np.flatnonzero(_within(times, analysed))
+    ids = step_at(analysed, rows[tid].to_numpy()[within], times[within])
+    inside = ids >= 0
+    return rows.iloc[within[inside]].assign(**{STEP_ID: ids[inside]})
 
 
 def kernel_totals(analysed_ops: pd.DataFrame) -> pd.DataFrame:

@@ -105,9 +105,7 @@ def find_host_gaps(
     latest_call = _running_max(np.where(is_latest, position, -1), first)
     previous_end = np.r_[0, latest_end[:-1]]
     previous_call = np.r_[-1, latest_call[:-1]]
-    # Every call's step is among the steps; looked up once per run of its calls.
-    runs = np.flatnonzero(first)
-    row = np.repeat(step_rows(steps, step_ids[runs]), np.diff(np.r_[runs, len(step_ids)]))
+    row = step_rows(steps, step_ids)  # every call's step is among the steps
     step_start = steps[START_NS].to_numpy()[row]
     previous_end = np.where(first, step_start, np.maximum(previous_end, step_start))
     previous_call = np.where(first, -1, previous_call)

@@ -303,6 +303,16 @@ def step_rows(steps: pd.DataFrame, step_ids: np.ndarray) -> np.ndarray:
     ids = steps[STEP_ID].to_numpy()
     if not len(ids):
         return np.full(len(step_ids), -1, dtype=np.int64)
+    if len(step_ids) > 1 and (step_ids[1:] >= step_ids[:-1]).all():
+        # Sorted (a window's rows by step): one search per distinct id, then repeated.
+        runs = np.flatnonzero(np.r_[True, step_ids[1:] != step_ids[:-1]])
+        found = _searched(ids, step_ids[runs])
+        repeated: np.ndarray = np.repeat(found, np.diff(np.r_[runs, len(step_ids)]))
+        return repeated
+    return _searched(ids, step_ids)
+
+
+def _searched(ids: np.ndarray, step_ids: np.ndarray) -> np.ndarray:
     order = np.argsort(ids, kind="stable")
     ordered = ids[order]
     at = np.minimum(np.searchsorted(ordered, step_ids), len(ids) - 1)
