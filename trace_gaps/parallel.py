@@ -31,7 +31,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar, cast
 
-from trace_gaps.allocator import keep_freed_memory
+from trace_gaps.allocator import keep_freed_memory, python_string_storage
 from trace_gaps.errors import TraceGapsError
 
 R = TypeVar("R")
@@ -173,6 +173,7 @@ def _keep(shared: Any) -> None:
     # finishes its window), and no worker prints a traceback of its own.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     keep_freed_memory()
+    python_string_storage()
     _SHARED[:] = [shared]
 
 

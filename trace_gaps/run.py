@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from trace_gaps.allocator import keep_freed_memory
+from trace_gaps.allocator import keep_freed_memory, python_string_storage
 from trace_gaps.analysis.collectives import CollectiveMatch
 from trace_gaps.analysis.picks import TimelineRequest
 from trace_gaps.analysis.pipeline import Analysis, AnalysisOptions, analyse_rows, analyse_trace
@@ -41,6 +41,7 @@ def analyse_export(
     False: no read-ahead threads (stream_export).
     """
     keep_freed_memory()
+    python_string_storage()
     try:
         with stream_export(path, read_now=True, read_ahead=read_ahead) as stream:
             analysis = analyse_rows(
