@@ -285,15 +285,22 @@ def test_sums_by_key_match_a_group_by_on_narrow_and_wide_keys(
         max_size=60,
     ),
     st.sampled_from(["dense", "sorted", "pandas"]),
+    st.sampled_from(["categorical", "text"]),
 )
-def test_summed_by_matches_a_pandas_group_by(rows: list[tuple[int, int, str | None, int]], path):
-    # Names categorical with an unused category and categories out of alphabetical order;
-    # durations large enough to take the exact integer sums; each grouping path forced.
+def test_summed_by_matches_a_pandas_group_by(
+    rows: list[tuple[int, int, str | None, int]], path, names
+):
+    # Names categorical with an unused category and categories out of alphabetical order,
+    # or plain text (pandas' str dtype, an extension dtype); durations large enough to take
+    # the exact integer sums; each grouping path forced.
+    name_values = [r[2] for r in rows]
     frame = pd.DataFrame(
         {
             "pid": np.array([r[0] for r in rows], dtype=np.int64),
             "stage": np.array([r[1] for r in rows], dtype=np.int64),
-            "name": pd.Categorical([r[2] for r in rows], categories=["c", "a", "b", "unused"]),
+            "name": pd.Categorical(name_values, categories=["c", "a", "b", "unused"])
+            if names == "categorical"
+            else pd.array(name_values, dtype="str"),
         }
     )
     values = np.array([r[3] for r in rows], dtype=np.int64)

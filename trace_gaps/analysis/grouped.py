@@ -71,8 +71,10 @@ def summed_by(
         column = frame[key]
         if isinstance(column.dtype, pd.CategoricalDtype):
             columns[key] = pd.Categorical.from_codes(code, dtype=column.dtype)
-        else:
+        elif isinstance(column.dtype, np.dtype):
             columns[key] = np.asarray(level)[code].astype(column.dtype, copy=False)
+        else:  # an extension dtype (pandas' str): numpy cannot cast to it
+            columns[key] = pd.array(np.asarray(level)[code], dtype=column.dtype)
     for name, values in sums.items():
         columns[name] = _sums(
             bins, values[present], len(counts), groups if inverse is None else None

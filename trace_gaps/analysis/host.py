@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from trace_gaps.analysis.grouped import summed_by
 from trace_gaps.analysis.ledger import CAUSE
 from trace_gaps.analysis.stages import STAGE, StageMap, stage_at
 from trace_gaps.analysis.steps import IS_WARMUP, STEP_ID, step_rows
@@ -59,12 +60,8 @@ def find_blocked_host_time(
     overlaps[STAGE] = stage_at(
         stage_map, overlaps[GLOBAL_TID].to_numpy(), overlaps[START_NS].to_numpy()
     )
-    grouped = (
-        overlaps.drop(columns="run")
-        .groupby([STEP_ID, STAGE, NAME], observed=True)["duration_ns"]
-        .sum()
-    )
-    return grouped.reset_index()[BLOCKED_COLUMNS]
+    durations = {"duration_ns": overlaps["duration_ns"].to_numpy()}
+    return summed_by(overlaps, [STEP_ID, STAGE, NAME], durations, None)[BLOCKED_COLUMNS]
 
 
 def outermost_calls(os_calls: pd.DataFrame) -> pd.DataFrame:
