@@ -15,6 +15,7 @@ inside); only the short ones are launch overhead that a CUDA graph removes.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -70,7 +71,12 @@ _LAUNCH = frozenset(c.value for c in LAUNCH_CATEGORIES)
 
 
 def empty_host_gaps() -> pd.DataFrame:
-    """A host-gap frame with no rows."""
+    """A host-gap frame with no rows (most windows have no long gap: a copy of one built once)."""
+    return _empty_host_gaps().copy()
+
+
+@functools.cache
+def _empty_host_gaps() -> pd.DataFrame:
     text = {CALL_BEFORE, CALL_AFTER, AFTER_CATEGORY, OS_CALLS}
     return pd.DataFrame(
         {c: pd.Series(dtype="object" if c in text else "int64") for c in HOST_GAP_COLUMNS}
@@ -184,22 +190,22 @@ def launch_spacing(analysed_calls: pd.DataFrame) -> pd.DataFrame:
     Counts, not gaps, so that windows add up and the median stays exact to the µs. A launch
     call nested in another (the driver call inside cudaLaunchKernel) is not a launch of its own.
     """
-    is_launch = is_one_of(analysed_calls[CALL_CATEGORY], _LAUNCH)
-    launches = analysed_calls[is_launch]
-    order = np.lexsort(
-        (-launches[END_NS].to_numpy(), launches[START_NS].to_numpy(), launches[STEP_ID].to_numpy())
+    launch = np.flatnonzero(is_one_of(analysed_calls[CALL_CATEGORY], _LAUNCH))
+    step_ids, starts, ends = (
+        analysed_calls[column].to_numpy()[launch] for column in (STEP_ID, START_NS, END_NS)
     )
-    step_ids = launches[STEP_ID].to_numpy()[order]
-    starts = launches[START_NS].to_numpy()[order]
-    latest_end = pd.Series(launches[END_NS].to_numpy()[order]).groupby(step_ids).cummax()
-    previous_end = latest_end.groupby(step_ids).shift().to_numpy()
-    keep = ~np.isnan(previous_end) & (starts >= np.nan_to_num(previous_end))
-    gap_us = (starts[keep] - previous_end[keep].astype(np.int64)) // 1_000
+    order = _step_order(step_ids, starts, ends)
+    step_ids, starts, ends = step_ids[order], starts[order], ends[order]
+    first = np.r_[True, step_ids[1:] != step_ids[:-1]] if len(step_ids) else np.ones(0, bool)
+    # The latest return among the step's earlier launches (none for its first).
+    previous_end = np.r_[0, _running_max(ends, first)[:-1]] if len(ends) else ends
+    keep = ~first & (starts >= previous_end)
+    at = launch[order[keep]]
     spaced = pd.DataFrame(
         {
-            PID: launches[PID].to_numpy()[order][keep],
-            STAGE: launches[STAGE].to_numpy()[order][keep],
-            GAP_US: gap_us,
+            PID: analysed_calls[PID].to_numpy()[at],
+            STAGE: analysed_calls[STAGE].to_numpy()[at],
+            GAP_US: (starts[keep] - previous_end[keep]) // 1_000,
         }
     )
     return summed_by(spaced, [PID, STAGE, GAP_US], {}, LAUNCHES)[SPACING_COLUMNS]

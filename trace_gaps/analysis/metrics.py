@@ -202,8 +202,9 @@ def longest_gaps(gaps: pd.DataFrame, steps: pd.DataFrame, top: int = GAPS_KEPT) 
     # Only a gap as long as its (pid, stage)'s top-th longest can be among its top: the
     # exact order (merge_longest_gaps) then sorts those few, not a window's every gap.
     candidate = _as_long_as_the_top(pid, gaps[STAGE].to_numpy()[kept], duration, top)
-    gaps = gaps.iloc[kept[candidate]].assign(**{PID: pid[candidate]})
-    gaps = gaps.assign(duration=duration[candidate])
+    gaps = gaps.iloc[kept[candidate]].assign(
+        **{PID: pid[candidate], "duration": duration[candidate]}
+    )
     return merge_longest_gaps([gaps], top)
 
 
