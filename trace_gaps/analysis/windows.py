@@ -445,7 +445,8 @@ def _drop_finished(
     """
     next_lo = int(plan.lo[w + 1])
     calls = call_stream.frame()
-    needed = ((calls[END_NS] > next_lo) | (calls[START_NS] >= next_lo)).to_numpy()
+    call_starts = calls[START_NS].to_numpy()
+    needed = (calls[END_NS].to_numpy() > next_lo) | (call_starts >= next_lo)
     ends, starts = projected[END_NS].to_numpy(), projected[START_NS].to_numpy()
     call_row = projected[CALL_ROW].to_numpy()
     # An op stays while it runs, and while its launching call does: a copy call that
@@ -463,11 +464,14 @@ def _drop_finished(
         return
     # Any call may have launched an op (cudaMemcpy, older runtimes' cudaLaunch, ...): keep
     # this window's calls one window more, for the ops that run after it.
-    this_window = calls[START_NS].to_numpy() >= int(plan.lo[w])
+    this_window = call_starts >= int(plan.lo[w])
     keep = needed | this_window
     keep[launched_kept[launched_kept >= 0]] = True
-    gone = calls[~keep & (calls[CORRELATION_ID] >= 0).to_numpy()]
-    latest = gone.groupby(PID)[CORRELATION_ID].max()
-    for pid, corr in zip(latest.index.tolist(), latest.tolist(), strict=True):
-        dropped_corr[pid] = max(dropped_corr.get(pid, -1), corr)
+    ids = calls[CORRELATION_ID].to_numpy()
+    gone = np.flatnonzero(~keep & (ids >= 0))
+    if len(gone):
+        # The largest id dropped per process (a group-by of arrays, not of a frame's copy).
+        latest = pd.Series(ids[gone]).groupby(calls[PID].to_numpy()[gone]).max()
+        for pid, corr in zip(latest.index.tolist(), latest.tolist(), strict=True):
+            dropped_corr[pid] = max(dropped_corr.get(pid, -1), corr)
     call_stream.keep(keep)
