@@ -287,11 +287,11 @@ class LaunchIndex:
         pids = staged_calls[PID].to_numpy()
         ids = staged_calls[CORRELATION_ID].to_numpy()
         has_id = ids >= 0
-        positions = np.flatnonzero(has_id)
-        with_id = (
-            pids[has_id].astype(np.int64, copy=False),
-            ids[has_id].astype(np.int64, copy=False),
-        )
+        if has_id.all():  # no copies of the columns when every call has an id
+            positions, with_id = np.arange(len(ids)), (pids, ids)
+        else:
+            positions, with_id = np.flatnonzero(has_id), (pids[has_id], ids[has_id])
+        with_id = (with_id[0].astype(np.int64, copy=False), with_id[1].astype(np.int64, copy=False))
         lookup = _DenseLookup.of(*with_id, positions) if dense and len(positions) else None
         return cls(
             pids=pids,

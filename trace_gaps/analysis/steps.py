@@ -284,6 +284,8 @@ def thread_positions(global_tids: np.ndarray) -> dict[int, np.ndarray]:
     and a stable sort of 16-bit codes is a radix sort)."""
     if len(global_tids) == 0:
         return {}
+    if global_tids.min() == global_tids.max():  # one thread (the common case): no hash
+        return {int(global_tids[0]): np.arange(len(global_tids))}
     codes, tids = pd.factorize(global_tids)
     if len(tids) == 1:
         return {int(tids[0]): np.arange(len(global_tids))}
