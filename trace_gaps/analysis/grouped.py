@@ -39,10 +39,8 @@ def summed_by(
             code = column.cat.codes.to_numpy().astype(np.int64)
             levels.append(column.cat.categories)
         else:
-            # A hash, not a sort, of the rows; then the few distinct values sorted.
-            code, uniques = pd.factorize(column.to_numpy(), sort=True)
+            code, uniques = _sorted_codes(column.to_numpy())
             levels.append(pd.Index(uniques))
-            code = code.astype(np.int64)
         present &= code >= 0  # a missing key (code -1) leaves its row out
         codes.append(code)
     sizes = [max(len(level), 1) for level in levels]
@@ -82,6 +80,23 @@ def summed_by(
     if count is not None:
         columns[count] = (counts[groups] if inverse is None else counts).astype(np.int64)
     return pd.DataFrame(columns)
+
+
+def _sorted_codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """pd.factorize(values, sort=True), codes as int64. Integers within a narrow range (a
+    window's pids, stages, steps) are coded by their offset from the smallest, with no hash;
+    others are hashed, then the few distinct values sorted."""
+    if values.dtype.kind in "iu" and len(values):
+        low, high = int(values.min()), int(values.max())
+        if high - low <= 4 * len(values) + 65_536:
+            offset = values - low
+            present = np.bincount(offset, minlength=high - low + 1) > 0
+            rank = np.cumsum(present) - 1
+            return rank[offset].astype(np.int64), (np.flatnonzero(present) + low).astype(
+                values.dtype
+            )
+    code, uniques = pd.factorize(values, sort=True)
+    return code.astype(np.int64), uniques
 
 
 def _sums(
