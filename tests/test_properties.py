@@ -407,22 +407,16 @@ def test_launch_index_finds_the_first_call_of_each_key(calls, wanted, prefix, pa
         st.tuples(st.integers(0, 3), st.integers(0, 6), st.integers(-(2**40), 2**40)),
         max_size=50,
     ),
-    st.booleans(),
 )
-def test_host_gap_order_and_running_max_match_lexsort_and_a_group_by(rows, presorted):
-    # find_host_gaps orders calls by (step, start, longest first) without sorting when they
-    # are in that order, and takes running maxima per step in one accumulate.
-    from trace_gaps.analysis.long_gaps import _running_max, _step_order
+def test_running_max_per_step_matches_a_group_by(rows):
+    # find_host_gaps and launch_spacing take running maxima per step in one accumulate.
+    from trace_gaps.analysis.long_gaps import _running_max
 
     step = np.array([r[0] for r in rows], dtype=np.int64)
     start = np.array([r[1] for r in rows], dtype=np.int64)
     end = np.array([r[2] for r in rows], dtype=np.int64)
-    if presorted:
-        at = np.lexsort((-end, start, step))
-        step, start, end = step[at], start[at], end[at]
-    expected = np.lexsort((-end, start, step))
-    assert _step_order(step, start, end).tolist() == expected.tolist()
-    step, end = step[expected], end[expected]
+    order = np.lexsort((-end, start, step))
+    step, end = step[order], end[order]
     first = np.r_[True, step[1:] != step[:-1]] if len(step) else np.zeros(0, dtype=bool)
     by_pandas = pd.Series(end, dtype="int64").groupby(step).cummax().to_numpy()
     assert _running_max(end, first).tolist() == by_pandas.tolist()
