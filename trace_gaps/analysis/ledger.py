@@ -340,7 +340,7 @@ def _segments(
     win_starts = steps[START_NS].to_numpy()
     win_ends = steps[END_NS].to_numpy()
     lo, hi = int(win_starts.min()), int(win_ends.max())
-    category = calls[CALL_CATEGORY]  # categorical: isin looks at each distinct value once
+    category = calls[CALL_CATEGORY]  # categorical: is_one_of judges each category once
     call_starts, call_ends = calls[START_NS].to_numpy(), calls[END_NS].to_numpy()
     is_sync = is_one_of(category, _SYNC)
     is_launch = is_one_of(category, _LAUNCH)
