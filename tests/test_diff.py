@@ -446,7 +446,7 @@ def test_the_bucket_table_leaves_out_changes_that_print_as_zero(eager_and_graph)
 def test_bucket_tables_made_beside_each_side_give_the_same_diff():
     # A diff's sides make their step bucket tables where they are analysed (cli.diff_side);
     # the diff made from them is the one made from the reports alone.
-    from trace_gaps.diff import step_bucket_tables
+    from trace_gaps.diff import step_bucket_tables, without_tabled_steps
     from trace_gaps.render.diff import render_diff_json
 
     samples = {p.stem: p for p in sample_trace_paths()}
@@ -456,3 +456,8 @@ def test_bucket_tables_made_beside_each_side_give_the_same_diff():
     assert all(len(t) and t.to_numpy().sum() > 0 for t in tables[0].values())
     made_apart = diff_reports(before, after, step_buckets=tables)
     assert render_diff_json(made_apart) == render_diff_json(diff_reports(before, after))
+    # The sides send their reports back without the step ledger entries the tables hold.
+    sent = (without_tabled_steps(before, tables[0]), without_tabled_steps(after, tables[1]))
+    assert all(not p.step_ledger for p in sent[0].processes)
+    made_from_sent = diff_reports(*sent, step_buckets=tables)
+    assert render_diff_json(made_from_sent) == render_diff_json(made_apart)

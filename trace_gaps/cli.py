@@ -472,14 +472,16 @@ def diff_side(
     output: Path | None, paths: list[Path], options: AnalysisOptions, read_ahead: bool = True
 ) -> tuple[Report, StepBuckets]:
     """One side of a diff, analysed: its Report and its step bucket tables (made here, so
-    that two sides in two processes make theirs at once).
+    that two sides in two processes make theirs at once), the report without the step
+    ledger entries the tables were made from (diff needs no more of them).
 
     output, the diff's own file, comes first: it is what both sides share (ordered_map).
     read_ahead False: one export is read without read-ahead threads (analyse_export)."""
-    from trace_gaps.diff import step_bucket_tables
+    from trace_gaps.diff import step_bucket_tables, without_tabled_steps
 
     report = diff_side_report(output, paths, options, read_ahead)
-    return report, step_bucket_tables(report)
+    tables = step_bucket_tables(report)
+    return without_tabled_steps(report, tables), tables
 
 
 def diff_side_report(
