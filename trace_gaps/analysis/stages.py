@@ -204,10 +204,10 @@ class _DenseLookup:
     @classmethod
     def of(cls, pids: np.ndarray, ids: np.ndarray, positions: np.ndarray) -> _DenseLookup | None:
         """None when the ids spread too wide for a table (or over too many processes)."""
-        if pids.min() == pids.max():  # one process (the common case): no codes
+        code = None  # one process (the common case): no codes
+        if pids.min() == pids.max():
             distinct = pids[:1]
             lows, highs = ids.min(keepdims=True), ids.max(keepdims=True)
-            slots = ids - lows[0]
         else:
             distinct = np.sort(pd.unique(pids))
             if len(distinct) > DENSE_PROCESSES_MAX:
@@ -221,8 +221,7 @@ class _DenseLookup:
         if int(spans.sum()) > DENSE_SLOTS_PER_CALL * len(ids) + 65_536:
             return None
         offsets = np.cumsum(spans) - spans
-        if len(distinct) > 1:
-            slots = offsets[code] + (ids - lows[code])
+        slots = ids - lows[0] if code is None else offsets[code] + (ids - lows[code])
         # int32 positions (a window's calls number far fewer): half the table to fill.
         table = np.full(int(spans.sum()), -1, dtype=np.int32)
         positions = positions.astype(np.int32)
