@@ -76,10 +76,11 @@ SELECT start AS start_ns, "end" AS end_ns, (globalPid >> 24) & 16777215 AS pid,
 FROM CUPTI_ACTIVITY_KIND_GRAPH_TRACE
 """
 
+# No pid column: the reader derives it from global_tid (nsys/stream.with_pid), one column
+# fewer for SQLite to compute and for the reader to convert, row by row.
 RUNTIME_CALLS = """
-SELECT start AS start_ns, "end" AS end_ns, (globalTid >> 24) & 16777215 AS pid,
-       globalTid AS global_tid, COALESCE(correlationId, -1) AS correlation_id,
-       nameId AS name_id
+SELECT start AS start_ns, "end" AS end_ns, globalTid AS global_tid,
+       COALESCE(correlationId, -1) AS correlation_id, nameId AS name_id
 FROM CUPTI_ACTIVITY_KIND_RUNTIME
 """
 

@@ -26,6 +26,7 @@ from trace_gaps.model import (
     CALL_CATEGORY,
     DEVICE_ID,
     END_NS,
+    GLOBAL_TID,
     GPU_OP_COLUMNS,
     NAME,
     OP_KIND,
@@ -65,7 +66,11 @@ WHOLE_STRING_TABLE = 500_000
 
 _UNKNOWN = "?"
 _OP_INTS = {n: d for n, d in GPU_OP_COLUMNS.items() if d not in ("category", "object")}
-_CALL_INTS = {n: d for n, d in API_CALL_COLUMNS.items() if d not in ("category", "object")}
+# The columns of queries.RUNTIME_CALLS (the pid comes after: with_pid).
+_CALL_READ = {
+    **{n: d for n, d in API_CALL_COLUMNS.items() if d not in ("category", "object") and n != PID},
+    "name_id": "int64",
+}
 _MEMCPY_NAMES = ("memcpy HtoD", "memcpy DtoH", "memcpy DtoD", "memcpy PtoP", "memcpy")
 
 
@@ -519,6 +524,13 @@ def _drop_untimed(chunk: pd.DataFrame, tally: _Tally) -> pd.DataFrame:
     return chunk if fresh else chunk.reset_index(drop=True)
 
 
+def with_pid(calls: pd.DataFrame) -> pd.DataFrame:
+    """The calls with their pid, from the upper bits of their global thread id (as nsys
+    packs them): derived here, not in the query (queries.RUNTIME_CALLS)."""
+    pids = (calls[GLOBAL_TID].to_numpy() >> 24) & 0xFFFFFF
+    return calls.assign(**{PID: pids})
+
+
 def _op_chunks(
     path: Path,
     query: tuple[str, OpKind],
@@ -609,7 +621,7 @@ def _call_chunks(
         by_id = _codes_by_id(call_names, categories)
         kinds = [c.value for c in CallCategory]
         category_of = np.array([kinds.index(classify_call(n).value) for n in categories])
-        read = read_chunks(path, queries.RUNTIME_CALLS, {**_CALL_INTS, "name_id": "int64"})
+        read = read_chunks(path, queries.RUNTIME_CALLS, _CALL_READ)
         # Read and decoded on a thread of their own (the names above are looked up here).
         return readers.start(lambda: decoded(read, categories, by_id, kinds, category_of))
 
@@ -632,6 +644,7 @@ def _call_chunks(
                 with tally.lock:
                     tally.duplicated_calls += int(repeated.sum())
                 chunk = chunk.loc[~repeated].reset_index(drop=True)
+            chunk = with_pid(chunk)
             codes = by_id(chunk.pop("name_id").to_numpy())
             chunk[NAME] = pd.Categorical.from_codes(codes, categories=categories)
             chunk[CALL_CATEGORY] = pd.Categorical.from_codes(
@@ -668,9 +681,9 @@ def _module_loads(
         calls = pd.read_sql_query(
             queries.runtime_calls_named(loading.index.tolist(), bound),
             connection,
-            dtype={**_CALL_INTS, "name_id": "int64"},
+            dtype=_CALL_READ,
         )
-    calls = calls[calls[START_NS] <= until_ns]
+    calls = with_pid(calls[calls[START_NS] <= until_ns])
     calls[NAME] = pd.Categorical(calls.pop("name_id").map(loading))
     calls[CALL_CATEGORY] = pd.Categorical([CallCategory.MODULE_LOAD.value] * len(calls))
     return calls[list(API_CALL_COLUMNS)]
