@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
@@ -461,3 +462,23 @@ def test_bucket_tables_made_beside_each_side_give_the_same_diff():
     assert all(not p.step_ledger for p in sent[0].processes)
     made_from_sent = diff_reports(*sent, step_buckets=tables)
     assert render_diff_json(made_from_sent) == render_diff_json(made_apart)
+
+
+@pytest.mark.parametrize("path", sample_trace_paths(), ids=lambda p: p.stem)
+def test_a_sides_tables_from_its_analysis_are_those_of_its_report(path):
+    # A diff's side of one export makes its tables from the analysis' ledger frame and
+    # sends a report without step ledger entries (cli.diff_side): the tables must be the
+    # ones made from the entries, row order (the walls'), columns and dtypes included.
+    from trace_gaps.diff import analysis_bucket_tables, step_bucket_tables
+
+    trace = load_trace(path)
+    analysis = analyse_trace(trace, AnalysisOptions())
+    from_entries = step_bucket_tables(build_report(trace, analysis))
+    from_analysis = analysis_bucket_tables(analysis)
+    assert sorted(from_analysis) == sorted(from_entries)
+    for pid, table in from_entries.items():
+        assert table.to_numpy().sum() > 0
+        pd.testing.assert_frame_equal(from_analysis[pid], table)
+    assert not any(
+        p.step_ledger for p in build_report(trace, analysis, step_ledger=False).processes
+    )

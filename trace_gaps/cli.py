@@ -473,22 +473,12 @@ def diff_side(
 ) -> tuple[Report, StepBuckets]:
     """One side of a diff, analysed: its Report and its step bucket tables (made here, so
     that two sides in two processes make theirs at once), the report without the step
-    ledger entries the tables were made from (diff needs no more of them).
+    ledger entries the tables hold (diff needs no more of them). One export or several of
+    one run (a quoted glob).
 
     output, the diff's own file, comes first: it is what both sides share (ordered_map).
     read_ahead False: one export is read without read-ahead threads (analyse_export)."""
-    from trace_gaps.diff import step_bucket_tables, without_tabled_steps
-
-    report = diff_side_report(output, paths, options, read_ahead)
-    tables = step_bucket_tables(report)
-    return without_tabled_steps(report, tables), tables
-
-
-def diff_side_report(
-    output: Path | None, paths: list[Path], options: AnalysisOptions, read_ahead: bool = True
-) -> Report:
-    """The Report of one side of a diff: one export, or several of one run (a quoted glob).
-    read_ahead False: one export is read without read-ahead threads (analyse_export)."""
+    from trace_gaps.diff import analysis_bucket_tables, step_bucket_tables, without_tabled_steps
     from trace_gaps.report import build_report
     from trace_gaps.run import analyse_export
 
@@ -502,14 +492,16 @@ def diff_side_report(
         if result.failed:
             failed, message = result.failed[0]
             raise TraceGapsError(f"{failed}: not analysed: {message}")
-        return result.report
+        tables = step_bucket_tables(result.report)
+        return without_tabled_steps(result.report, tables), tables
     path = paths[0]
     with about_file(path):
         export = resolve_export(path, False)
         if output is not None:
             refuse_inputs_as_outputs([output], [export])
         trace, analysis = analyse_export(export.resolve(), options, read_ahead=read_ahead)
-        return build_report(trace, analysis)
+        # The tables from the analysis' ledger: the report's step ledger is not made.
+        return build_report(trace, analysis, step_ledger=False), analysis_bucket_tables(analysis)
 
 
 @app.command()

@@ -97,11 +97,14 @@ def build_report(
     top: int = 10,
     ranks: RanksView | None = None,
     labels: dict[int, str] | None = None,
+    step_ledger: bool = True,
 ) -> Report:
     """Turn an Analysis into per-process ledgers, stage tables, ranked candidates and notes.
 
     The Report's timelines are those of the steps the analysis picked (the plots' data).
     ranks and labels (pid -> "file:pid") come from multi.py when several exports are one run.
+    step_ledger False: the processes' step ledgers are left empty (a diff's side, which
+    sends its tables of them instead: diff.analysis_bucket_tables).
     """
     trace_start = analysis.trace_start_ns
     if ranks is None:
@@ -109,7 +112,14 @@ def build_report(
     labels = labels or {}
     processes = [
         _process_report(
-            trace, analysis, int(pid), trace_start, ranks, labels.get(int(pid), ""), top=top
+            trace,
+            analysis,
+            int(pid),
+            trace_start,
+            ranks,
+            labels.get(int(pid), ""),
+            top=top,
+            step_ledger=step_ledger,
         )
         for pid in sorted(analysis.steps[PID].unique())
     ]
@@ -141,6 +151,7 @@ def _process_report(
     label: str,
     *,
     top: int,
+    step_ledger: bool,
 ) -> ProcessReport:
     frames = process_frames(analysis, pid)
     stages = summarise_stages(frames)
@@ -174,7 +185,7 @@ def _process_report(
         long_host_gaps=findings,
         graphs=graphs,
         step_rows=step_rows(frames, trace_start),
-        step_ledger=step_ledger_entries(frames),
+        step_ledger=step_ledger_entries(frames) if step_ledger else [],
         label=label,
     )
 
