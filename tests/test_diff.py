@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -482,3 +483,56 @@ def test_a_sides_tables_from_its_analysis_are_those_of_its_report(path):
     assert not any(
         p.step_ledger for p in build_report(trace, analysis, step_ledger=False).processes
     )
+
+
+def _sides(before: Path, after: Path, relay):  # type: ignore[no-untyped-def]
+    from trace_gaps.cli import diff_side
+
+    options = AnalysisOptions()
+    return [
+        diff_side((None, relay), [p], options, False, b)
+        for p, b in ((before, True), (after, False))
+    ]
+
+
+def test_bootstrap_means_drawn_in_the_sides_give_the_diff_drawn_in_one_process():
+    # The before side draws when its steps are cut and hands the generator on; the after
+    # side draws at its end (side_draws.py). The diff must be the one drawn all at once.
+    from trace_gaps.render.diff import render_diff_json
+    from trace_gaps.side_draws import DrawRelay
+
+    samples = {p.stem: p for p in sample_trace_paths()}
+    for before, after in (("spec_eager", "spec_sync"), ("spec_sync", "plain_decode")):
+        (b_report, b_tables, b_means), (a_report, a_tables, a_means) = _sides(
+            samples[before], samples[after], DrawRelay()
+        )
+        assert b_means is not None and a_means is not None
+        assert a_means.before_steps == b_means.steps
+        tables = (b_tables, a_tables)
+        drawn_here = diff_reports(b_report, a_report, step_buckets=tables)
+        drawn_apart = diff_reports(
+            b_report, a_report, step_buckets=tables, side_means=(b_means, a_means)
+        )
+        assert drawn_here.processes[0].wall.ci_ns is not None
+        assert render_diff_json(drawn_apart) == render_diff_json(drawn_here)
+        # The sides' means are what the diff uses (other means, another CI) but only
+        # when drawn for the step counts it compares; else it draws its own.
+        shifted = replace(a_means, means=a_means.means + 1_000_000)
+        used = diff_reports(b_report, a_report, step_buckets=tables, side_means=(b_means, shifted))
+        assert render_diff_json(used) != render_diff_json(drawn_here)
+        for other in (
+            (replace(b_means, steps=b_means.steps + 1), shifted),
+            (b_means, replace(shifted, before_steps=shifted.before_steps - 1)),
+            (b_means, replace(shifted, steps=shifted.steps + 1)),
+        ):
+            redrawn = diff_reports(b_report, a_report, step_buckets=tables, side_means=other)
+            assert render_diff_json(redrawn) == render_diff_json(drawn_here)
+
+
+def test_sides_of_several_processes_draw_nothing_and_the_diff_draws_as_before():
+    from trace_gaps.side_draws import DrawRelay
+
+    two_ranks = {p.stem: p for p in sample_trace_paths()}["spec_two_ranks"]
+    sides = _sides(two_ranks, two_ranks, DrawRelay())
+    assert [means for _, _, means in sides] == [None, None]
+    assert len(sides[0][0].processes) == 2

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from trace_gaps.diff import StepBuckets
     from trace_gaps.model import Trace
     from trace_gaps.report import Report
+    from trace_gaps.side_draws import DrawRelay, SideMeans
     from trace_gaps.timeline import TimelineRequest
 
 HELP_OPTIONS = {"help_option_names": ["-h", "--help"]}
@@ -469,19 +470,31 @@ def diff_jobs(sides: list[list[Path]]) -> int:
 
 
 def diff_side(
-    output: Path | None, paths: list[Path], options: AnalysisOptions, read_ahead: bool = True
-) -> tuple[Report, StepBuckets]:
-    """One side of a diff, analysed: its Report and its step bucket tables (made here, so
-    that two sides in two processes make theirs at once), the report without the step
+    shared: tuple[Path | None, DrawRelay | None],
+    paths: list[Path],
+    options: AnalysisOptions,
+    read_ahead: bool,
+    is_before: bool,
+) -> tuple[Report, StepBuckets, SideMeans | None]:
+    """One side of a diff, analysed: its Report, its step bucket tables and its bootstrap
+    means (made here, so that two sides in two processes make theirs at once; the means
+    where the relay lets them be drawn here: side_draws.py), the report without the step
     ledger entries the tables hold (diff needs no more of them). One export or several of
     one run (a quoted glob).
 
-    output, the diff's own file, comes first: it is what both sides share (ordered_map).
+    shared: the diff's own file and the draws' relay (what both sides share: ordered_map).
     read_ahead False: one export is read without read-ahead threads (analyse_export)."""
-    from trace_gaps.diff import analysis_bucket_tables, step_bucket_tables, without_tabled_steps
+    from trace_gaps.diff import (
+        analysed_walls,
+        analysis_bucket_tables,
+        step_bucket_tables,
+        without_tabled_steps,
+    )
     from trace_gaps.report import build_report
     from trace_gaps.run import analyse_export
+    from trace_gaps.side_draws import BeforeSideDraws, after_side_means
 
+    output, relay = shared
     if len(paths) > 1:
         from trace_gaps.multi import analyse_exports
 
@@ -493,15 +506,28 @@ def diff_side(
             failed, message = result.failed[0]
             raise TraceGapsError(f"{failed}: not analysed: {message}")
         tables = step_bucket_tables(result.report)
-        return without_tabled_steps(result.report, tables), tables
+        return without_tabled_steps(result.report, tables), tables, None
     path = paths[0]
     with about_file(path):
         export = resolve_export(path, False)
         if output is not None:
             refuse_inputs_as_outputs([output], [export])
-        trace, analysis = analyse_export(export.resolve(), options, read_ahead=read_ahead)
+        draws = BeforeSideDraws(relay) if relay is not None and is_before else None
+        trace, analysis = analyse_export(
+            export.resolve(),
+            options,
+            read_ahead=read_ahead,
+            on_steps=None if draws is None else draws.on_steps,
+        )
         # The tables from the analysis' ledger: the report's step ledger is not made.
-        return build_report(trace, analysis, step_ledger=False), analysis_bucket_tables(analysis)
+        report = build_report(trace, analysis, step_ledger=False)
+        tables = analysis_bucket_tables(analysis)
+    means = None
+    if relay is not None and len(report.processes) == len(tables) == 1:
+        pid, table = next(iter(tables.items()))
+        walls = analysed_walls(analysis, pid)
+        means = draws.means(walls, table) if draws else after_side_means(relay, walls, table)
+    return report, tables, means
 
 
 @app.command()
@@ -533,25 +559,36 @@ def diff(
     with user_errors():
         from trace_gaps.analysis.pipeline import AnalysisOptions
         from trace_gaps.diff import diff_reports, is_slower_than
-        from trace_gaps.parallel import ordered_map
+        from trace_gaps.parallel import fork_is_safe, ordered_map
         from trace_gaps.render import render_diff
         from trace_gaps.run import analyse_export  # noqa: F401 - imported before the sides fork
+        from trace_gaps.side_draws import DrawRelay
 
         sides = [expand_exports([before]), expand_exports([after])]
         refuse_inputs_as_outputs([] if output is None else [output], [*sides[0], *sides[1]])
         jobs = diff_jobs(sides)
         # Two sides at once on few cores keep both busy: read-ahead threads only add switches.
         tasks = [
-            (paths, AnalysisOptions(step, skip, depth, pid), jobs == 1)
-            for paths, pid in ((sides[0], process_before), (sides[1], process_after))
+            (paths, AnalysisOptions(step, skip, depth, pid), jobs == 1, is_before)
+            for paths, pid, is_before in (
+                (sides[0], process_before, True),
+                (sides[1], process_after, False),
+            )
             for pid in [pid if pid is not None else process]
         ]
+        # The relay is inherited by forked sides (or used in this process): not where the
+        # sides would start from the fork server.
+        relay = DrawRelay() if jobs == 1 or fork_is_safe() else None
         with progress(quiet) as shown:
             shown("analysing both sides")
-            sides_done = list(ordered_map(diff_side, output, tasks, jobs=jobs, fork=True))
-        (before_report, before_buckets), (after_report, after_buckets) = sides_done
+            sides_done = list(ordered_map(diff_side, (output, relay), tasks, jobs=jobs, fork=True))
+        (before_report, before_buckets, before_means) = sides_done[0]
+        (after_report, after_buckets, after_means) = sides_done[1]
         result = diff_reports(
-            before_report, after_report, step_buckets=(before_buckets, after_buckets)
+            before_report,
+            after_report,
+            step_buckets=(before_buckets, after_buckets),
+            side_means=(before_means, after_means),
         )
         write_output(render_diff(result, Format(fmt.value)), output, quiet=quiet)
     if fail_if_slower is not None and is_slower_than(result, fail_if_slower):

@@ -12,6 +12,7 @@ from trace_gaps.analysis.bootstrap import (
     RESAMPLES,
     SEED,
     bootstrap_mean_difference,
+    mean_difference_intervals,
 )
 from trace_gaps.analysis.ledger import BUCKET, CAUSE, DURATION_NS
 from trace_gaps.analysis.metrics import LEDGER
@@ -28,8 +29,9 @@ from trace_gaps.changes import (
     WallChange,
 )
 from trace_gaps.errors import TraceGapsError
-from trace_gaps.model import PID, Bucket, CandidateStatus, Presence
+from trace_gaps.model import END_NS, PID, START_NS, Bucket, CandidateStatus, Presence
 from trace_gaps.report import ProcessReport, Report
+from trace_gaps.side_draws import SideMeans
 from trace_gaps.verdicts import write_diff_verdict
 
 DIFF_SCHEMA_VERSION = 2  # 2: side.wall {mean_ns, ...}, was wall_ns {mean, ...}
@@ -96,12 +98,16 @@ def diff_reports(
     after: Report,
     *,
     step_buckets: tuple[StepBuckets, StepBuckets] | None = None,
+    side_means: tuple[SideMeans | None, SideMeans | None] = (None, None),
 ) -> Diff:
     """Pair the processes of two reports and compare each pair.
 
     step_buckets: each side's step_bucket_tables, when made already (beside its analysis,
-    in its own process); the tables missing are made here."""
+    in its own process); the tables missing are made here. side_means: the bootstrap's
+    resampled means drawn in the sides (side_draws.py), used where they are the ones
+    drawn here (one process a side), else drawn here."""
     pairs, notes = pair_processes(before, after)
+    one_pair = len(before.processes) == len(after.processes) == 1
     rng = np.random.default_rng(SEED)
     tables = step_buckets if step_buckets is not None else ({}, {})
     diffs = [
@@ -112,6 +118,7 @@ def diff_reports(
             after_file=after.export.file,
             rng=rng,
             step_buckets=(tables[0].get(b.pid), tables[1].get(a.pid)),
+            side_means=side_means if one_pair else (None, None),
         )
         for b, a in pairs
     ]
@@ -165,9 +172,12 @@ def diff_processes(
     after_file: str,
     rng: np.random.Generator,
     step_buckets: tuple[pd.DataFrame | None, pd.DataFrame | None] = (None, None),
+    side_means: tuple[SideMeans | None, SideMeans | None] = (None, None),
 ) -> ProcessDiff:
     """Compare one process with another: step time, buckets, stages, candidates.
-    step_buckets: the two processes' tables of step_bucket_tables, where made already."""
+    step_buckets: the two processes' tables of step_bucket_tables, where made already.
+    side_means: the two processes' resampled means, where drawn already (the first draws
+    from rng, as diff_reports passes them: rng is then not drawn from)."""
     walls = [_analysed_walls(p, f) for p, f in ((before, before_file), (after, after_file))]
     buckets_before, buckets_after = (
         _step_buckets(process, wall.index) if table is None else table
@@ -182,7 +192,8 @@ def diff_processes(
         [walls[1].to_numpy(), buckets_after.reindex(columns=columns, fill_value=0)]
     )
     means_before, means_after = values_before.mean(axis=0), values_after.mean(axis=0)
-    intervals, relative = _bootstrap(values_before, values_after, rng)
+    drawn = _drawn_in_sides(side_means, len(walls[0]), len(walls[1]), columns)
+    intervals, relative = _bootstrap(values_before, values_after, rng, drawn)
 
     change = int(round(means_after[0] - means_before[0]))
     wall = WallChange(
@@ -254,12 +265,9 @@ def analysis_bucket_tables(analysis: Analysis) -> StepBuckets:
     30 ms and their table's 40 ms), for a side analysed by itself (cli.diff_side)."""
     names = np.array(analysis.stage_map.names, dtype=object)
     ledger = analysis.metrics[LEDGER]
-    steps = analysis.steps
     tables: StepBuckets = {}
-    for pid in sorted(steps[PID].unique()):
-        # In the order of the report's step rows (the walls diff_processes pairs them with).
-        of_process = steps[steps[PID].to_numpy() == pid]
-        analysed = pd.Index(of_process.loc[~of_process[IS_WARMUP].to_numpy(), STEP_ID].to_numpy())
+    for pid in sorted(analysis.steps[PID].unique()):
+        analysed = pd.Index(_analysed_steps(analysis, pid)[STEP_ID].to_numpy())
         if analysed.empty:
             continue
         rows = ledger[ledger[STEP_ID].isin(analysed)]
@@ -288,6 +296,21 @@ def without_tabled_steps(report: Report, tables: StepBuckets) -> Report:
     return replace(report, processes=processes)
 
 
+def analysed_walls(analysis: Analysis, pid: int) -> np.ndarray:
+    """The wall times of a process' analysed steps, as its report's step rows give them
+    (in their order: the rows of its table in analysis_bucket_tables)."""
+    steps = _analysed_steps(analysis, pid)
+    walls: np.ndarray = (steps[END_NS] - steps[START_NS]).to_numpy(dtype=np.int64)
+    return walls
+
+
+def _analysed_steps(analysis: Analysis, pid: int) -> pd.DataFrame:
+    # In the order of the report's step rows (the walls diff_processes pairs them with).
+    steps = analysis.steps[analysis.steps[PID].to_numpy() == pid]
+    analysed: pd.DataFrame = steps[~steps[IS_WARMUP].to_numpy()]
+    return analysed
+
+
 def _step_buckets(process: ProcessReport, step_ids: pd.Index) -> pd.DataFrame:
     """ns per analysed step (rows) and (stage, bucket label) (columns), zero where absent."""
     entries = pd.DataFrame(
@@ -314,11 +337,37 @@ def _bucket_table(entries: pd.DataFrame, step_ids: pd.Index) -> pd.DataFrame:
     return table.reindex(index=step_ids, fill_value=0).astype("int64")
 
 
+def _drawn_in_sides(
+    side_means: tuple[SideMeans | None, SideMeans | None],
+    before_steps: int,
+    after_steps: int,
+    columns: pd.Index,
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """The sides' resampled means over wall time and columns, when both sides drew theirs
+    for these step counts (the after side's draws followed the before side's)."""
+    before, after = side_means
+    if before is None or after is None:
+        return None
+    if not before.steps == before.before_steps == after.before_steps == before_steps:
+        return None
+    if after.steps != after_steps:
+        return None
+    return before.expanded(columns), after.expanded(columns)
+
+
 def _bootstrap(
-    before: np.ndarray, after: np.ndarray, rng: np.random.Generator
+    before: np.ndarray,
+    after: np.ndarray,
+    rng: np.random.Generator,
+    drawn: tuple[np.ndarray, np.ndarray] | None,
 ) -> tuple[list[NsInterval], PctInterval | None]:
-    """The bootstrap's intervals in whole ns, and the relative one to 0.01 %."""
-    intervals = bootstrap_mean_difference(before, after, rng)
+    """The bootstrap's intervals in whole ns, and the relative one to 0.01 %, from the
+    means drawn in the sides when given."""
+    intervals = (
+        bootstrap_mean_difference(before, after, rng)
+        if drawn is None
+        else mean_difference_intervals(*drawn)
+    )
     if intervals is None:
         return [], None
     return [

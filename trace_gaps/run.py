@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import pandas as pd
+
 from trace_gaps.allocator import keep_freed_memory, python_string_storage
 from trace_gaps.analysis.collectives import CollectiveMatch
 from trace_gaps.analysis.picks import TimelineRequest
@@ -32,13 +34,15 @@ def analyse_export(
     collectives: CollectiveMatch | None = None,
     jobs: int | None = None,
     read_ahead: bool = True,
+    on_steps: Callable[[pd.DataFrame], None] | None = None,
 ) -> tuple[Trace, Analysis]:
     """The export's Trace (its ops and calls left out when streamed) and its Analysis.
 
     on_window(done, total) is called as windows finish, for progress display. jobs: worker
     processes for the windows' metrics (None: parallel.default_jobs(); 1: none, all in
     this process); an export of one window is always analysed in this process. read_ahead
-    False: no read-ahead threads (stream_export).
+    False: no read-ahead threads (stream_export). on_steps: see analyse_rows (called again
+    if the export is analysed whole after all).
     """
     keep_freed_memory()
     python_string_storage()
@@ -53,13 +57,14 @@ def analyse_export(
                 on_window=on_window,
                 collectives=collectives,
                 jobs=default_jobs() if jobs is None else jobs,
+                on_steps=on_steps,
             )
             return stream.trace(), analysis
     except NeedsWholeTrace:
         trace = load_trace(path)
         try:
             return trace, analyse_trace(
-                trace, options, timelines=timelines, collectives=collectives
+                trace, options, timelines=timelines, collectives=collectives, on_steps=on_steps
             )
         except NeedsWholeTrace as error:  # the rows break an assumption even when whole
             raise TraceGapsError(

@@ -91,10 +91,12 @@ def analyse_trace(
     window_rows: int | None = None,
     chunk_rows: int | None = None,
     collectives: CollectiveMatch | None = None,
+    on_steps: Callable[[pd.DataFrame], None] | None = None,
 ) -> Analysis:
     """Analyse a Trace held in memory; window_rows None analyses it as one window.
 
     window_rows and chunk_rows cut the analysis as a streamed export is cut (for tests).
+    on_steps: as analyse_rows'.
     """
     return analyse_rows(
         trace,
@@ -103,6 +105,7 @@ def analyse_trace(
         timelines=timelines,
         window_rows=window_rows,
         collectives=collectives,
+        on_steps=on_steps,
     )
 
 
@@ -116,6 +119,7 @@ def analyse_rows(
     on_window: Callable[[int, int], None] | None = None,
     collectives: CollectiveMatch | None = None,
     jobs: int = 1,
+    on_steps: Callable[[pd.DataFrame], None] | None = None,
 ) -> Analysis:
     """Analyse rows streamed from sources; trace holds the ranges, threads and OS calls.
 
@@ -123,7 +127,9 @@ def analyse_rows(
     export's ops as export 0 in its own clock; otherwise the export's collectives are matched
     among its own processes. Raises NeedsWholeTrace when the rows cannot be analysed window
     by window. jobs > 1: the windows' metrics are computed on that many worker processes
-    while this one reads on (analyse_in_windows); the result is the same.
+    while this one reads on (analyse_in_windows); the result is the same. on_steps is
+    called with the steps (the Analysis' steps, warm-up marked) once they are cut, before
+    any op or call is analysed.
     """
     nvtx_ranges = trace.nvtx_ranges
     pid = options.process
@@ -152,6 +158,8 @@ def analyse_rows(
         op_chunks = [(name, _of_process(pid, chunks())) for name, chunks in sources.ops]
         call_chunks = _of_process(pid, sources.calls())
         rows = sources.rows
+    if on_steps is not None:
+        on_steps(steps)
     stage_map = map_stages(range_tree, steps, depth=options.depth)
     picked = tuple((request, choose_steps(steps, request)) for request in timelines)
     # Matched across every process, --process or not: a wait depends on the peers.
