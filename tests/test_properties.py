@@ -19,7 +19,7 @@ from unittest.mock import patch
 
 import numpy as np
 import pandas as pd
-from hypothesis import event, example, given
+from hypothesis import event, example, given, settings
 from hypothesis import strategies as st
 
 from tests.builders import ExportBuilder, projected_frames
@@ -420,3 +420,36 @@ def test_running_max_per_step_matches_a_group_by(rows):
     first = np.r_[True, step[1:] != step[:-1]] if len(step) else np.zeros(0, dtype=bool)
     by_pandas = pd.Series(end, dtype="int64").groupby(step).cummax().to_numpy()
     assert _running_max(end, first).tolist() == by_pandas.tolist()
+
+
+@given(
+    threads=st.lists(
+        st.lists(st.tuples(st.integers(0, 50), st.integers(1, 50)), max_size=6),
+        min_size=1,
+        max_size=3,
+    ),
+    rows=st.lists(st.tuples(st.integers(0, 3), st.integers(-10, 700)), max_size=40),
+)
+@example(threads=[[(0, 10)]], rows=[(0, 5), (1, 5)])  # a row off the only stepped thread
+@example(threads=[[(5, 10)], [(0, 10)]], rows=[(0, 0), (1, 0), (0, 5), (1, 14)])
+@settings(max_examples=300)  # a pure function: cheap examples
+def test_step_at_finds_the_step_open_on_each_rows_thread(threads, rows):
+    # step_at's paths: one thread with steps (all rows on it, or some elsewhere) and
+    # several, against a search of every step. Steps: per thread, gaps and lengths.
+    from trace_gaps.analysis.steps import step_at
+    from trace_gaps.model import END_NS, GLOBAL_TID, START_NS
+
+    steps = []
+    for tid, gaps_and_lengths in enumerate(threads):
+        at = 0
+        for gap, length in gaps_and_lengths:
+            steps.append((len(steps), tid, at + gap, at + gap + length))
+            at += gap + length
+    frame = pd.DataFrame(steps, columns=[STEP_ID, GLOBAL_TID, START_NS, END_NS], dtype="int64")
+    tids = np.array([tid for tid, _ in rows], dtype=np.int64)
+    times = np.array([time for _, time in rows], dtype=np.int64)
+    expected = [
+        next((s for s, t, lo, hi in steps if t == tid and lo <= time < hi), -1)
+        for tid, time in rows
+    ]
+    assert step_at(frame, tids, times).tolist() == expected

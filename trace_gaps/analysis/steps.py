@@ -324,15 +324,29 @@ def _searched(ids: np.ndarray, step_ids: np.ndarray) -> np.ndarray:
 
 def step_at(steps: pd.DataFrame, global_tids: np.ndarray, times: np.ndarray) -> np.ndarray:
     """The step id open on each (thread, time), or -1 outside every step."""
+    step_tids = steps[GLOBAL_TID].to_numpy()
+    if len(step_tids) and len(global_tids) and step_tids.min() == step_tids.max():
+        # One thread with steps (the common case): no group-by, and when every row is
+        # on it, no gathering of the rows' times either.
+        tid = step_tids[0]
+        if global_tids.min() == global_tids.max() == tid:
+            return _step_at(steps, times)
+        found = np.full(len(times), -1, dtype=np.int64)
+        at = np.flatnonzero(global_tids == tid)
+        found[at] = _step_at(steps, times[at])
+        return found
     found = np.full(len(times), -1, dtype=np.int64)
     positions = thread_positions(global_tids)
     for tid, thread_steps in steps.groupby(GLOBAL_TID):
-        at = positions.get(cast(int, tid))
-        if at is None:
-            continue
-        starts = thread_steps[START_NS].to_numpy()
-        ends = thread_steps[END_NS].to_numpy()
-        pos = np.searchsorted(starts, times[at], side="right") - 1
-        inside = (pos >= 0) & (times[at] < ends[np.maximum(pos, 0)])
-        found[at[inside]] = thread_steps[STEP_ID].to_numpy()[pos[inside]]
+        on_thread = positions.get(cast(int, tid))
+        if on_thread is not None:
+            found[on_thread] = _step_at(thread_steps, times[on_thread])
     return found
+
+
+def _step_at(thread_steps: pd.DataFrame, times: np.ndarray) -> np.ndarray:
+    """step_at for the rows of one thread and its steps (disjoint, in start order)."""
+    pos = np.searchsorted(thread_steps[START_NS].to_numpy(), times, side="right") - 1
+    inside = (pos >= 0) & (times < thread_steps[END_NS].to_numpy()[np.maximum(pos, 0)])
+    ids: np.ndarray = np.where(inside, thread_steps[STEP_ID].to_numpy()[np.maximum(pos, 0)], -1)
+    return ids
