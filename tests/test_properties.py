@@ -453,3 +453,29 @@ def test_step_at_finds_the_step_open_on_each_rows_thread(threads, rows):
         for tid, time in rows
     ]
     assert step_at(frame, tids, times).tolist() == expected
+
+
+@given(
+    n=st.integers(0, 400),
+    ranks=st.lists(st.integers(0, 400), max_size=60),
+    less=st.none() | st.lists(st.integers(0, 400), max_size=60),
+    sort=st.booleans(),
+)
+@example(n=100, ranks=[3, 3, 50], less=[10], sort=True)  # few ranks: the repeated steps
+@example(n=10, ranks=[0, 2, 2, 9, 10], less=[1, 5], sort=False)  # many: the bins
+@settings(max_examples=300)  # a pure function: cheap examples
+def test_the_ledgers_running_count_matches_counting_each_position(n, ranks, less, sort):
+    # _running_count's two paths (bins when the ranks are many, steps when few; sorted or
+    # not) against a count at every position.
+    from trace_gaps.analysis.ledger import _running_count
+
+    ranks = [min(r, n) for r in (sorted(ranks) if sort else ranks)]
+    less = None if less is None else [min(r, n) for r in less]
+    expected = [
+        sum(r <= k for r in ranks) - (0 if less is None else sum(r <= k for r in less))
+        for k in range(n)
+    ]
+    got = _running_count(
+        np.array(ranks, dtype=np.int64), n, None if less is None else np.array(less, dtype=np.int64)
+    )
+    assert got.dtype == np.int64 and got.tolist() == expected
