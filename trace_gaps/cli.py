@@ -358,7 +358,8 @@ def analyze(
                 jobs=jobs,
             )
             shown("ranking candidates")
-            report = build_report(trace, analysis, top=top)
+            # Only the JSON report holds every step's ledger (40,000 entries at 1,700 steps).
+            report = build_report(trace, analysis, top=top, step_ledger=fmt is Format.JSON)
             text = render_report(report, fmt)
         write_output(text, output, exact=fmt is Format.CSV, quiet=quiet)
 
