@@ -20,6 +20,7 @@ Each measurement runs in a fresh subprocess so that peak RSS (ru_maxrss) is its 
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import resource
@@ -168,8 +169,11 @@ def child_analyze(path: Path, fmt: str, jobs: int | None) -> dict[str, Any]:
 
     started = time.perf_counter()
     trace, analysis = timed("analyse", analyse_export)(path, pipeline.AnalysisOptions(), jobs=jobs)
-    # As the CLI does: only the JSON report holds every step's ledger.
-    report = timed("report", build_report)(trace, analysis, step_ledger=fmt == "json")
+    # As the CLI does: only the JSON report holds every step's ledger (since 50a5303; a
+    # sitting's "before" may run an earlier commit, which builds it always).
+    takes_ledger_flag = "step_ledger" in inspect.signature(build_report).parameters
+    ledger = {"step_ledger": fmt == "json"} if takes_ledger_flag else {}
+    report = timed("report", build_report)(trace, analysis, **ledger)
     text = timed("render", lambda r: render_report(r, Format(fmt)))(report)
     total = time.perf_counter() - started
     counts = count_rows(path)
