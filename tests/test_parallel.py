@@ -66,17 +66,6 @@ def run_fresh(check: str) -> None:
     assert result.returncode == 0, result.stderr
 
 
-def check_forked_workers_come_from_this_process() -> None:
-    forked = list(ordered_map(parent_pid, 0, [(1,), (2,)], jobs=2, fork=True))
-    assert forked == [os.getpid(), os.getpid()]
-    served = list(ordered_map(parent_pid, 0, [(1,), (2,)], jobs=2))
-    assert os.getpid() not in served, "without fork=True workers come from the fork server"
-
-
-def test_forked_workers_come_from_this_process_when_it_runs_no_other_thread() -> None:
-    run_fresh("check_forked_workers_come_from_this_process")
-
-
 @contextmanager
 def another_thread_running() -> Iterator[None]:
     """A second thread waits in this process while the block runs."""
@@ -88,12 +77,6 @@ def another_thread_running() -> Iterator[None]:
     finally:
         release.set()
         waiting.join()
-
-
-def test_a_running_thread_keeps_workers_on_the_fork_server() -> None:
-    with another_thread_running():
-        results = list(ordered_map(parent_pid, 0, [(1,), (2,)], jobs=2, fork=True))
-    assert os.getpid() not in results
 
 
 def test_one_job_runs_in_this_process() -> None:
@@ -157,6 +140,35 @@ def test_diff_sides_in_two_processes_give_the_same_diff(monkeypatch: pytest.Monk
     assert apart.exit_code == 0, apart.output
     assert apart_jobs == [2]
     assert apart.stdout == one_by_one.stdout
+
+
+def check_diff_sides_apart_fork_once_and_draw_as_one_process() -> None:
+    # Big exports on few cores: the after side in a child forked from diff's process, the
+    # before side in it, the bootstrap's generator handed on between them (side_draws.py).
+    from tests.test_diff import report_of
+    from trace_gaps.diff import diff_reports
+    from trace_gaps.render.diff import render_diff_json
+
+    before, after = SAMPLES / "spec_eager.sqlite", SAMPLES / "spec_sync.sqlite"
+    forks: list[int] = []
+    real_fork = os.fork
+
+    def counted_fork() -> int:
+        forks.append(1)
+        return real_fork()
+
+    cli.DIFF_SIDES_APART_BYTES = 0
+    parallel.default_jobs = lambda: 1
+    os.fork = counted_fork
+    result = CliRunner().invoke(app, ["diff", str(before), str(after), "-f", "json", "-q"])
+    assert result.exit_code == 0, result.output
+    assert forks == [1]
+    at_once = diff_reports(report_of(before), report_of(after))
+    assert result.stdout == render_diff_json(at_once)
+
+
+def test_diff_sides_apart_fork_once_and_draw_as_one_process() -> None:
+    run_fresh("check_diff_sides_apart_fork_once_and_draw_as_one_process")
 
 
 def test_a_ctrl_c_during_an_analysis_ends_with_one_line(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -462,8 +462,8 @@ DIFF_SIDES_APART_BYTES = 32_000_000
 
 
 def diff_jobs(sides: list[list[Path]]) -> int:
-    """2: analyse the two sides of a diff at once, in two processes; 1: one after the other
-    (each then has its own window workers where the cores allow them)."""
+    """2: analyse the two sides of a diff at once, the after side in a forked process; 1: one
+    after the other (each then has its own window workers where the cores allow them)."""
     from trace_gaps.parallel import default_jobs
 
     size = sum(path.stat().st_size for paths in sides for path in paths if path.is_file())
@@ -471,7 +471,7 @@ def diff_jobs(sides: list[list[Path]]) -> int:
 
 
 def diff_side(
-    shared: tuple[Path | None, DrawRelay | None],
+    shared: tuple[Path | None, DrawRelay],
     paths: list[Path],
     options: AnalysisOptions,
     read_ahead: bool,
@@ -483,7 +483,7 @@ def diff_side(
     ledger entries the tables hold (diff needs no more of them). One export or several of
     one run (a quoted glob).
 
-    shared: the diff's own file and the draws' relay (what both sides share: ordered_map).
+    shared: the diff's own file and the draws' relay (what both sides share).
     read_ahead False: one export is read without read-ahead threads (analyse_export)."""
     from trace_gaps.diff import (
         analysed_walls,
@@ -513,7 +513,7 @@ def diff_side(
         export = resolve_export(path, False)
         if output is not None:
             refuse_inputs_as_outputs([output], [export])
-        draws = BeforeSideDraws(relay) if relay is not None and is_before else None
+        draws = BeforeSideDraws(relay) if is_before else None
         trace, analysis = analyse_export(
             export.resolve(),
             options,
@@ -524,7 +524,7 @@ def diff_side(
         report = build_report(trace, analysis, step_ledger=False)
         tables = analysis_bucket_tables(analysis)
     means = None
-    if relay is not None and len(report.processes) == len(tables) == 1:
+    if len(report.processes) == len(tables) == 1:
         pid, table = next(iter(tables.items()))
         walls = analysed_walls(analysis, pid)
         means = draws.means(walls, table) if draws else after_side_means(relay, walls, table)
@@ -560,31 +560,35 @@ def diff(
     with user_errors():
         from trace_gaps.analysis.pipeline import AnalysisOptions
         from trace_gaps.diff import diff_reports, is_slower_than
-        from trace_gaps.parallel import fork_is_safe, ordered_map
+        from trace_gaps.parallel import forked
         from trace_gaps.render import render_diff
         from trace_gaps.run import analyse_export  # noqa: F401 - imported before the sides fork
         from trace_gaps.side_draws import DrawRelay
 
         sides = [expand_exports([before]), expand_exports([after])]
         refuse_inputs_as_outputs([] if output is None else [output], [*sides[0], *sides[1]])
-        jobs = diff_jobs(sides)
+        apart = diff_jobs(sides) == 2
         # Two sides at once on few cores keep both busy: read-ahead threads only add switches.
-        tasks = [
-            (paths, AnalysisOptions(step, skip, depth, pid), jobs == 1, is_before)
+        before_task, after_task = (
+            (paths, AnalysisOptions(step, skip, depth, pid), not apart, is_before)
             for paths, pid, is_before in (
                 (sides[0], process_before, True),
                 (sides[1], process_after, False),
             )
             for pid in [pid if pid is not None else process]
-        ]
-        # The relay is inherited by forked sides (or used in this process): not where the
-        # sides would start from the fork server.
-        relay = DrawRelay() if jobs == 1 or fork_is_safe() else None
+        )
+        shared = (output, DrawRelay())  # the relay: inherited by a forked side
         with progress(quiet) as shown:
             shown("analysing both sides")
-            sides_done = list(ordered_map(diff_side, (output, relay), tasks, jobs=jobs, fork=True))
-        (before_report, before_buckets, before_means) = sides_done[0]
-        (after_report, after_buckets, after_means) = sides_done[1]
+            # Apart: the after side in a child forked now, the before side in this process
+            # (one fork, not two; forked() runs it here afterwards where it cannot fork).
+            after_side = (
+                forked(diff_side, shared, *after_task)
+                if apart
+                else lambda: diff_side(shared, *after_task)
+            )
+            before_report, before_buckets, before_means = diff_side(shared, *before_task)
+            after_report, after_buckets, after_means = after_side()
         result = diff_reports(
             before_report,
             after_report,

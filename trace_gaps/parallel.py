@@ -11,11 +11,10 @@ stage map, ...): it is sent to each worker once, not with every task.
 
 Workers come from a fork server (multiprocessing's "forkserver" start method) that has
 imported the task's module once: a worker starts in milliseconds, and the main process,
-which runs read-ahead threads, is never forked itself. A caller that runs no thread and
-has imported what its tasks need (diff, whose two sides are the tasks) asks for workers
-forked from itself instead (fork=True): they start without importing anything again.
-With jobs=1, or where processes cannot be started, the tasks run in the calling process,
-in the same order.
+which runs read-ahead threads, is never forked itself. With jobs=1, or where processes
+cannot be started, the tasks run in the calling process, in the same order. One task of
+its own (diff's after side, report's pictures) a caller runs in a child forked from
+itself, when it runs no other thread (forked).
 """
 
 from __future__ import annotations
@@ -115,16 +114,13 @@ def ordered_map(
     tasks: Iterable[tuple[Any, ...]],
     *,
     jobs: int,
-    fork: bool = False,
 ) -> Iterator[R]:
     """function(shared, *task) for each task, in order, on up to `jobs` worker processes.
 
     function must be a module-level function (workers import it by name). The tasks
     iterator is advanced only as results are taken, at most jobs + 1 tasks ahead.
-    fork: fork the workers from this process when it runs no other thread (module
-    docstring); from the fork server otherwise.
     """
-    pool = _start_pool(function, shared, jobs, fork) if jobs > 1 else None
+    pool = _start_pool(function, shared, jobs) if jobs > 1 else None
     if pool is None:
         for task in tasks:
             result = function(shared, *task)
@@ -148,17 +144,12 @@ def ordered_map(
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _start_pool(
-    function: Callable[..., Any], shared: Any, jobs: int, fork: bool
-) -> ProcessPoolExecutor | None:
+def _start_pool(function: Callable[..., Any], shared: Any, jobs: int) -> ProcessPoolExecutor | None:
     if multiprocessing.current_process().daemon:
         return None  # a daemonic process (a Dask worker's) may not start processes
     try:
-        if fork and fork_is_safe():
-            context: Any = multiprocessing.get_context("fork")
-        else:
-            context = multiprocessing.get_context("forkserver")
-            context.set_forkserver_preload([function.__module__])
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload([function.__module__])
         return ProcessPoolExecutor(
             max_workers=jobs, mp_context=context, initializer=_keep, initargs=(shared,)
         )
