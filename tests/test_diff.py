@@ -524,6 +524,16 @@ def test_bootstrap_means_drawn_in_the_sides_give_the_diff_drawn_in_one_process()
             (replace(b_means, steps=b_means.steps + 1), shifted),
             (b_means, replace(shifted, before_steps=shifted.before_steps - 1)),
             (b_means, replace(shifted, steps=shifted.steps + 1)),
+            # drawn for another table: columns the diff does not compare
+            (
+                b_means,
+                replace(
+                    shifted,
+                    columns=pd.MultiIndex.from_tuples(
+                        [(f"other {i}", "busy") for i in range(len(shifted.columns))]
+                    ),
+                ),
+            ),
         ):
             redrawn = diff_reports(b_report, a_report, step_buckets=tables, side_means=other)
             assert render_diff_json(redrawn) == render_diff_json(drawn_here)

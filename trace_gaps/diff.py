@@ -352,7 +352,8 @@ def _drawn_in_sides(
         return None
     if after.steps != after_steps:
         return None
-    return before.expanded(columns), after.expanded(columns)
+    expanded = before.expanded(columns), after.expanded(columns)
+    return None if expanded[0] is None or expanded[1] is None else (expanded[0], expanded[1])
 
 
 def _bootstrap(

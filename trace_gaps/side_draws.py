@@ -39,12 +39,16 @@ class SideMeans:
     columns: pd.Index  # its bucket table's (stage, bucket) columns, in order
     means: np.ndarray  # RESAMPLES x (1 + len(columns))
 
-    def expanded(self, columns: pd.Index) -> np.ndarray:
+    def expanded(self, columns: pd.Index) -> np.ndarray | None:
         """The means over wall time and the given columns (zero where this side has none:
-        the means of a column of zeros), in diff_processes' column order."""
+        the means of a column of zeros), in diff_processes' column order; None when the
+        columns lack one of this side's (the means were drawn for another table)."""
+        at = columns.get_indexer(self.columns)
+        if (at < 0).any():
+            return None
         out = np.zeros((len(self.means), 1 + len(columns)))
         out[:, 0] = self.means[:, 0]
-        out[:, 1 + columns.get_indexer(self.columns)] = self.means[:, 1:]
+        out[:, 1 + at] = self.means[:, 1:]
         return out
 
 
