@@ -6,9 +6,10 @@ own process drew them after both sides were done, on one core, the other idle. E
 number drawn depends only on the seed, on each side's count of steps and on the order
 (before, then after). So the before side draws its counts as soon as its steps are cut
 and hands the generator's state on to the after side (a pipe made in diff's process, which
-both sides inherit), which draws its own when its analysis is done; each side sends back
-its resampled means, and diff_reports uses them where they are the ones it would have
-drawn itself (one process a side, the same step counts), else draws as before.
+a forked side inherits), which draws its own when its analysis is done; each side returns
+its resampled means with its report, and diff_reports uses them where they are the ones
+it would have drawn itself (one process a side, the same step counts), else draws as
+before.
 
 Only where each side has one process with steps: with several, the pairs' draws alternate
 between the sides. The relay's message is the before side's step count with the state, so
