@@ -539,7 +539,8 @@ def test_bootstrap_means_drawn_in_the_sides_give_the_diff_drawn_in_one_process()
             assert render_diff_json(redrawn) == render_diff_json(drawn_here)
 
 
-def test_sides_of_several_processes_draw_nothing_and_the_diff_draws_as_before():
+def test_sides_of_several_processes_draw_nothing():
+    # Their pairs' draws would alternate between the sides: diff_reports draws them all.
     from trace_gaps.side_draws import DrawRelay
 
     two_ranks = {p.stem: p for p in sample_trace_paths()}["spec_two_ranks"]

@@ -103,8 +103,9 @@ def build_report(
 
     The Report's timelines are those of the steps the analysis picked (the plots' data).
     ranks and labels (pid -> "file:pid") come from multi.py when several exports are one run.
-    step_ledger False: the processes' step ledgers are left empty (a diff's side, which
-    sends its tables of them instead: diff.analysis_bucket_tables).
+    step_ledger False: the processes' step ledgers are left empty (for analyze's text, md
+    and csv, which never print them, and a diff's side, which makes its step bucket
+    tables from the analysis instead: diff.analysis_bucket_tables).
     """
     trace_start = analysis.trace_start_ns
     if ranks is None:

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from trace_gaps.allocator import keep_freed_memory, python_string_storage
 from trace_gaps.analysis.collectives import CollectiveMatch
@@ -22,6 +21,9 @@ from trace_gaps.model import NeedsWholeTrace, Trace
 from trace_gaps.nsys.load import load_trace
 from trace_gaps.nsys.stream import stream_export
 from trace_gaps.parallel import default_jobs
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def analyse_export(
