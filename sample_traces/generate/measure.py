@@ -573,6 +573,223 @@ def ledger_top(path, step_name=None):
     return out
 
 
+# --- Serving loops: steps by a name glob or as cycles, split into kinds (issue 27) ---
+# A step is either an outermost range whose name matches a glob (only '*' and '?' are
+# wildcards; brackets are literal), or a *cycle*: from one outermost occurrence of a first
+# range to the next on the same thread (the last cycle ends with the last outermost range
+# that starts inside it). Its stages are the outermost ranges inside it on its thread; time
+# in none is "(no stage)". Kind: the phase word (PREFILL, DECODE, MIXED, EXTEND, any case,
+# also in prefill_batch ...) in the step's name, else the one phase word found in the names
+# of the ranges inside the step (forward_extend -> EXTEND, forward_decode -> DECODE), else
+# "(one kind)". Busy/idle per stage as in the ledger above; a GPU op launched by another
+# thread of the process is charged by time, to the stage open on the step's thread at the
+# start of its launching call. Ranges of every NVTX domain count, except the library
+# domains below (or only --domain NAME).
+
+LIBRARY_DOMAINS = re.compile(r"^(NCCL|CCCL|cuBLAS|cuBLASLt|cuDNN|TSL|cuSPARSE|cuFFT|cuSOLVER|NVSHMEM|nvJPEG)\b", re.I)
+PHASE = re.compile(r"(?i)(?<![a-z])(prefill|decode|mixed|extend)(?![a-z])")
+UNANNOTATED = NO_STAGE
+
+
+def glob_re(pattern):
+    return re.compile(
+        "^" + re.escape(pattern).replace(r"\*", ".*").replace(r"\?", ".") + "$", re.S
+    )
+
+
+def _ranges_domains(c, strings, domain=None):
+    """Per thread: push/pop and start/end ranges of the default domain and of user domains
+    (library domains left out); with domain, only that domain. Also {domainId: name}."""
+    cols = _columns(c, "NVTX_EVENTS")
+    text_id = "textId" if "textId" in cols else "NULL"
+    dom_col = "coalesce(domainId, 0)" if "domainId" in cols else "0"
+    names = {0: "(default)"}
+    if "domainId" in cols:
+        for did, text, tid_ in c.execute(
+            f"select domainId, text, {text_id} from NVTX_EVENTS where eventType = 75"
+        ):
+            names[did] = text if text is not None else strings.get(tid_, "")
+    rows = c.execute(
+        f"select start, end, globalTid, text, {text_id}, {dom_col} from NVTX_EVENTS "
+        "where eventType in (59, 60) and end is not null and end >= start"
+    ).fetchall()
+    out, seen = defaultdict(list), defaultdict(int)
+    for s, e, tid, text, tid_, did in rows:
+        dname = names.get(did, f"domain {did}")
+        if domain is not None:
+            if dname != domain:
+                continue
+        elif did != 0 and LIBRARY_DOMAINS.match(dname or ""):
+            continue
+        seen[dname] += 1
+        name = text if text is not None else strings.get(tid_, "")
+        out[tid].append((s, e, EMIT_NVTX.sub("", str(name))))
+    for lst in out.values():
+        lst.sort(key=lambda r: (r[0], -r[1]))
+    return out, dict(seen)
+
+
+def _kind(name, inner_names):
+    m = PHASE.search(name)
+    if m:
+        return m.group(1).upper()
+    found = {PHASE.search(n).group(1).upper() for n in inner_names if PHASE.search(n)}
+    return found.pop() if len(found) == 1 else "(one kind)"
+
+
+def serving(path, step_glob=None, cycle=None, skip=3, domain=None):
+    """{file, domains, threads: [{pid, tid, how, steps, skipped, kinds: {kind: {...}}}]}."""
+    c = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    tabs = tables(c)
+    strings = dict(c.execute("select id, value from StringIds"))
+    ranges, seen = _ranges_domains(c, strings, domain) if "NVTX_EVENTS" in tabs else ({}, {})
+    ops = _ops(c, tabs)
+    calls = _calls(c, tabs, strings)
+    pid_of = lambda g: (g >> 24) & 0xFFFFFF
+    first_call = {}
+    for s, e, tid, corr, name in calls:
+        key = (pid_of(tid), corr)
+        if key not in first_call or s < first_call[key][0]:
+            first_call[key] = (s, tid)
+    pat = glob_re(step_glob if step_glob is not None else cycle)
+    res = {"file": os.path.basename(path), "bytes": os.path.getsize(path), "domains": seen, "threads": []}
+    for tid, lst in sorted(ranges.items()):
+        top = _outermost(lst)
+        if step_glob is not None:
+            steps = [(s, e, n) for s, e, n in _outermost([r for r in lst if pat.match(r[2])])]
+            how = f"steps: outermost ranges matching {step_glob!r}"
+        else:
+            firsts = [s for s, e, n in top if pat.match(n)]
+            steps = []
+            for i, s0 in enumerate(firsts):
+                if i + 1 < len(firsts):
+                    e0 = firsts[i + 1]
+                else:
+                    e0 = max(e for s, e, n in top if s >= s0)
+                steps.append((s0, e0, f"cycle of {cycle}"))
+            how = f"cycles: from one outermost {cycle!r} to the next on the thread"
+        if len(steps) < 2:
+            continue
+        pid = pid_of(tid)
+        starts = [s for s, _, _ in steps]
+        per_step, kinds = [], []
+        lst_starts = [r[0] for r in lst]
+        for s0, e0, n0 in steps:
+            lo, hi = bisect.bisect_left(lst_starts, s0), bisect.bisect_left(lst_starts, e0)
+            inside = [r for r in lst[lo:hi] if (r[0], r[1], r[2]) != (s0, e0, n0)]
+            if step_glob is not None:
+                inside = [r for r in inside if r[1] <= e0]
+            stages = [(s, min(e, e0), n) for s, e, n in _outermost(inside)]
+            per_step.append(stages)
+            kinds.append(_kind(n0 if step_glob is not None else "", [r[2] for r in inside]))
+
+        def stage_at(t):
+            i = bisect.bisect_right(starts, t) - 1
+            if i < 0 or t >= steps[i][1]:
+                return BETWEEN
+            for s, e, n in per_step[i]:
+                if s <= t < e:
+                    return n
+            return NO_STAGE
+
+        staged, by_time = [], 0
+        for s, e, gp, corr in ops:
+            if pid_of(gp) != pid:
+                continue
+            call = first_call.get((pid, corr))
+            if call is None:
+                stage = NO_CALL
+            else:
+                stage = stage_at(call[0])
+                by_time += call[1] != tid
+            staged.append((s, e, stage))
+        staged = [op for op in staged if op[1] > op[0]]
+        staged.sort()
+        op_starts = [s for s, _, _ in staged]
+        longest = max((e - s for s, e, _ in staged), default=0)
+        by_kind = defaultdict(lambda: dict(n=0, walls=[], totals=defaultdict(int), stage_wall=defaultdict(int)))
+        all_kinds = defaultdict(int)
+        for i, (s0, e0, _) in enumerate(steps):
+            all_kinds[kinds[i]] += 1
+            if i < skip:
+                continue
+            k = by_kind[kinds[i]]
+            k["n"] += 1
+            k["walls"].append(e0 - s0)
+            lo = bisect.bisect_left(op_starts, s0 - longest)
+            hi = bisect.bisect_left(op_starts, e0)
+            _charge((s0, e0), staged[lo:hi], per_step[i], k["totals"])
+            for s, e, n in per_step[i]:
+                k["stage_wall"][n] += e - s
+        kinds_out = {}
+        for kind, k in by_kind.items():
+            n = k["n"]
+            stages = sorted(
+                {st for st, _ in k["totals"]} | set(k["stage_wall"]),
+                key=lambda st: -sum(v for (x, _), v in k["totals"].items() if x == st),
+            )
+            kinds_out[kind] = dict(
+                steps=all_kinds[kind],
+                measured=n,
+                mean_ms=sum(k["walls"]) / n / 1e6,
+                median_ms=median(k["walls"]) / 1e6,
+                min_ms=min(k["walls"]) / 1e6,
+                max_ms=max(k["walls"]) / 1e6,
+                busy_ms=sum(v for (_, b), v in k["totals"].items() if b == "busy") / n / 1e6,
+                stages={
+                    st: dict(
+                        wall_ms=k["stage_wall"].get(st, 0) / n / 1e6,
+                        busy_ms=k["totals"].get((st, "busy"), 0) / n / 1e6,
+                        idle_ms=k["totals"].get((st, "idle"), 0) / n / 1e6,
+                    )
+                    for st in stages
+                },
+            )
+        order = sorted(kinds_out, key=lambda k: (k != "DECODE", k))
+        res["threads"].append(
+            dict(
+                pid=pid,
+                tid=tid & 0xFFFFFF,
+                how=how,
+                steps=len(steps),
+                skipped=min(skip, len(steps)),
+                ops_launched_by_other_threads=by_time,
+                kinds={k: kinds_out[k] for k in order},
+            )
+        )
+    return res
+
+
+def print_serving_md(res):
+    for r in res:
+        doms = ", ".join(f"{k} ({v} ranges)" for k, v in r["domains"].items())
+        print(f"### {r['file']} ({r['bytes'] / 1e6:.2f} MB; NVTX domains: {doms or 'none'})\n")
+        if not r["threads"]:
+            print("no steps found\n")
+        for t in r["threads"]:
+            print(
+                f"pid {t['pid']} tid {t['tid']}: {t['steps']} {t['how']}; first {t['skipped']} skipped "
+                f"(warm-up); GPU ops launched by other threads of the process, charged by time: "
+                f"{t['ops_launched_by_other_threads']}\n"
+            )
+            print("| kind | steps | measured | mean ms | median ms | min ms | max ms | GPU busy ms/step |")
+            print("|---|---:|---:|---:|---:|---:|---:|---:|")
+            for kind, k in t["kinds"].items():
+                print(
+                    f"| {kind} | {k['steps']} | {k['measured']} | {k['mean_ms']:.3f} | {k['median_ms']:.3f} | "
+                    f"{k['min_ms']:.3f} | {k['max_ms']:.3f} | {k['busy_ms']:.3f} |"
+                )
+            print()
+            print("| kind | stage | wall ms/step | busy ms/step | idle ms/step |")
+            print("|---|---|---:|---:|---:|")
+            for kind, k in t["kinds"].items():
+                for st, v in k["stages"].items():
+                    print(
+                        f"| {kind} | {st[:80]} | {v['wall_ms']:.3f} | {v['busy_ms']:.3f} | {v['idle_ms']:.3f} |"
+                    )
+            print()
+
+
 def fmt(x, nd=1):
     if x is None:
         return "-"
@@ -635,7 +852,29 @@ def main():
         help="only the recounted ledger's top (stage, bucket) per process, for step range "
         "STEP ('-': no step range, each process one step)",
     )
+    ap.add_argument(
+        "--steps",
+        metavar="GLOB",
+        help="serving recount: steps are the outermost ranges matching GLOB ('*', '?'), per kind",
+    )
+    ap.add_argument(
+        "--cycle",
+        metavar="FIRST",
+        help="serving recount: steps are cycles from one outermost FIRST range (name or glob) to "
+        "the next on its thread, per kind",
+    )
+    ap.add_argument("--domain", help="serving recount: only ranges of this NVTX domain")
     a = ap.parse_args()
+    if a.steps or a.cycle:
+        res = [serving(f, a.steps, a.cycle if not a.steps else None, a.skip, a.domain) for f in a.files]
+        if a.md:
+            print_serving_md(res)
+        else:
+            import json
+
+            json.dump(res, sys.stdout, indent=1)
+            print()
+        return
     if a.top:
         for f in a.files:
             LAST_ARRIVALS.clear()
