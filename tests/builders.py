@@ -140,6 +140,11 @@ class ExportBuilder:
             ),
         )
 
+    def domain(self, name: str, domain_id: int, *, pid: int = PID, tid: int = TID) -> ExportBuilder:
+        """An nvtxDomainCreate row (eventType 75): names domain_id in this process."""
+        row = (0, None, 75, None, None, None, name, global_tid(pid, tid), None, None, domain_id)
+        return self._add("NVTX_EVENTS", row)
+
     def call(
         self,
         name: str,

@@ -31,6 +31,7 @@ CALL_CATEGORY = "category"
 # NVTX ranges.
 END_GLOBAL_TID = "end_global_tid"
 DOMAIN_ID = "domain_id"
+DOMAIN = "domain"  # an NVTX range's domain name ("" for the default domain)
 EVENT_TYPE = "event_type"
 
 # Threads and processes.
@@ -69,6 +70,7 @@ NVTX_RANGE_COLUMNS: dict[str, str] = {
     DOMAIN_ID: "int64",
     EVENT_TYPE: "int64",
     NAME: "object",
+    DOMAIN: "object",
 }
 
 THREAD_COLUMNS: dict[str, str] = {

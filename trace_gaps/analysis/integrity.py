@@ -8,6 +8,7 @@ import pandas as pd
 from trace_gaps.analysis.ledger import BUCKET
 from trace_gaps.analysis.metrics import LEDGER, OP_CENSUS, STAGE_STATS
 from trace_gaps.analysis.pipeline import Analysis
+from trace_gaps.analysis.ranges import RAW_NAME
 from trace_gaps.analysis.stages import STAGE
 from trace_gaps.analysis.steps import (
     IS_WARMUP,
@@ -21,7 +22,6 @@ from trace_gaps.model import (
     DEVICE_ID,
     END_GLOBAL_TID,
     GLOBAL_TID,
-    NAME,
     NO_LAUNCH_CALL,
     OP_KIND,
     OTHER_THREAD,
@@ -85,7 +85,10 @@ def integrity_notes(trace: Trace, analysis: Analysis) -> list[str]:
         )
     step_name = analysis.selection.name
     if step_name is not None:
-        instances = int((analysis.range_tree[NAME] == step_name).sum())
+        members = analysis.selection.members
+        instances = int(analysis.range_tree[RAW_NAME].isin(members).sum())
+        if analysis.selection.cycle:
+            instances = len(analysis.steps)
         overlapping = instances - len(analysis.steps)
         if overlapping > 0:
             notes.append(

@@ -7,7 +7,9 @@ import re
 import numpy as np
 import pandas as pd
 
+from trace_gaps.analysis.families import family_names
 from trace_gaps.model import (
+    DOMAIN,
     DOMAIN_ID,
     END_NS,
     GLOBAL_TID,
@@ -25,6 +27,36 @@ IS_OP_RANGE = "is_op_range"  # a framework op range (PyTorch emit_nvtx), never a
 _EMIT_NVTX_DECORATION = re.compile(r",\s*(seq|op_id|sizes|input_op_ids)\s*=.*$", re.DOTALL)
 
 DEFAULT_DOMAIN = 0
+RAW_NAME = "raw_name"  # the range's name as recorded (normalised); NAME holds its family
+UNNAMED_DOMAIN = "domain "  # the name given to a domain with no nvtxDomainCreate row
+# Library-internal NVTX domains (lower case, matched on the name's start): their ranges are
+# a library's inside view and never steps or stages. docs/definitions.md lists them.
+LIBRARY_DOMAINS = (
+    "nccl",
+    "rccl",
+    "cccl",
+    "cub",
+    "thrust",
+    "libcudacxx",
+    "cublas",
+    "cudnn",
+    "cufft",
+    "cusparse",
+    "cusolver",
+    "curand",
+    "cutensor",
+    "nvshmem",
+    "nvjpeg",
+    "npp",
+    "tsl",
+    "xla",
+    "tensorrt",
+    "ucx",
+    "mpi",
+    "nvidia",
+    "cupti",
+    "nsight",
+)
 
 # Ranges PyTorch emits per operator (emit_nvtx, record_function): stages at most, never steps.
 _OP_PREFIXES = ("aten::", "c10d::", "autograd::", "torch::")
@@ -35,23 +67,27 @@ def normalise_range_name(name: str) -> str:
     return _EMIT_NVTX_DECORATION.sub("", name).strip()
 
 
-def build_range_tree(nvtx_ranges: pd.DataFrame) -> pd.DataFrame:
-    """Return default-domain ranges sorted by (thread, start, longest first) with depth and parent.
+def build_range_tree(nvtx_ranges: pd.DataFrame, *, domain: str | None = None) -> pd.DataFrame:
+    """Return the ranges of user domains sorted by (thread, start, longest first) with depth,
+    parent, the family name (NAME) and the name as recorded (RAW_NAME).
 
-    Ranges of other NVTX domains (CCCL's cub::*, NCCL, ...) are left out: they never become
-    steps or stages, and their time stays with the enclosing stage. Push/pop ranges nest
-    properly on their thread; a start/end range that crosses a sibling is placed by its start.
+    Ranges of library domains (CCCL's cub::*, NCCL, cuBLAS, ...: LIBRARY_DOMAINS) and of
+    domains never named are left out: they never become steps or stages, and their time
+    stays with the enclosing stage. domain: keep only that domain's ranges ("default" or ""
+    for the default domain). Push/pop ranges nest properly on their thread; a start/end
+    range that crosses a sibling is placed by its start.
     """
     require_columns(nvtx_ranges, NVTX_RANGE_COLUMNS)
-    ranges = nvtx_ranges.loc[nvtx_ranges[DOMAIN_ID] == DEFAULT_DOMAIN, list(NVTX_RANGE_COLUMNS)]
-    normalised, is_op_range = _name_facts(ranges[NAME])
+    ranges = nvtx_ranges.loc[user_domains(nvtx_ranges, domain), list(NVTX_RANGE_COLUMNS)]
+    raw, family, is_op_range = _name_facts(ranges[NAME])
     # Sort once with numpy (lexsort is stable; the last key is the primary one) and build the
     # frame once: no intermediate copies of a frame that can hold millions of ranges.
     order = np.lexsort(
         (-ranges[END_NS].to_numpy(), ranges[START_NS].to_numpy(), ranges[GLOBAL_TID].to_numpy())
     )
     columns = {name: ranges[name].to_numpy()[order] for name in NVTX_RANGE_COLUMNS}
-    columns[NAME] = normalised[order]
+    columns[NAME] = family[order]
+    columns[RAW_NAME] = raw[order]
     columns[IS_OP_RANGE] = is_op_range[order]
     ranges = pd.DataFrame(columns)
     depth = np.zeros(len(ranges), dtype=np.int64)
@@ -66,8 +102,30 @@ def build_range_tree(nvtx_ranges: pd.DataFrame) -> pd.DataFrame:
     return ranges.assign(**{DEPTH: depth, PARENT: parent})
 
 
-def _name_facts(names: pd.Series) -> tuple[np.ndarray, np.ndarray]:
-    """Per row: the normalised name, and whether it is a framework op range.
+def user_domains(nvtx_ranges: pd.DataFrame, domain: str | None = None) -> np.ndarray:
+    """Which ranges count for steps and stages: the default domain and every named domain
+    that is not a library's (LIBRARY_DOMAINS), or only the domain asked for."""
+    names = nvtx_ranges[DOMAIN].to_numpy()
+    if domain is not None:
+        wanted = "" if domain.lower() == "default" else domain
+        picked: np.ndarray = names == wanted
+        return picked
+    ids = nvtx_ranges[DOMAIN_ID].to_numpy()
+    distinct = pd.unique(names)
+    library = {str(n) for n in distinct if is_library_domain(str(n))}
+    unnamed = {str(n) for n in distinct if str(n).startswith(UNNAMED_DOMAIN)}
+    kept: np.ndarray = (ids == DEFAULT_DOMAIN) | ~np.isin(names, list(library | unnamed))
+    return kept
+
+
+def is_library_domain(name: str) -> bool:
+    """A library's own NVTX domain (matched case-insensitively on its start)."""
+    return name.lower().startswith(LIBRARY_DOMAINS)
+
+
+def _name_facts(names: pd.Series) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per row: the normalised name, its family (families.py), and whether it is a
+    framework op range.
 
     One hash pass to find the distinct names and one regex search per distinct name, not
     per row (emit_nvtx names are nearly all distinct, so this is the cost that counts).
@@ -85,7 +143,9 @@ def _name_facts(names: pd.Series) -> tuple[np.ndarray, np.ndarray]:
         clean = (name[: match.start()] if match else name).strip()
         normalised[i] = canonical.setdefault(clean, clean)
         is_op[i] = match is not None or name.startswith(_OP_PREFIXES)
-    return normalised[codes], is_op[codes]
+    clean_codes, cleans = pd.factorize(normalised, use_na_sentinel=False)
+    families = family_names(np.asarray(cleans, dtype=object))[clean_codes]
+    return normalised[codes], families[codes], is_op[codes]
 
 
 def _nest_one_thread(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

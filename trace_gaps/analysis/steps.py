@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 from typing import cast
 
 import numpy as np
 import pandas as pd
 
-from trace_gaps.analysis.ranges import DEPTH, IS_OP_RANGE, PARENT
+from trace_gaps.analysis.families import family_key, matches, phase_of, without_phase
+from trace_gaps.analysis.ranges import DEPTH, IS_OP_RANGE, PARENT, RAW_NAME
 from trace_gaps.errors import StepNotFoundError
 from trace_gaps.model import (
     CALL_CATEGORY,
@@ -27,6 +29,7 @@ SKIP_REASON = "skip_reason"
 RANGE_ROW = "range_row"  # the step's row in the range tree; -1 for a whole-process step
 LOADS = "loads"  # code loads (MODULE_LOAD calls) of the process during the step; -1: not read
 WARMUP_RULE = "warmup_rule"  # per thread: loads | steady_loads | length_only | skip
+STEP_KIND = "kind"  # the step's phase word (PREFILL, DECODE, ...), "" when it has none
 
 MIN_REPEATS = 3
 WARMUP_LENGTH_FACTOR = 3
@@ -45,57 +48,99 @@ STEP_COLUMNS = [
     RANGE_ROW,
     LOADS,
     WARMUP_RULE,
+    STEP_KIND,
 ]
 
 
 @dataclass(frozen=True, slots=True)
 class StepSelection:
-    """Which NVTX range is the step, and why."""
+    """Which NVTX ranges are the steps, and why."""
 
     name: str | None  # None: no step range, each process is analysed as one whole-trace step
     reason: str
     alternatives: tuple[tuple[str, int], ...] = ()  # other candidate names with their counts
+    members: tuple[str, ...] = ()  # the range names (as recorded) whose instances are steps
+    cycle: bool = False  # steps are cycles from one instance of `members` to the next
 
 
 def choose_step_range(range_tree: pd.DataFrame, *, step_name: str | None) -> StepSelection:
-    """Pick the step range: the one given, else the most frequent repeating outer range.
+    """Pick the step family: the one given, else the most frequent repeating outer family.
 
-    A candidate repeats at least MIN_REPEATS times, is not nested in another repeating range
-    on its thread, contains other ranges, and is not a framework op range (aten::*, or
-    decorated by emit_nvtx). Ties go to the larger total duration.
+    Names are grouped into families (families.py) and families that differ only in a phase
+    word into one step family of several kinds. A candidate repeats at least MIN_REPEATS
+    times, is not nested in another repeating range on its thread, contains other ranges,
+    and is not a framework op range (aten::*, or decorated by emit_nvtx). Ties go to the
+    larger total duration. With no candidate, a repeating sequence of sibling ranges makes
+    cycle steps (choose_cycle).
     """
-    counts = range_tree[NAME].value_counts()
+    raw_names = range_tree[RAW_NAME]
     if step_name is not None:
-        if step_name not in counts.index:
-            known = ", ".join(counts.index[:15].map(str)) or "none"
-            raise StepNotFoundError(
-                f"no NVTX range named {step_name!r} in this export. Ranges present "
-                f"(most frequent first): {known}. Run `trace-gaps info` to see them all."
-            )
-        return StepSelection(step_name, f"given with --step ({int(counts[step_name])} instances)")
-    candidates = _step_candidates(range_tree, counts)
+        return _given(range_tree, step_name)
+    keys = _step_keys(range_tree)
+    candidates = _step_candidates(range_tree, keys)
     if candidates.empty:
-        return StepSelection(
-            None,
-            "no NVTX range repeats at least 3 times around other ranges: each process is "
-            "analysed as one step spanning its GPU work. Pass --step NAME to choose a range.",
-        )
-    best = candidates.index[0]
+        return choose_cycle(range_tree)
+    best = str(candidates.index[0])
+    members = tuple(sorted(pd.unique(raw_names[keys == best]).astype(str)))
+    families = pd.unique(range_tree.loc[keys == best, NAME])
+    shown = str(families[0]) if len(families) == 1 else best
     alternatives = tuple((str(n), int(c)) for n, c in candidates["count"].iloc[1:4].items())
     return StepSelection(
-        str(best),
-        f"found: the most frequent NVTX range ({int(candidates['count'].iloc[0])} instances) "
-        "that repeats, is not nested in another repeating range and contains other ranges",
+        shown,
+        f"found: the most frequent NVTX range{' family' if len(members) > 1 else ''} "
+        f"({int(candidates['count'].iloc[0])} instances"
+        + (f" of {len(members)} names" if len(members) > 1 else "")
+        + ") that repeats, is not nested in another repeating range and contains other ranges",
         alternatives,
+        members,
     )
 
 
-def _step_candidates(range_tree: pd.DataFrame, counts: pd.Series) -> pd.DataFrame:
-    names = range_tree[NAME].to_numpy()
+def _given(range_tree: pd.DataFrame, step_name: str) -> StepSelection:
+    """--step: an exact name, a family (or step family) name, or a glob of names."""
+    raw_names = range_tree[RAW_NAME]
+    distinct = pd.Index(pd.unique(raw_names).astype(str))
+    picked = raw_names.isin(distinct[matches(step_name, distinct)]).to_numpy()
+    keys = _step_keys(range_tree)
+    if not picked.any():
+        picked = (range_tree[NAME].to_numpy() == step_name) | (keys == step_name)
+    if not picked.any():
+        families = range_tree[NAME].value_counts()
+        per_key = pd.Series(keys).groupby(keys).size() if len(keys) else pd.Series()
+        families_per_key = pd.Series(families.index.map(without_phase)).value_counts()
+        kinds = [str(k) for k in per_key.index if families_per_key.get(k, 0) > 1]
+        known = list(dict.fromkeys([*families.index.astype(str), *kinds]))
+        closest = difflib.get_close_matches(step_name, known, n=3, cutoff=0.4)
+        near = f"Closest: {', '.join(closest)}. " if closest else ""
+        raise StepNotFoundError(
+            f"no NVTX range named {step_name!r} (nor a family or glob matching it) in this "
+            f"export. {near}Families present (most frequent first): "
+            f"{', '.join(known[:15]) or 'none'}. Run `trace-gaps info` to see them all."
+        )
+    members = tuple(sorted(pd.unique(raw_names[picked]).astype(str)))
+    families_picked = pd.unique(range_tree.loc[picked, NAME])
+    shown = members[0] if len(members) == 1 else step_name
+    if len(members) > 1 and len(families_picked) == 1:
+        shown = str(families_picked[0])
+    names = f" of {len(members)} names" if len(members) > 1 else ""
+    return StepSelection(
+        shown, f"given with --step ({int(picked.sum())} instances{names})", members=members
+    )
+
+
+def _step_keys(range_tree: pd.DataFrame) -> np.ndarray:
+    """Per range, its step family: its family key with the phase word replaced."""
+    codes, uniques = pd.factorize(range_tree[RAW_NAME], use_na_sentinel=False)
+    keys = np.array([without_phase(family_key(str(name))) for name in uniques], dtype=object)
+    found: np.ndarray = keys[codes] if len(codes) else np.array([], dtype=object)
+    return found
+
+
+def _step_candidates(range_tree: pd.DataFrame, keys: np.ndarray) -> pd.DataFrame:
     parent = range_tree[PARENT].to_numpy()
     depth = range_tree[DEPTH].to_numpy()
-    codes, uniques = pd.factorize(range_tree[NAME], use_na_sentinel=False)
-    repeats = counts.reindex(uniques).to_numpy()[codes] >= MIN_REPEATS
+    key_codes, _ = pd.factorize(keys, use_na_sentinel=False)
+    repeats = np.bincount(key_codes)[key_codes] >= MIN_REPEATS if len(keys) else key_codes > 0
     # Walk down the tree level by level: a range is "under a repeating range" when its
     # parent repeats or is itself under one.
     under_repeating = np.zeros(len(range_tree), dtype=bool)
@@ -108,7 +153,7 @@ def _step_candidates(range_tree: pd.DataFrame, counts: pd.Series) -> pd.DataFram
     has_children[parent[parent >= 0]] = True
     eligible = repeats & ~under_repeating & has_children & ~range_tree[IS_OP_RANGE].to_numpy()
     duration = (range_tree[END_NS] - range_tree[START_NS]).to_numpy()
-    table = pd.DataFrame({NAME: names[eligible], "duration": duration[eligible]})
+    table = pd.DataFrame({NAME: keys[eligible], "duration": duration[eligible]})
     if table.empty:
         return pd.DataFrame(columns=["count", "duration"])
     stats = table.groupby(NAME).agg(count=("duration", "size"), duration=("duration", "sum"))
@@ -116,20 +161,109 @@ def _step_candidates(range_tree: pd.DataFrame, counts: pd.Series) -> pd.DataFram
     return stats.sort_values(["count", "duration"], ascending=False, kind="stable")
 
 
+def choose_cycle(range_tree: pd.DataFrame) -> StepSelection:
+    """Steps with no enclosing range: the cycle from one range to its next occurrence.
+
+    Serving engines annotate an iteration's phases as siblings with nothing around them
+    (vLLM V1: `gpu_model_runner: preprocess`, `forward`, `sample`, `postprocess`). Among
+    the top-level ranges of each thread, the family that repeats most often (at least
+    MIN_REPEATS times, alongside at least one other repeating family) starts the cycle;
+    ties go to the family seen first. Framework op ranges never start one.
+    """
+    top = range_tree[(range_tree[DEPTH] == 0) & ~range_tree[IS_OP_RANGE]]
+    counts = top[NAME].value_counts()
+    repeating = counts[counts >= MIN_REPEATS]
+    if len(repeating) < 2:
+        return StepSelection(
+            None,
+            "no NVTX range repeats at least 3 times around other ranges, and no sequence "
+            "of sibling ranges repeats: each process is analysed as one step spanning its "
+            "GPU work. Pass --step NAME to choose a range.",
+        )
+    first_seen = top.groupby(NAME)[START_NS].min()
+    order = pd.DataFrame({"count": repeating, "first": first_seen.reindex(repeating.index)})
+    order = order.sort_values(["count", "first"], ascending=[False, True], kind="stable")
+    best = str(order.index[0])
+    members = tuple(sorted(pd.unique(top.loc[top[NAME] == best, RAW_NAME]).astype(str)))
+    others = ", ".join(repr(str(n)) for n in order.index[1:4])
+    return StepSelection(
+        best,
+        f"found: no range encloses an iteration, so a step is the cycle from one "
+        f"{best!r} range to the next on its thread ({int(order['count'].iloc[0])} "
+        f"instances; the sequence also repeats {others}); time in the cycle outside every "
+        "range is its own stage",
+        members=members,
+        cycle=True,
+    )
+
+
 def cut_steps(range_tree: pd.DataFrame, selection: StepSelection) -> pd.DataFrame:
     """Return the step instances, one row each, disjoint on each thread, in time order.
 
     A step nested inside another instance of the same range, or overlapping the previous
-    step on its thread, is dropped (the outer/earlier one is kept).
+    step on its thread, is dropped (the outer/earlier one is kept). Cycle steps run from
+    one instance to the next on the thread; the last ends where the last top-level range
+    after it ends.
     """
     if selection.name is None:
         return _empty_steps()
-    steps = range_tree.loc[range_tree[NAME] == selection.name, [PID, GLOBAL_TID, START_NS, END_NS]]
+    is_step = range_tree[RAW_NAME].isin(selection.members).to_numpy()
+    if selection.cycle:
+        is_step = is_step & (range_tree[DEPTH].to_numpy() == 0)
+    steps = range_tree.loc[is_step, [PID, GLOBAL_TID, START_NS, END_NS]]
     steps = steps.assign(**{RANGE_ROW: steps.index.to_numpy()})
     steps = steps.sort_values([GLOBAL_TID, START_NS], kind="stable")
+    if selection.cycle:
+        steps = _cycles(range_tree, steps)
     prior_end = steps.groupby(GLOBAL_TID)[END_NS].transform(lambda e: e.cummax().shift())
     steps = steps[~(steps[START_NS] < prior_end)]
-    return _number_steps(steps)
+    numbered = _number_steps(steps)
+    return numbered.assign(**{STEP_KIND: step_kinds(range_tree, numbered, selection)})
+
+
+def _cycles(range_tree: pd.DataFrame, starts: pd.DataFrame) -> pd.DataFrame:
+    """Each start range to the next on its thread; the last to its thread's last top-level
+    range's end. RANGE_ROW is -1: the stages are the top-level ranges inside the cycle."""
+    top = range_tree[range_tree[DEPTH] == 0]
+    last_end = top.groupby(GLOBAL_TID)[END_NS].max()
+    tids = starts[GLOBAL_TID]
+    following = starts.groupby(GLOBAL_TID)[START_NS].shift(-1)
+    ends = following.fillna(tids.map(last_end)).astype("int64")
+    ends = np.maximum(ends.to_numpy(), starts[END_NS].to_numpy())
+    return starts.assign(**{END_NS: ends, RANGE_ROW: -1})
+
+
+def step_kinds(
+    range_tree: pd.DataFrame, steps: pd.DataFrame, selection: StepSelection
+) -> np.ndarray:
+    """Per step, its kind: the phase word of its own name, else of the first range directly
+    inside it that has one (SGLang's forward_extend / forward_decode), else "".
+
+    A thread whose steps all have one kind (or none) is not split: kinds matter only where
+    they differ (split_kinds)."""
+    kinds = np.full(len(steps), "", dtype=object)
+    if steps.empty:
+        return kinds
+    codes, families = pd.factorize(range_tree[NAME], use_na_sentinel=False)
+    phases = np.array([phase_of(str(f)) for f in families], dtype=object)
+    phase = phases[codes] if len(codes) else np.array([], dtype=object)
+    rows = steps[RANGE_ROW].to_numpy()
+    nested = rows >= 0
+    kinds[nested] = phase[rows[nested]]
+    # From the ranges inside: children of a nested step, top-level ranges inside a cycle.
+    inside = (phase != "") & (
+        np.isin(range_tree[PARENT].to_numpy(), rows[nested])
+        | (selection.cycle & (range_tree[DEPTH].to_numpy() == 0))
+    )
+    found = range_tree.loc[inside, [GLOBAL_TID, START_NS]].assign(phase=phase[inside])
+    ids = step_at(steps, found[GLOBAL_TID].to_numpy(), found[START_NS].to_numpy())
+    first = pd.Series(found["phase"].to_numpy()[ids >= 0]).groupby(ids[ids >= 0]).first()
+    unnamed = kinds == ""
+    by_row = step_rows(steps, first.index.to_numpy())
+    from_inside = np.full(len(steps), "", dtype=object)
+    from_inside[by_row] = first.to_numpy()
+    kinds[unnamed] = from_inside[unnamed]
+    return kinds
 
 
 def whole_process_steps(gpu_ops: pd.DataFrame, api_calls: pd.DataFrame) -> pd.DataFrame:
@@ -158,6 +292,7 @@ def _number_steps(steps: pd.DataFrame) -> pd.DataFrame:
     steps[SKIP_REASON] = ""
     steps[LOADS] = np.int64(-1)
     steps[WARMUP_RULE] = ""
+    steps[STEP_KIND] = ""
     return steps[STEP_COLUMNS]
 
 

@@ -16,6 +16,8 @@ from trace_gaps.model import (
     API_CALL_COLUMNS,
     CORRELATION_ID,
     DEVICE_ID,
+    DOMAIN,
+    DOMAIN_ID,
     END_NS,
     GLOBAL_TID,
     GPU_OP_COLUMNS,
@@ -218,11 +220,36 @@ def _read_nvtx_ranges(
     int_dtypes = {n: d for n, d in NVTX_RANGE_COLUMNS.items() if d not in ("category", "object")}
     ranges = read_frame(path, sql, int_dtypes)
     unclosed = int(connection.execute(queries.UNCLOSED_NVTX_RANGES).fetchone()[0])
+    ranges[DOMAIN] = _domain_names(connection, ranges)
     ranges[NAME] = ranges[NAME].astype(object)
     if pd.api.types.infer_dtype(ranges[NAME], skipna=True) not in ("string", "empty"):
         # A BLOB (or a number) where nsys writes text: still a name, decoded like text.
         ranges[NAME] = ranges[NAME].map(name_text).astype(object)
     return ranges[list(NVTX_RANGE_COLUMNS)], unclosed
+
+
+def _domain_names(connection: sqlite3.Connection, ranges: pd.DataFrame) -> np.ndarray:
+    """Per range, its domain's name: "" for the default domain, "domain N" for one that was
+    never named (no nvtxDomainCreate row), else the name given to nvtxDomainCreate."""
+    domain_ids = ranges[DOMAIN_ID].to_numpy()
+    names = np.where(domain_ids == 0, "", np.char.add("domain ", domain_ids.astype(str)))
+    names = names.astype(object)
+    if not (domain_ids != 0).any():
+        return names
+    created = pd.read_sql_query(queries.NVTX_DOMAINS, connection)
+    created = created.drop_duplicates(["pid", "domain_id"], keep="last")
+    keys = pd.MultiIndex.from_arrays([ranges[PID].to_numpy(), domain_ids])
+    found = (
+        pd.Series(
+            created["domain"].astype(str).to_numpy(),
+            index=pd.MultiIndex.from_frame(created[["pid", "domain_id"]]),
+        )
+        .reindex(keys)
+        .to_numpy()
+    )
+    named = (domain_ids != 0) & pd.notna(found)
+    names[named] = found[named]
+    return names
 
 
 def _read_threads(connection: sqlite3.Connection, tables: tuple[str, ...]) -> pd.DataFrame:

@@ -109,6 +109,12 @@ FROM NVTX_EVENTS
 WHERE eventType IN (59, 60) AND "end" IS NOT NULL
 """
 
+# Domain names (nvtxDomainCreate rows), per process: ids are given out per process.
+NVTX_DOMAINS = """
+SELECT (globalTid >> 24) & 16777215 AS pid, domainId AS domain_id, COALESCE(text, '') AS domain
+FROM NVTX_EVENTS WHERE eventType = 75 AND domainId IS NOT NULL
+"""
+
 UNCLOSED_NVTX_RANGES = """
 SELECT COUNT(*) FROM NVTX_EVENTS WHERE eventType IN (59, 60) AND "end" IS NULL
 """
