@@ -231,5 +231,6 @@ def test_info_shows_what_analyze_would_take_and_never_cuts_silently(export_build
             "analysed": steps["steps_analysed"],
             "skipped": steps["steps_skipped"],
             "gpus": [0],
+            "kinds": {},
         }
     ]

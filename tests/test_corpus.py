@@ -60,9 +60,79 @@ def check(path: Path, step_name: str | None) -> None:
         assert top["ns_per_step"] == pytest.approx(ns_per_step, rel=0.02)
 
 
-@pytest.mark.parametrize("path", SAMPLES, ids=lambda p: p.stem)
+# The serving corpus (sample_traces/README.md): how measure.py's recount forms its steps,
+# the step family trace-gaps should find with no flags, and whether the steps come in kinds.
+SERVING = {
+    "serving_vllm_scopes": (
+        {"cycle": "gpu_model_runner: preprocess"},
+        "gpu_model_runner: preprocess (cycle)",
+        False,
+    ),
+    "serving_batch_names": ({"step_glob": "step[*"}, "step[* bs=* tokens=*]", True),
+    "serving_sglang": ({"step_glob": "run_batch"}, "run_batch", True),
+    "serving_layerwise": ({"step_glob": "step[*"}, "step[* bs=* tokens=*]", True),
+    "serving_layerwise_hooks": ({"step_glob": "run_batch"}, "run_batch", True),
+    "serving_two_threads": ({"step_glob": "scheduler_step"}, "scheduler_step", False),
+    "serving_named_domain": ({"step_glob": "step[*"}, "step[* bs=* tokens=*]", True),
+    "serving_autograd_nvtx": ({"step_glob": "step[*"}, "step[* bs=* tokens=*]", True),
+}
+SERVING_PATHS = [p for p in SAMPLES if p.stem in SERVING]
+
+
+@pytest.mark.parametrize(
+    "path", [p for p in SAMPLES if p.stem not in SERVING], ids=lambda p: p.stem
+)
 def test_sample_with_no_flags_matches_the_recount(path: Path) -> None:
     check(path, "decode_step")
+
+
+def test_the_serving_corpus_is_there() -> None:
+    assert {p.stem for p in SERVING_PATHS} == set(SERVING)
+
+
+@pytest.mark.parametrize("path", SERVING_PATHS, ids=lambda p: p.stem)
+def test_serving_capture_with_no_flags_analyses_every_kind_apart(path: Path) -> None:
+    """No flags: the step family found, >= 90 % of each kind's iterations analysed, decode
+    first in the headline; the kinds are the recount's."""
+    how, step_name, has_kinds = SERVING[path.stem]
+    report = analyse_with_no_flags(path)
+    recount = MEASURE.serving(str(path), skip=0, **how)
+    (thread,) = recount["threads"]
+    kinds = {p["kind"] for p in report["processes"]}
+    assert kinds == (set(thread["kinds"]) if has_kinds else {""})
+    if has_kinds:
+        assert report["processes"][0]["kind"] == "DECODE"
+        assert "(DECODE steps)" in report["processes"][0]["headline"]
+    for process in report["processes"]:
+        steps = process["steps"]
+        assert steps["name"] == step_name
+        iterations = thread["kinds"][process["kind"]]["steps"] if has_kinds else thread["steps"]
+        assert steps["steps_analysed"] + steps["steps_skipped"] == iterations
+        assert steps["steps_analysed"] >= 0.9 * iterations
+
+
+@pytest.mark.parametrize("path", SERVING_PATHS, ids=lambda p: p.stem)
+def test_serving_capture_each_kinds_ledger_matches_the_recount(path: Path) -> None:
+    """With the recount's warm-up (--skip 3), each kind's step time, GPU busy time and
+    per-stage time agree with measure.py within 2 % of the step."""
+    how, _, has_kinds = SERVING[path.stem]
+    result = runner.invoke(app, ["analyze", str(path), "--skip", "3", "-f", "json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    (thread,) = MEASURE.serving(str(path), skip=3, **how)["threads"]
+    for process in report["processes"]:
+        kinds = thread["kinds"]
+        expected = kinds[process["kind"]] if has_kinds else next(iter(kinds.values()))
+        assert process["steps"]["steps_analysed"] == expected["measured"]
+        wall_ms = process["steps"]["wall"]["mean_ns"] / 1e6
+        assert wall_ms == pytest.approx(expected["mean_ms"], rel=0.001)
+        ledger = process["ledger"]
+        busy_ms = sum(e["ns_per_step"] for e in ledger if e["bucket"] == "busy") / 1e6
+        assert busy_ms == pytest.approx(expected["busy_ms"], abs=0.02 * wall_ms)
+        for stage, figures in expected["stages"].items():
+            ours = sum(e["ns_per_step"] for e in ledger if e["stage"] == stage) / 1e6
+            theirs = figures["wall_ms"] if stage != "(no stage)" else figures["idle_ms"]
+            assert ours == pytest.approx(theirs, abs=0.02 * wall_ms), stage
 
 
 @pytest.mark.skipif(not PEERS, reason="../shared/peer_traces is absent")

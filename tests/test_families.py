@@ -72,9 +72,12 @@ def test_prefill_and_decode_steps_are_one_step_family_of_two_kinds(export_builde
     ]
     analysis = analyse(_batched(export_builder(), names).write())
     assert analysis.selection.name == "step[* bs=* tokens=*]"
-    assert len(analysis.steps) == 12
-    kinds = analysis.steps[STEP_KIND].value_counts().to_dict()
-    assert kinds == {"DECODE": 9, "PREFILL": 3}
+    # Each kind analysed on its own, decode first; no step of one kind in the other's.
+    assert [a.kind for a in analysis.by_kind()] == ["DECODE", "PREFILL"]
+    kinds = {a.kind: a.steps[STEP_KIND].unique().tolist() for a in analysis.by_kind()}
+    assert kinds == {"DECODE": ["DECODE"], "PREFILL": ["PREFILL"]}
+    counts = analysis.kinds.set_index(STEP_KIND)
+    assert (counts["steps"] + counts["skipped"]).to_dict() == {"DECODE": 9, "PREFILL": 3}
 
 
 def test_a_step_glob_picks_its_members_and_a_miss_names_the_closest(export_builder):
@@ -98,7 +101,7 @@ def test_sibling_scopes_with_no_enclosing_range_make_cycle_steps(export_builder)
         b.launch("k", o + 2_100, o + 2_200, o + 3_000, o + 11_000)
     analysis = analyse(b.write())
     assert analysis.selection.cycle
-    assert analysis.selection.name == "gpu_model_runner: preprocess"
+    assert analysis.selection.name == "gpu_model_runner: preprocess (cycle)"
     spans = analysis.steps[["start_ns", "end_ns"]].to_numpy().tolist()
     # Each cycle runs to the next preprocess; the last to the end of its postprocess.
     assert spans[0] == [0, 20_000] and spans[-1] == [100_000, 115_000]
@@ -119,3 +122,59 @@ def test_ranges_of_a_user_domain_are_steps_and_library_domains_never(export_buil
     assert analysis.selection.name == "decode_step"
     assert "cub::DeviceReduce" not in analysis.stage_map.names
     assert len(analyse(path, step_name="decode_step").steps) == 4
+
+
+def _serving(name: str):  # type: ignore[no-untyped-def]
+    from tests.conftest import corpus_trace_paths
+
+    found = [p for p in corpus_trace_paths() if p.stem == name]
+    if not found:
+        pytest.skip(f"{name} is not in the corpus")
+    return found[0]
+
+
+def _json(*args: str) -> dict:  # type: ignore[type-arg]
+    import json
+
+    from typer.testing import CliRunner
+
+    from trace_gaps.cli import app
+
+    result = CliRunner().invoke(app, ["analyze", *args, "-f", "json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)  # type: ignore[no-any-return]
+
+
+def test_kind_picks_one_kind_and_a_missing_kind_names_those_present():
+    from typer.testing import CliRunner
+
+    from trace_gaps.cli import app
+
+    path = _serving("serving_sglang")
+    report = _json(str(path), "--kind", "extend")
+    assert [p["kind"] for p in report["processes"]] == ["EXTEND"]
+    assert [(k["kind"], k["steps"] + k["skipped"]) for k in report["kinds"]] == [
+        ("DECODE", 68),
+        ("EXTEND", 25),
+    ]
+    result = CliRunner().invoke(app, ["analyze", str(path), "--kind", "mixed"])
+    assert result.exit_code == 1
+    assert "kinds present: DECODE, EXTEND" in result.stderr
+
+
+def test_domain_picks_the_ranges_of_one_domain():
+    path = _serving("serving_named_domain")
+    found = _json(str(path))
+    assert found["processes"][0]["steps"]["name"] == "step[* bs=* tokens=*]"
+    assert any("named domains llm_server" in note for note in found["notes"])
+    default_only = _json(str(path), "--domain", "default")
+    assert default_only["processes"][0]["steps"]["name"] is None  # no range in the default domain
+
+
+def test_a_launching_thread_is_charged_to_the_step_thread_by_time():
+    report = _json(str(_serving("serving_two_threads")))
+    process = report["processes"][0]
+    stages = {e["stage"] for e in process["ledger"] if e["bucket"] == "busy"}
+    assert "(other thread)" not in stages and "wait_for_forward" in stages
+    assert any("launches no GPU work" in note for note in report["notes"])
+    assert process["candidates"][0]["evidence"]["launches_per_step"] > 200

@@ -86,15 +86,33 @@ def test_graph_captures_are_counted_per_process(export_builder):
 
 
 def test_a_stage_that_captured_a_graph_says_so_whatever_its_verdict(export_builder):
-    #   verify_forward captured a graph, runs 30 eager launches 200 µs apart (host-bound,
-    #   not launch-bound) and replays nothing: its verdict still says it captured one.
+    #   verify_forward captured a graph, runs 30 eager launches 10 µs apart and 5 more after
+    #   600 µs of host code each (host-bound: concentrated in a few gaps, not launch-bound)
+    #   and replays nothing: its verdict still says it captured one.
     b = export_builder()
     capture(b, 100_000, range_name="capture_verify_graph")
     for i in range(4):
         o = 1_000_000 + i * 6_000_000
-        b.range("decode_step", o, o + 6_000_000).range("verify_forward", o, o + 6_000_000)
-        launches(b, o + 1_000, 30, every_ns=200_000)
+        end = o + 3_400_000
+        b.range("decode_step", o, end).range("verify_forward", o, end)
+        t = launches(b, o + 1_000, 30, every_ns=10_000)
+        for _ in range(5):
+            t = launches(b, t + 600_000, 1, every_ns=10_000)
     process = report_of(b.write(), skip=0).processes[0]
     verify = next(c for c in process.candidates if c.bucket == "idle")
     assert verify.kind == "host_bound"
     assert "it captured a CUDA graph (in capture_verify_graph) but replays none" in verify.verdict
+
+
+def test_a_capture_named_after_no_stage_is_linked_by_the_nodes_it_holds():
+    from trace_gaps.analysis.graphs import match_by_nodes
+
+    launches = {"draft": 298.0, "verify_forward": 386.0, "sample": 17.0}
+    replays = {"draft": 0.0, "verify_forward": 0.0, "sample": 0.0}
+    assert match_by_nodes(386, launches, replays) == "verify_forward"
+    assert match_by_nodes(384, launches, replays) == "verify_forward"  # within max(3, 2 %)
+    assert match_by_nodes(340, launches, replays) is None  # matches nothing
+    # A stage that replays a graph already is not the one that ignores its capture.
+    assert match_by_nodes(386, launches, {**replays, "verify_forward": 1.0}) is None
+    # Two stages of that size: no guess.
+    assert match_by_nodes(300, {"a": 300.0, "b": 299.0}, {"a": 0.0, "b": 0.0}) is None

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 
 from tests.test_report import report_of
 from trace_gaps.analysis.long_gaps import (
     LONG_GAP_MIN_NS,
     spacing_thresholds,
 )
-from trace_gaps.verdicts import PLAUSIBLE_HOST_NS_PER_LAUNCH
 
 STEP_NS = 10_000_000
 
@@ -76,22 +76,43 @@ def test_short_gaps_between_launches_are_launch_bound_and_no_long_gap(export_bui
     assert top.kind == "launch_bound"
     assert "launch-bound" in top.verdict and "short gaps" in top.verdict
     assert top.evidence.host_ns_per_launch is not None
-    assert top.evidence.host_ns_per_launch <= PLAUSIBLE_HOST_NS_PER_LAUNCH
+    forward = next(s for s in process.stages if s.name == "forward")
+    assert forward.even_gap_fraction == 1.0
+    assert "100 % of it in gaps within 4x the median gap" in top.verdict
 
 
-def test_too_much_host_time_per_launch_is_host_bound_not_launch_bound(export_builder):
-    #   prepare: 25 launches 200 µs apart: too slow for launch work, too short to be long gaps.
+@pytest.mark.parametrize("every_us", [20, 40, 200])
+def test_evenly_spread_host_time_is_dispatch_whatever_the_cost_per_launch(export_builder, every_us):
+    #   prepare: 25 launches every_us apart: the same shape at any cost per launch (no cliff).
     b = export_builder()
     for i in range(4):
         o = i * STEP_NS
-        b.range("decode_step", o, o + 5_000_000).range("prepare", o, o + 5_000_000)
-        launches(b, o + 1_000, 25, every_ns=200_000)
+        end = o + 3_000 + 25 * every_us * 1_000
+        b.range("decode_step", o, end).range("prepare", o, end)
+        launches(b, o + 1_000, 25, every_ns=every_us * 1_000)
+    process = report_of(b.write(), skip=0).processes[0]
+    prepare = next(c for c in process.candidates if (c.stage, c.bucket) == ("prepare", "idle"))
+    assert prepare.kind == "launch_bound"
+    assert "per-op dispatch" in prepare.verdict
+
+
+def test_host_time_concentrated_in_a_few_gaps_is_host_bound_not_launch_bound(export_builder):
+    #   prepare: 30 launches 10 µs apart, then 5 gaps of 600 µs (under the 1 ms long-gap floor)
+    #   each followed by a launch: 3 ms of 3.3 ms of short-gap host time is in 5 gaps.
+    b = export_builder()
+    for i in range(4):
+        o = i * STEP_NS
+        end = o + 1_000 + 300_000 + 5 * 610_000 + 2_000
+        b.range("decode_step", o, end).range("prepare", o, end)
+        t = launches(b, o + 1_000, 30, every_ns=10_000)
+        for _ in range(5):
+            t = launches(b, t + 600_000, 1, every_ns=10_000)
     process = report_of(b.write(), skip=0).processes[0]
     assert process.long_host_gaps == []
     prepare = next(c for c in process.candidates if (c.stage, c.bucket) == ("prepare", "idle"))
     assert prepare.kind == "host_bound"
     assert "launch-bound" not in prepare.verdict
-    assert "more than launching takes" in prepare.verdict
+    assert "concentrated in a few gaps" in prepare.verdict
 
 
 def test_a_long_gap_in_a_stage_with_slow_launches_needs_ten_times_their_spacing(export_builder):

@@ -111,7 +111,7 @@ def test_verdict_names_sync_when_the_host_waits(export_builder):
     report = report_of(b.write(), skip=0)
     top = report.processes[0].candidates[0]
     assert (top.stage, top.bucket) == ("accept", "idle")
-    assert "sync-bound" in top.verdict and "1.0 host syncs/step" in top.verdict
+    assert "sync-bound" in top.verdict and "1.0 host syncs per step" in top.verdict
     # Inside the sync 250..60000 the GPU is idle except while k runs 300..1000.
     assert top.evidence.idle_by_cause_ns_per_step["sync"] == (300 - 250) + (60_000 - 1_000)
 

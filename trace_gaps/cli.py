@@ -78,7 +78,28 @@ ExportArg = Annotated[
     typer.Argument(help="File from `nsys export --type sqlite`.", show_default=False),
 ]
 StepOpt = Annotated[
-    str | None, typer.Option("--step", help="NVTX range that marks one step (default: found).")
+    str | None,
+    typer.Option(
+        "--step",
+        help="NVTX range that marks one step: a name, a family (`step[DECODE bs=* tokens=*]`) "
+        "or a glob (`'step[DECODE*'`) (default: found).",
+    ),
+]
+KindOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--kind",
+        help="Only steps of this kind (DECODE, PREFILL, EXTEND, MIXED: the phase word in a "
+        "step's name or in a range inside it; default: every kind, each on its own).",
+    ),
+]
+DomainOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--domain",
+        help="Steps and stages from this NVTX domain only ('default' for the default domain; "
+        "default: every domain but the libraries').",
+    ),
 ]
 SkipOpt = Annotated[
     int | None,
@@ -299,6 +320,8 @@ def analyze(
     step: StepOpt = None,
     skip: SkipOpt = None,
     depth: DepthOpt = 1,
+    kind: KindOpt = None,
+    domain: DomainOpt = None,
     process: ProcessOpt = None,
     top: Annotated[int, typer.Option("--top", min=1, help="How many candidates to rank.")] = 10,
     fmt: Annotated[Format, typer.Option("--format", "-f", help="Output format.")] = Format.TEXT,
@@ -319,7 +342,9 @@ def analyze(
             raise TraceGapsError("--demo analyses the shipped trace: give no export with it.")
         outputs = [] if output is None else [output]
         refuse_inputs_as_outputs(outputs, paths)
-        options = AnalysisOptions(step_name=step, skip=skip, depth=depth, process=process)
+        options = AnalysisOptions(
+            step_name=step, skip=skip, depth=depth, process=process, kind=kind, domain=domain
+        )
         if len(paths) > 1 or scheduler is not None:
             if demo:
                 raise TraceGapsError("--scheduler needs exports, not --demo.")
@@ -538,6 +563,8 @@ def diff(
     step: StepOpt = None,
     skip: SkipOpt = None,
     depth: DepthOpt = 1,
+    kind: KindOpt = None,
+    domain: DomainOpt = None,
     process: Annotated[int | None, typer.Option(help="Compare this pid on both sides.")] = None,
     process_before: Annotated[int | None, typer.Option(help="The pid in BEFORE.")] = None,
     process_after: Annotated[int | None, typer.Option(help="The pid in AFTER.")] = None,
@@ -570,7 +597,7 @@ def diff(
         apart = diff_jobs(sides) == 2
         # Two sides at once on few cores keep both busy: read-ahead threads only add switches.
         before_task, after_task = (
-            (paths, AnalysisOptions(step, skip, depth, pid), not apart, is_before)
+            (paths, AnalysisOptions(step, skip, depth, pid, kind, domain), not apart, is_before)
             for paths, pid, is_before in (
                 (sides[0], process_before, True),
                 (sides[1], process_after, False),
@@ -682,6 +709,8 @@ def plot_timeline_command(
     step: StepOpt = None,
     skip: SkipOpt = None,
     depth: DepthOpt = 1,
+    kind: KindOpt = None,
+    domain: DomainOpt = None,
     process: ProcessOpt = None,
     from_ms: Annotated[
         float | None,
@@ -725,7 +754,9 @@ def plot_timeline_command(
         refuse_inputs_as_outputs([output], [export])
         path = resolve_export(export, demo)
         refuse_inputs_as_outputs([output], [path])
-        options = AnalysisOptions(step_name=step, skip=skip, depth=depth, process=process)
+        options = AnalysisOptions(
+            step_name=step, skip=skip, depth=depth, process=process, kind=kind, domain=domain
+        )
         _, report = load_and_report(path, options, timelines=(request,))
         save_figure(plot_timeline(report, window_ns=window_ns), output, quiet=quiet)
 
@@ -738,6 +769,8 @@ def plot_steps_command(
     step: StepOpt = None,
     skip: SkipOpt = None,
     depth: DepthOpt = 1,
+    kind: KindOpt = None,
+    domain: DomainOpt = None,
     process: ProcessOpt = None,
     quiet: QuietOpt = False,
 ) -> None:
@@ -750,7 +783,9 @@ def plot_steps_command(
         refuse_inputs_as_outputs([output], [export])
         path = resolve_export(export, demo)
         refuse_inputs_as_outputs([output], [path])
-        options = AnalysisOptions(step_name=step, skip=skip, depth=depth, process=process)
+        options = AnalysisOptions(
+            step_name=step, skip=skip, depth=depth, process=process, kind=kind, domain=domain
+        )
         _, report = load_and_report(path, options)
         save_figure(plot_steps(report), output, quiet=quiet)
 
@@ -763,6 +798,8 @@ def report_command(
     step: StepOpt = None,
     skip: SkipOpt = None,
     depth: DepthOpt = 1,
+    kind: KindOpt = None,
+    domain: DomainOpt = None,
     process: ProcessOpt = None,
     top: Annotated[int, typer.Option("--top", min=1, help="How many candidates to rank.")] = 10,
     include_command: Annotated[
@@ -785,7 +822,9 @@ def report_command(
         if demo and paths:
             raise TraceGapsError("--demo reports the shipped trace: give no export with it.")
         refuse_inputs_as_outputs(bundle_files, paths)
-        options = AnalysisOptions(step_name=step, skip=skip, depth=depth, process=process)
+        options = AnalysisOptions(
+            step_name=step, skip=skip, depth=depth, process=process, kind=kind, domain=domain
+        )
         if len(paths) > 1:
             from trace_gaps.multi import analyse_exports
 

@@ -14,6 +14,7 @@ from trace_gaps.analysis.bootstrap import (
     bootstrap_mean_difference,
     mean_difference_intervals,
 )
+from trace_gaps.analysis.kinds import kind_label
 from trace_gaps.analysis.ledger import BUCKET, CAUSE, DURATION_NS
 from trace_gaps.analysis.metrics import LEDGER
 from trace_gaps.analysis.pipeline import Analysis
@@ -106,7 +107,9 @@ def diff_reports(
     in its own process); the tables missing are made here. side_means: the bootstrap's
     resampled means drawn in the sides (side_draws.py), used where they are the ones
     drawn here (one process a side), else drawn here."""
-    pairs, notes = pair_processes(before, after)
+    before, after, notes = _like_kinds(before, after)
+    pairs, pair_notes = pair_processes(before, after)
+    notes += pair_notes
     one_pair = len(before.processes) == len(after.processes) == 1
     rng = np.random.default_rng(SEED)
     tables = step_buckets if step_buckets is not None else ({}, {})
@@ -132,6 +135,27 @@ def diff_reports(
         f"after: {note}" for note in after.notes
     ]
     return Diff(processes=diffs, notes=notes)
+
+
+def _like_kinds(before: Report, after: Report) -> tuple[Report, Report, list[str]]:
+    """Each side's sections of one kind of step: the first kind's (decode where there is
+    one; --kind picks another for both sides). Kinds are never compared across."""
+    kinds = [r.processes[0].kind if r.processes else "" for r in (before, after)]
+    if not any(kinds):
+        return before, after, []
+    sides = [
+        replace(r, processes=[p for p in r.processes if p.kind == kind])
+        for r, kind in zip((before, after), kinds, strict=True)
+    ]
+    shown = [kind_label(k) for k in kinds]
+    note = (
+        f"Steps come in kinds: compared are the {shown[0]} steps of each side; pass --kind "
+        "to compare another kind."
+        if kinds[0] == kinds[1]
+        else f"The sides' first kinds differ (before: {shown[0]}, after: {shown[1]}): pass "
+        "--kind to compare one kind on both sides."
+    )
+    return sides[0], sides[1], [note]
 
 
 def pair_processes(
@@ -252,10 +276,12 @@ def _analysed_walls(process: ProcessReport, file: str) -> pd.Series:
 def step_bucket_tables(report: Report) -> StepBuckets:
     """Per process with analysed steps: ns per analysed step and (stage, bucket label), the
     table diff_processes compares (a diff's side makes it where it is analysed)."""
+    first_kind = report.processes[0].kind if report.processes else ""
     return {
         process.pid: _step_buckets(process, _analysed_walls(process, report.export.file).index)
         for process in report.processes
-        if any(not row.is_warmup for row in process.step_rows)
+        # Steps in kinds: the first kind's sections, the ones a diff compares (_like_kinds).
+        if process.kind == first_kind and any(not row.is_warmup for row in process.step_rows)
     }
 
 

@@ -226,6 +226,10 @@ class RowSources:
     collectives: Callable[[Callable[[pd.Index], np.ndarray]], pd.DataFrame] = lambda _: (
         pd.DataFrame()
     )
+    # Launch calls per (pid, global_tid) starting in [from_ns, until_ns]: which threads launch.
+    launches_per_thread: Callable[[int, int], pd.DataFrame] = lambda _from, _until: pd.DataFrame(
+        {PID: [], GLOBAL_TID: [], "launches": []}, dtype="int64"
+    )
 
 
 class NeedsWholeTrace(Exception):
@@ -280,6 +284,10 @@ CAUSE_ORDER: tuple[IdleCause, ...] = (
 
 
 # Stage names of time no NVTX stage owns (a real range with one of these names is renamed).
+# Short gaps between launches within this many times the stage's median launch spacing are
+# the "even" ones: per-op dispatch (analysis/long_gaps.py measures, verdicts.py words it).
+DISPATCH_FACTOR = 4
+
 NO_STAGE = "(no stage)"  # inside a step, outside every stage
 BETWEEN_STEPS = "(between steps)"  # on a step thread, outside every step
 OTHER_THREAD = "(other thread)"  # launched by a thread that has no steps

@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pandas as pd
 
-from trace_gaps.analysis.ranges import DEPTH, PARENT, build_range_tree
-from trace_gaps.analysis.steps import IS_WARMUP, choose_step_range, cut_steps, mark_warmup
+from trace_gaps.analysis.kinds import kind_label, kind_table, ordered_kinds
+from trace_gaps.analysis.ranges import DEPTH, PARENT, RAW_NAME, build_range_tree
+from trace_gaps.analysis.steps import (
+    IS_WARMUP,
+    STEP_KIND,
+    choose_step_range,
+    cut_steps,
+    mark_warmup,
+)
 from trace_gaps.model import END_NS, GLOBAL_TID, NAME, PID, START_NS, Trace
 
 # Lines of a list the text shows before "… N more" (JSON has every item).
@@ -24,6 +31,7 @@ class RangeName:
     total_ns: int
     min_depth: int
     parents: list[str]
+    names: int = 1  # distinct names in the family (families.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +54,7 @@ class ProcessSteps:
     analysed: int
     skipped: int  # warm-up, by the default rule (as `analyze` without --skip)
     gpus: list[int]  # device ids it ran kernels, copies or memsets on
+    kinds: dict[str, int] = field(default_factory=dict)  # analysed steps per kind, if several
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +76,18 @@ class Overview:
     step_range: str | None  # the range `analyze` would take as the step (None: whole process)
     step_reason: str
     process_steps: list[ProcessSteps]
+
+
+def _kinds(steps: pd.DataFrame, pid: int) -> dict[str, int]:
+    """Analysed steps per kind of a process, where its steps come in several kinds."""
+    if steps.empty:
+        return {}
+    table = kind_table(steps[steps[PID] == pid])
+    kinds = ordered_kinds(table)
+    if len(kinds) < 2:
+        return {}
+    counts = table.groupby(STEP_KIND)["steps"].sum()
+    return {kind_label(k): int(counts[k]) for k in kinds}
 
 
 def build_overview(
@@ -109,6 +130,7 @@ def build_overview(
             else 0,
             skipped=int(((steps[PID] == pid) & steps[IS_WARMUP]).sum()) if pid in step_pids else 0,
             gpus=devices.get(pid, []),
+            kinds=_kinds(steps, pid),
         )
         for pid in sorted(set(active_pids) | step_pids | set(devices))
     ]
@@ -116,7 +138,10 @@ def build_overview(
     tree = tree.assign(parent_name=pd.Series(parent_names).where(tree[PARENT].to_numpy() >= 0, ""))
     grouped = tree.assign(duration=tree[END_NS] - tree[START_NS]).groupby(NAME)
     stats = grouped.agg(
-        count=(START_NS, "size"), total_ns=("duration", "sum"), min_depth=(DEPTH, "min")
+        count=(START_NS, "size"),
+        total_ns=("duration", "sum"),
+        min_depth=(DEPTH, "min"),
+        names=(RAW_NAME, "nunique"),
     )
     range_names = len(stats)
     stats = stats.sort_values(["count", "total_ns"], ascending=False).head(max_ranges)
@@ -127,6 +152,7 @@ def build_overview(
             total_ns=int(row["total_ns"]),
             min_depth=int(row["min_depth"]),
             parents=sorted({p for p in grouped.get_group(name)["parent_name"] if p})[:3],
+            names=int(row["names"]),
         )
         for name, row in stats.iterrows()
     ]

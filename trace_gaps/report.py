@@ -7,9 +7,18 @@ from dataclasses import dataclass, field
 from trace_gaps.analysis.candidates import Candidate
 from trace_gaps.analysis.graphs import GraphFacts
 from trace_gaps.analysis.integrity import integrity_notes
+from trace_gaps.analysis.kinds import (
+    MEAN_NS,
+    SHARE_PCT,
+    SKIPPED,
+    STEPS,
+    kind_label,
+    ordered_kinds,
+)
 from trace_gaps.analysis.long_gaps import LongGapFinding
 from trace_gaps.analysis.pipeline import Analysis
 from trace_gaps.analysis.ranks import RanksView, build_ranks
+from trace_gaps.analysis.steps import STEP_KIND
 from trace_gaps.analysis.summary import (
     LedgerEntry,
     StageSummary,
@@ -28,7 +37,7 @@ from trace_gaps.analysis.summary import (
     summarise_stages,
     summarise_steps,
 )
-from trace_gaps.model import PID, Trace
+from trace_gaps.model import GLOBAL_TID, PID, Trace
 from trace_gaps.timeline import StepTimeline, build_timelines
 from trace_gaps.verdicts import write_headline
 
@@ -64,6 +73,7 @@ class ProcessReport:
     step_rows: list[StepRow]
     step_ledger: list[StepLedgerEntry]
     label: str = ""  # "file:pid" when several exports share this pid, else ""
+    kind: str = ""  # the kind of step this section analyses, "" where steps have no kinds
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +84,18 @@ class SlowestRank:
     pid: int
     ns_per_step: int
     others_ns_per_step: dict[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class KindRow:
+    """One kind of step on one thread: how many, how long, what share of the thread's time."""
+
+    pid: int
+    kind: str
+    steps: int  # analysed
+    skipped: int  # as warm-up
+    mean_ns: int
+    share_pct: float  # of the thread's analysed step time, every kind
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +110,7 @@ class Report:
     timelines: list[StepTimeline] = field(default_factory=list)  # only when asked for
     ranks: RanksView = field(default_factory=lambda: RanksView(None, [], 0, 0))
     other_exports: list[ExportSummary] = field(default_factory=list)  # analysed with `export`
+    kinds: list[KindRow] = field(default_factory=list)  # where steps come in several kinds
 
 
 def build_report(
@@ -114,7 +137,7 @@ def build_report(
     processes = [
         _process_report(
             trace,
-            analysis,
+            kind_analysis,
             int(pid),
             trace_start,
             ranks,
@@ -122,7 +145,10 @@ def build_report(
             top=top,
             step_ledger=step_ledger,
         )
-        for pid in sorted(analysis.steps[PID].unique())
+        for pid in sorted(analysis.kinds[PID].unique() if analysis.kind else [])
+        or sorted(analysis.steps[PID].unique())
+        for kind_analysis in analysis.by_kind()
+        if (kind_analysis.steps[PID] == pid).any()
     ]
     export = ExportSummary(
         file=trace.info.path.name,
@@ -140,7 +166,29 @@ def build_report(
         notes=integrity_notes(trace, analysis),
         timelines=build_timelines(analysis, trace_start_ns=trace_start),
         ranks=ranks,
+        kinds=kind_rows(analysis),
     )
+
+
+def kind_rows(analysis: Analysis) -> list[KindRow]:
+    """The kinds table, where steps come in several kinds (first kind first)."""
+    if analysis.kind is None:
+        return []
+    table = analysis.kinds
+    order = {kind: i for i, kind in enumerate(ordered_kinds(table))}
+    rows = table[table[STEPS] > 0].assign(order=table[STEP_KIND].map(order).fillna(len(order)))
+    rows = rows.sort_values([PID, GLOBAL_TID, "order"], kind="stable")
+    return [
+        KindRow(
+            pid=int(row[PID]),
+            kind=str(row[STEP_KIND]),
+            steps=int(row[STEPS]),
+            skipped=int(row[SKIPPED]),
+            mean_ns=int(row[MEAN_NS]),
+            share_pct=float(row[SHARE_PCT]),
+        )
+        for _, row in rows.iterrows()
+    ]
 
 
 def _process_report(
@@ -173,11 +221,14 @@ def _process_report(
         ),
     )
     steps = summarise_steps(frames, analysis.selection)
+    step_name = analysis.selection.name
+    if analysis.kind is not None:
+        step_name = f"{step_name} ({kind_label(analysis.kind)} steps)"
     return ProcessReport(
         pid=pid,
         name=trace.processes.get(pid, ""),
         headline=write_headline(
-            analysis.selection.name, steps.wall.mean_ns, busy_ns_per_step(frames), candidates
+            step_name, steps.wall.mean_ns, busy_ns_per_step(frames), candidates
         ),
         steps=steps,
         ledger=ledger_entries(frames),
@@ -188,11 +239,14 @@ def _process_report(
         step_rows=step_rows(frames, trace_start),
         step_ledger=step_ledger_entries(frames) if step_ledger else [],
         label=label,
+        kind=analysis.kind or "",
     )
 
 
 def slowest_ranks(processes: list[ProcessReport]) -> list[SlowestRank]:
     """For each stage present in several processes, the process where it takes longest."""
+    # Kinds are compared within a kind: the first kind's sections (decode where there is one).
+    processes = [p for p in processes if p.kind == processes[0].kind] if processes else []
     if len(processes) < 2:
         return []
     per_stage: dict[str, dict[int, int]] = {}

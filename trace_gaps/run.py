@@ -14,7 +14,13 @@ from typing import TYPE_CHECKING
 from trace_gaps.allocator import keep_freed_memory, python_string_storage
 from trace_gaps.analysis.collectives import CollectiveMatch
 from trace_gaps.analysis.picks import TimelineRequest
-from trace_gaps.analysis.pipeline import Analysis, AnalysisOptions, analyse_rows, analyse_trace
+from trace_gaps.analysis.pipeline import (
+    Analysis,
+    AnalysisOptions,
+    analyse_kinds,
+    analyse_rows,
+    analyse_trace,
+)
 from trace_gaps.analysis.windows import WINDOW_ROWS
 from trace_gaps.errors import TraceGapsError
 from trace_gaps.model import NeedsWholeTrace, Trace
@@ -50,17 +56,28 @@ def analyse_export(
     python_string_storage()
     try:
         with stream_export(path, read_now=True, read_ahead=read_ahead) as stream:
-            analysis = analyse_rows(
-                stream.head,
-                stream.sources,
-                options,
-                timelines=timelines,
-                window_rows=window_rows,
-                on_window=on_window,
-                collectives=collectives,
-                jobs=default_jobs() if jobs is None else jobs,
-                on_steps=on_steps,
-            )
+            tallied = None
+
+            def analyse(chosen: AnalysisOptions) -> Analysis:
+                nonlocal tallied
+                analysis = analyse_rows(
+                    stream.head,
+                    stream.sources,
+                    chosen,
+                    timelines=timelines,
+                    window_rows=window_rows,
+                    on_window=on_window,
+                    collectives=collectives,
+                    jobs=default_jobs() if jobs is None else jobs,
+                    on_steps=on_steps,
+                )
+                # Each kind reads the rows again: the export's counts are those of one read.
+                tallied = stream.tally.snapshot() if tallied is None else tallied
+                return analysis
+
+            analysis = analyse_kinds(analyse, options)
+            if tallied is not None:
+                stream.tally.restore(tallied)
             return stream.trace(), analysis
     except NeedsWholeTrace:
         trace = load_trace(path)

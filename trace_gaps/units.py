@@ -29,3 +29,15 @@ def format_duration(ns: float) -> str:
 def format_ms(ns: float) -> str:
     """Format a duration in milliseconds with two decimals (table cells)."""
     return f"{ns / NS_PER_MS:.2f}"
+
+
+def format_rate(per_step: float, what: str) -> str:
+    """A count per step in words that never print a rare event as "0.0 per step":
+    "2.9 code loads per step", and under 0.05 per step "1 code load every 70 steps"
+    (what is the plural; a trailing "s" is dropped for one)."""
+    if per_step <= 0:
+        return f"0 {what} per step"
+    if per_step >= 0.05:
+        return f"{per_step:.1f} {what} per step"
+    one = what[:-1] if what.endswith("s") else what
+    return f"1 {one} every {round(1 / per_step)} steps"

@@ -11,8 +11,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from trace_gaps.model import Bucket, ExecutionMode, IdleCause, Presence, VerdictKind
-from trace_gaps.units import format_duration
+from trace_gaps.model import (
+    DISPATCH_FACTOR,
+    Bucket,
+    ExecutionMode,
+    IdleCause,
+    Presence,
+    VerdictKind,
+)
+from trace_gaps.units import format_duration, format_rate
 
 if TYPE_CHECKING:
     from trace_gaps.analysis.candidates import Candidate, Evidence
@@ -22,10 +29,11 @@ if TYPE_CHECKING:
 
 # A stage issuing at least this many eager launches per step is called launch-heavy.
 MANY_LAUNCHES_PER_STEP = 20
-# Host time per launch (short gaps only) above which the host is not launching but computing:
-# launch-heavy eager PyTorch stages (300+ launches/step) spend 3-27 µs per launch on the
-# samples (docs/definitions.md).
-PLAUSIBLE_HOST_NS_PER_LAUNCH = 30_000
+# The host time in the short gaps between an eager stage's launches is per-op dispatch (which
+# a CUDA graph removes) when at least this share of it lies in gaps within DISPATCH_FACTOR x
+# the median gap (analysis/long_gaps.py): spread evenly, not concentrated in a few gaps.
+# Decided by the shape of the gaps, never by the mean per launch (docs/definitions.md).
+DISPATCH_EVEN_FRACTION = 0.5
 
 
 # Rows of the bucket table the diff's verdict names, at most.
@@ -49,6 +57,8 @@ class StageFacts:
     gpu_shared_with: tuple[int, ...] = ()  # other processes with ops on this process's GPUs
     module_load_ns_per_step: int = 0  # inside the load calls
     long_gap_idle_ns_per_step: int = 0  # GPU-idle host time inside long host gaps
+    even_gap_fraction: float | None = None  # StageSummary.even_gap_fraction
+    launch_spacing_ns: int | None = None  # median launch spacing
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,8 +121,8 @@ def _long_gap_verdict(head: str, long_idle: int, evidence: Evidence, facts: Stag
     count = sum(f.gaps_per_step for f in evidence.long_host_gaps)
     pattern = _pattern_words(main)
     text = (
-        f"{head} — long host gaps: {format_duration(long_idle)}/step of it in {count:.1f} "
-        f"host gaps/step far longer than the stage's launch spacing; mostly "
+        f"{head} — long host gaps: {format_duration(long_idle)}/step of it in "
+        f"{format_rate(count, 'host gaps')} far longer than the stage's launch spacing; mostly "
         f"{main.gaps_per_step:.1f}/step of ~{format_duration(main.typical_ns)} {pattern}"
     )
     if main.ends_in_code_load:
@@ -163,7 +173,7 @@ def _long_gap_words(long_idle: int, evidence: Evidence) -> str:
     count = sum(f.gaps_per_step for f in evidence.long_host_gaps)
     main = evidence.long_host_gaps[0]
     return (
-        f"apart from that, {format_duration(long_idle)}/step in {count:.1f} long host gaps/step "
+        f"apart from that, {format_duration(long_idle)}/step in {format_rate(count, 'long host gaps')} "
         f"(mostly ~{format_duration(main.typical_ns)} {_pattern_words(main)})"
     )
 
@@ -179,26 +189,31 @@ def _idle_verdict(
         IdleCause.LAUNCH.value,
         IdleCause.HOST.value,
     ):
-        if per_launch is not None and per_launch > PLAUSIBLE_HOST_NS_PER_LAUNCH:
+        even = facts.even_gap_fraction
+        spread = _spread_words(even, facts.launch_spacing_ns)
+        if even is not None and even < DISPATCH_EVEN_FRACTION:
             text = (
                 f"{head} while the host launches {facts.eager_launches_per_step:.0f} eager "
-                f"ops/step, but {format_duration(per_launch)} of host code per launch is more "
-                f"than launching takes (at most {format_duration(PLAUSIBLE_HOST_NS_PER_LAUNCH)}): "
-                f"host-bound: {format_duration(host)} of host code between the launches computes "
-                "something else (input preparation, Python logic); a CUDA graph would remove "
-                f"only the {format_duration(launch)} with the GPU idle inside launch calls"
+                f"ops/step, but the host code between the launches is concentrated in a few "
+                f"gaps ({spread}): host-bound: {format_duration(host)} of host code between "
+                "the launches computes something else (input preparation, Python logic); a "
+                f"CUDA graph would remove only the {format_duration(launch)} with the GPU idle "
+                f"inside launch calls and about {format_duration(int(even * host))} of dispatch "
+                "in the even gaps"
             )
             return Verdict(
                 VerdictKind.HOST_BOUND,
                 text,
                 launch + host,
-                f"{format_duration(per_launch)} of host code per launch: host work, not launch work",
+                "host code concentrated in a few gaps between the launches: host work, not "
+                "launch work",
             )
         per = f", {format_duration(per_launch)} of host time per launch" if per_launch else ""
+        shape = f" ({spread}: per-op dispatch)" if spread else ""
         text = (
             f"{head} while the host launches {facts.eager_launches_per_step:.0f} eager ops/step — "
             f"launch-bound: {format_duration(launch)} with the GPU idle inside launch calls and "
-            f"{format_duration(host)} of host code in the short gaps between them{per}"
+            f"{format_duration(host)} of host code in the short gaps between them{per}{shape}"
         )
         if facts.graph_launches_per_step == 0:
             graph = "it does not replay a CUDA graph"
@@ -220,9 +235,9 @@ def _idle_verdict(
         sync = split[IdleCause.SYNC.value]
         return Verdict(
             VerdictKind.SYNC_BOUND,
-            f"{head}, {format_duration(sync)} of it inside {facts.syncs_per_step:.1f} host "
-            "syncs/step — sync-bound: the host waits for the GPU, then the GPU waits for the "
-            "host to refill the queue",
+            f"{head}, {format_duration(sync)} of it inside "
+            f"{format_rate(facts.syncs_per_step, 'host syncs')} — sync-bound: the host waits "
+            "for the GPU, then the GPU waits for the host to refill the queue",
             ns,
             "host syncs drain the GPU's queue",
         )
@@ -282,18 +297,28 @@ def _idle_verdict(
     )
 
 
+def _spread_words(even: float | None, spacing_ns: int | None) -> str:
+    """How the short gaps' host time is spread, in the figures that decide it."""
+    if even is None or spacing_ns is None:
+        return ""
+    return (
+        f"{100 * even:.0f} % of it in gaps within {DISPATCH_FACTOR}x the median gap of "
+        f"{format_duration(max(spacing_ns, 1_000))}"
+    )
+
+
 def _unexpected_words(facts: StageFacts, *, loads: bool = True) -> str:
     found = []
     if loads and facts.module_loads_per_step:
         found.append(
-            f"{facts.module_loads_per_step:.1f} code loads per step "
+            f"{format_rate(facts.module_loads_per_step, 'code loads')} "
             f"({format_duration(facts.module_load_ns_per_step)}/step inside them) — code is "
             "loaded or built in steady state, not only at warm-up"
         )
     if facts.allocs_per_step:
-        found.append(f"{facts.allocs_per_step:.1f} device allocations per step")
+        found.append(format_rate(facts.allocs_per_step, "device allocations"))
     if facts.graph_setups_per_step:
-        found.append(f"{facts.graph_setups_per_step:.1f} graph capture/instantiate calls per step")
+        found.append(format_rate(facts.graph_setups_per_step, "graph capture/instantiate calls"))
     return "; ".join(found)
 
 

@@ -82,6 +82,20 @@ def match_stage(path: list[str], stages: list[str]) -> str | None:
     return None
 
 
+def match_by_nodes(
+    nodes: int, stage_launches: dict[str, float], stage_replays: dict[str, float]
+) -> str | None:
+    """The one stage that replays no graph and launches as many eager ops per step as the
+    capture holds nodes, within max(3, 2 %): a graph captured for it but not used."""
+    tolerance = max(3.0, 0.02 * nodes)
+    hits = [
+        stage
+        for stage, launches in stage_launches.items()
+        if not stage_replays.get(stage) and abs(launches - nodes) <= tolerance
+    ]
+    return hits[0] if len(hits) == 1 else None
+
+
 def find_captures(setup_calls: pd.DataFrame, pid: int) -> pd.DataFrame:
     """One row per capture of a process: thread, begin start, end end, instantiations.
 
@@ -116,11 +130,13 @@ def describe_captures(
     stage_replays: dict[str, float],
     *,
     trace_start_ns: int,
+    stage_launches: dict[str, float] | None = None,
 ) -> list[GraphCapture]:
     """Each capture with its NVTX path, stage, node count and replays per step.
 
     graph_nodes None: the export has no CUDA_GRAPH_NODE_EVENTS table. stage_replays: graph
-    launches per step of each analysed stage.
+    launches per step of each analysed stage; stage_launches: its eager launches per step. A
+    capture whose path names no stage is linked by what it holds (match_by_nodes).
     """
     stages = sorted(stage_replays)
     any_replays = any(stage_replays.values())
@@ -135,6 +151,8 @@ def describe_captures(
         if graph_nodes is not None:
             on_thread = graph_nodes[graph_nodes[GLOBAL_TID] == tid][START_NS]
             nodes = int(((on_thread >= begin) & (on_thread <= end)).sum())
+        if stage is None and nodes:
+            stage = match_by_nodes(nodes, stage_launches or {}, stage_replays)
         replays = stage_replays.get(stage) if stage is not None else None
         found.append(
             GraphCapture(

@@ -5,10 +5,16 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from trace_gaps.analysis.kinds import kind_label
 from trace_gaps.analysis.ledger import BUCKET
 from trace_gaps.analysis.metrics import LEDGER, OP_CENSUS, STAGE_STATS
 from trace_gaps.analysis.pipeline import Analysis
-from trace_gaps.analysis.ranges import RAW_NAME
+from trace_gaps.analysis.ranges import (
+    RAW_NAME,
+    UNNAMED_DOMAIN,
+    is_library_domain,
+    user_domains,
+)
 from trace_gaps.analysis.stages import STAGE
 from trace_gaps.analysis.steps import (
     IS_WARMUP,
@@ -20,8 +26,11 @@ from trace_gaps.analysis.steps import (
 )
 from trace_gaps.model import (
     DEVICE_ID,
+    DOMAIN,
+    DOMAIN_ID,
     END_GLOBAL_TID,
     GLOBAL_TID,
+    NAME,
     NO_LAUNCH_CALL,
     OP_KIND,
     OTHER_THREAD,
@@ -140,18 +149,14 @@ def integrity_notes(trace: Trace, analysis: Analysis) -> list[str]:
             f"{crossed} NVTX ranges were closed on another thread than the one that opened them; "
             "they are placed on the opening thread."
         )
-    other_domains = int((ranges["domain_id"] != 0).sum())
-    if other_domains:
-        notes.append(
-            f"{other_domains} NVTX ranges of other domains (e.g. CCCL, NCCL) never become stages; "
-            "their time stays in the enclosing stage."
-        )
+    notes.extend(_domain_notes(ranges, analysis))
     unstepped = sorted(set(device_ops[PID]) - set(analysis.steps[PID]))
     if unstepped and analysis.options.process is None:
         notes.append(
             f"Processes {', '.join(map(str, unstepped))} ran GPU ops but have no "
             f"{analysis.selection.name} steps; they are not in the report."
         )
+    notes.extend(_thread_and_kind_notes(trace, analysis))
     notes.extend(_collective_notes(analysis))
     notes.extend(_op_notes(analysis))
     notes.extend(_device_notes(analysis))
@@ -248,6 +253,72 @@ def _warmup_notes(steps: pd.DataFrame) -> list[str]:
                 "pass --skip N to choose."
             )
     return notes
+
+
+def _thread_and_kind_notes(trace: Trace, analysis: Analysis) -> list[str]:
+    """Which thread held the ranges where another launched; how steps were split by kind."""
+    notes = []
+    by_step_thread: dict[int, list[int]] = {}
+    for lender, step_tid in analysis.borrowed_threads.items():
+        by_step_thread.setdefault(step_tid, []).append(lender)
+    for step_tid, lenders in sorted(by_step_thread.items()):
+        launching = ", ".join(_thread_name(trace, tid) for tid in sorted(lenders))
+        notes.append(
+            f"The step ranges are on thread {_thread_name(trace, step_tid)}, which launches no "
+            f"GPU work; thread {launching} launches it. Its calls are charged to the stage open "
+            "on the step thread at their start, and idle time is split by what it was doing."
+        )
+    if analysis.kind is not None:
+        kinds = ", ".join(kind_label(a.kind or "") for a in analysis.by_kind())
+        notes.append(
+            f"Steps come in kinds ({kinds}: the phase word in a step's name or in a range "
+            "inside it); each kind is analysed on its own, never averaged with another. "
+            "Pick one with --kind."
+        )
+    return notes
+
+
+def _domain_notes(ranges: pd.DataFrame, analysis: Analysis) -> list[str]:
+    """The named NVTX domains seen: which count for steps and stages, which never do."""
+    named = ranges[ranges[DOMAIN_ID] != 0]
+    if named.empty:
+        return []
+    counts = named[DOMAIN].value_counts()
+    kept = user_domains(named, analysis.options.domain)
+    used = named[DOMAIN][kept].value_counts()
+    left = counts.drop(used.index)
+
+    def listed(series: pd.Series) -> str:
+        return ", ".join(f"{name} ({int(n)})" for name, n in series.sort_index().items())
+
+    notes = []
+    if len(used):
+        notes.append(
+            f"NVTX ranges of the named domains {listed(used)} count for steps and stages like "
+            "the default domain's."
+        )
+    library = left[[is_library_domain(str(n)) for n in left.index]]
+    unnamed = left[[str(n).startswith(UNNAMED_DOMAIN) for n in left.index]]
+    others = left.drop([*library.index, *unnamed.index])
+    why = (
+        (library, "of the library domains", "a library's own view"),
+        (unnamed, "of domains never named", "no nvtxDomainCreate row says whose they are"),
+        (others, "of the domains", "not the --domain asked for"),
+    )
+    notes += [
+        f"NVTX ranges {what} {listed(group)} never become steps or stages ({reason}); their "
+        "time stays in the enclosing stage."
+        for group, what, reason in why
+        if len(group)
+    ]
+    return notes
+
+
+def _thread_name(trace: Trace, global_tid: int) -> str:
+    tid = global_tid & 0xFFFFFF
+    names = trace.threads.set_index(GLOBAL_TID)[NAME] if len(trace.threads) else None
+    name = names.get(global_tid) if names is not None else None
+    return f"{tid} ({name})" if isinstance(name, str) and name else str(tid)
 
 
 def _collective_notes(analysis: Analysis) -> list[str]:

@@ -28,6 +28,7 @@ from trace_gaps.analysis.stages import STAGE, StageMap, stage_at
 from trace_gaps.analysis.steps import STEP_ID, step_rows
 from trace_gaps.model import (
     CALL_CATEGORY,
+    DISPATCH_FACTOR,
     END_NS,
     GLOBAL_TID,
     LAUNCH_CATEGORIES,
@@ -40,6 +41,7 @@ from trace_gaps.model import (
 
 LONG_GAP_FACTOR = 10  # a long gap is longer than this many times the stage's launch spacing
 LONG_GAP_MIN_NS = 1_000_000  # ... and than this
+EVEN_FRACTION = "even_fraction"
 NO_CALL = ""  # no call before (the step's start) or after (the step's end)
 
 CALL_BEFORE = "call_before"
@@ -271,11 +273,14 @@ def _next_stage_boundary(gaps: pd.DataFrame, stage_map: StageMap) -> np.ndarray:
 
 
 def spacing_thresholds(spacing: pd.DataFrame) -> pd.DataFrame:
-    """Per (pid, stage): the median launch spacing in ns (whole µs) and the long-gap threshold."""
+    """Per (pid, stage): the median launch spacing in ns (whole µs), the long-gap threshold,
+    and EVEN_FRACTION: the share of the host time in short gaps (below the threshold) that
+    lies in gaps within DISPATCH_FACTOR x the median (each gap taken at its µs midpoint)."""
     if spacing.empty:
-        return pd.DataFrame(
+        frame = pd.DataFrame(
             {c: pd.Series(dtype="int64") for c in [PID, STAGE, "spacing_ns", "threshold_ns"]}
         )
+        return frame.assign(**{EVEN_FRACTION: pd.Series(dtype="float64")})
     ordered = spacing.sort_values([PID, STAGE, GAP_US], kind="stable")
     keys = [PID, STAGE]
     running = ordered.groupby(keys)[LAUNCHES].cumsum()
@@ -283,7 +288,7 @@ def spacing_thresholds(spacing: pd.DataFrame) -> pd.DataFrame:
     # The lower median: the first µs value whose running count reaches half the launches.
     at_median = ordered[running * 2 >= total].groupby(keys).head(1)
     spacing_ns = at_median[GAP_US].to_numpy() * 1_000
-    return pd.DataFrame(
+    thresholds = pd.DataFrame(
         {
             PID: at_median[PID].to_numpy(),
             STAGE: at_median[STAGE].to_numpy(),
@@ -291,6 +296,27 @@ def spacing_thresholds(spacing: pd.DataFrame) -> pd.DataFrame:
             "threshold_ns": np.maximum(spacing_ns * LONG_GAP_FACTOR, LONG_GAP_MIN_NS),
         }
     )
+    # How evenly the short gaps' host time is spread: per-op dispatch fills every gap alike.
+    joined = ordered.merge(thresholds, on=keys, how="left")
+    gap_ns = joined[GAP_US].to_numpy() * 1_000 + 500
+    time_ns = gap_ns * joined[LAUNCHES].to_numpy()
+    short = gap_ns < joined["threshold_ns"].to_numpy()
+    even = short & (gap_ns <= DISPATCH_FACTOR * np.maximum(joined["spacing_ns"].to_numpy(), 1_000))
+    sums = (
+        pd.DataFrame(
+            {
+                PID: joined[PID].to_numpy(),
+                STAGE: joined[STAGE].to_numpy(),
+                "short": np.where(short, time_ns, 0),
+                "even": np.where(even, time_ns, 0),
+            }
+        )
+        .groupby(keys, sort=False)[["short", "even"]]
+        .sum()
+    )
+    fraction = (sums["even"] / sums["short"].where(sums["short"] > 0)).fillna(1.0)
+    found = fraction.reindex(pd.MultiIndex.from_frame(thresholds[keys])).to_numpy()
+    return thresholds.assign(**{EVEN_FRACTION: found})
 
 
 def select_long_gaps(candidates: pd.DataFrame, thresholds: pd.DataFrame) -> pd.DataFrame:

@@ -8,7 +8,7 @@ windows.py) and is merged here into one Analysis.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +16,7 @@ import pandas as pd
 
 from trace_gaps.analysis.collectives import CollectiveMatch, is_collective, match_collectives
 from trace_gaps.analysis.host import OsCallIndex, outermost_calls
+from trace_gaps.analysis.kinds import kind_table, of_one_kind, ordered_kinds
 from trace_gaps.analysis.metrics import MergedMetrics, WindowInputs
 from trace_gaps.analysis.picks import TimelineRequest, choose_steps
 from trace_gaps.analysis.ranges import build_range_tree
@@ -32,6 +33,7 @@ from trace_gaps.analysis.steps import (
     suggest_skip,
     whole_process_steps,
 )
+from trace_gaps.analysis.threads import borrowed_threads, lent_threads
 from trace_gaps.analysis.windows import (
     RowStream,
     WindowResults,
@@ -41,6 +43,7 @@ from trace_gaps.analysis.windows import (
 from trace_gaps.errors import NoAnalysedStepsError, ProcessNotFoundError
 from trace_gaps.model import (
     API_CALL_COLUMNS,
+    CALL_CATEGORY,
     DEVICE_ID,
     END_NS,
     GLOBAL_TID,
@@ -64,6 +67,8 @@ class AnalysisOptions:
     skip: int | None = None
     depth: int = 1
     process: int | None = None
+    kind: str | None = None  # analyse only the steps of this kind (families.PHASE_WORDS)
+    domain: str | None = None  # steps and stages from this NVTX domain only ("default": 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +86,33 @@ class Analysis:
     picked_steps: tuple[tuple[TimelineRequest, pd.DataFrame], ...]  # per timeline request
     windows: int  # how many windows the analysis ran in
     collectives: CollectiveMatch  # every collective op of the export, matched across processes
+    kinds: pd.DataFrame = field(default_factory=pd.DataFrame)  # kinds.KIND_COLUMNS, per thread
+    other_kinds: tuple[Analysis, ...] = ()  # the analyses of the other kinds (analyse_kinds)
+    # Launching thread -> the step thread it stands in for (threads.borrowed_threads).
+    borrowed_threads: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def kind(self) -> str | None:
+        """The kind of step analysed here, None where steps do not come in kinds."""
+        return self.options.kind
+
+    def by_kind(self) -> tuple[Analysis, ...]:
+        """This analysis and those of the other kinds, decode first."""
+        return (self, *self.other_kinds)
+
+
+def analyse_kinds(
+    analyse: Callable[[AnalysisOptions], Analysis], options: AnalysisOptions
+) -> Analysis:
+    """Analyse every kind of step on its own when the steps come in kinds (kinds.py): the
+    first kind (decode where there is one) is returned, the others in its other_kinds.
+    With options.kind set, or steps of one kind, this is one analysis."""
+    first = analyse(options)
+    if options.kind is not None or first.kind is None:
+        return first
+    kinds = ordered_kinds(first.kinds)
+    others = tuple(analyse(replace(options, kind=kind)) for kind in kinds[1:])
+    return replace(first, other_kinds=others)
 
 
 def analyse_trace(
@@ -98,14 +130,18 @@ def analyse_trace(
     window_rows and chunk_rows cut the analysis as a streamed export is cut (for tests).
     on_steps: as analyse_rows'.
     """
-    return analyse_rows(
-        trace,
-        _memory_sources(trace, chunk_rows),
+    sources = _memory_sources(trace, chunk_rows)
+    return analyse_kinds(
+        lambda chosen: analyse_rows(
+            trace,
+            sources,
+            chosen,
+            timelines=timelines,
+            window_rows=window_rows,
+            collectives=collectives,
+            on_steps=on_steps,
+        ),
         options,
-        timelines=timelines,
-        window_rows=window_rows,
-        collectives=collectives,
-        on_steps=on_steps,
     )
 
 
@@ -142,7 +178,7 @@ def analyse_rows(
                 path=trace.info.path,
             )
         nvtx_ranges = nvtx_ranges[nvtx_ranges[PID] == pid]
-    range_tree = build_range_tree(nvtx_ranges)
+    range_tree = build_range_tree(nvtx_ranges, domain=options.domain)
     selection = choose_step_range(range_tree, step_name=options.step_name)
     steps = cut_steps(range_tree, selection)
     if steps.empty:
@@ -158,9 +194,13 @@ def analyse_rows(
         op_chunks = [(name, _of_process(pid, chunks())) for name, chunks in sources.ops]
         call_chunks = _of_process(pid, sources.calls())
         rows = sources.rows
+    kinds = kind_table(steps)
+    steps, kind = of_one_kind(steps, kinds, options.kind, trace.info.path)
+    options = replace(options, kind=kind)
     if on_steps is not None:
         on_steps(steps)
     stage_map = map_stages(range_tree, steps, depth=options.depth)
+    borrowed = borrowed_threads(steps, sources)
     picked = tuple((request, choose_steps(steps, request)) for request in timelines)
     # Matched across every process, --process or not: a wait depends on the peers.
     if collectives is None:
@@ -178,7 +218,8 @@ def analyse_rows(
             "CUDA API",
             call_chunks,
             empty_frame(API_CALL_COLUMNS),
-            lambda calls: stage_calls(calls, stage_map),  # each call staged once, as read
+            # Each call staged once, as read; a borrowed thread's as the step thread's.
+            lambda calls: stage_calls(lent_threads(calls, borrowed), stage_map),
         ),
         inputs,
         plan_windows(steps, rows, window_rows),
@@ -196,6 +237,8 @@ def analyse_rows(
         results,
         sources,
         collectives,
+        kinds,
+        borrowed,
     )
 
 
@@ -260,6 +303,8 @@ def _merge(
     results: WindowResults,
     sources: RowSources,
     collectives: CollectiveMatch,
+    kinds: pd.DataFrame,
+    borrowed: dict[int, int],
 ) -> Analysis:
     return Analysis(
         options=options,
@@ -273,6 +318,8 @@ def _merge(
         picked_steps=picked,
         windows=results.windows,
         collectives=collectives,
+        kinds=kinds,
+        borrowed_threads=borrowed,
     )
 
 
@@ -309,7 +356,16 @@ def _memory_sources(trace: Trace, chunk_rows: int | None) -> RowSources:
         trace_start_ns=trace_start,
         known_pids=known_pids,
         collectives=lambda chooser: _chosen_ops(trace.gpu_ops, chooser),
+        launches_per_thread=lambda from_ns, until_ns: _launches(calls, from_ns, until_ns),
     )
+
+
+def _launches(calls: pd.DataFrame, from_ns: int, until_ns: int) -> pd.DataFrame:
+    starts = calls[START_NS].to_numpy()
+    launching = calls[CALL_CATEGORY].astype(str).str.startswith("launch").to_numpy()
+    picked = calls.loc[launching & (starts >= from_ns) & (starts <= until_ns)]
+    counts: pd.DataFrame = picked.groupby([PID, GLOBAL_TID]).size().rename("launches").reset_index()
+    return counts.astype("int64")
 
 
 def _chosen_ops(ops: pd.DataFrame, chooser: Callable[[pd.Index], np.ndarray]) -> pd.DataFrame:

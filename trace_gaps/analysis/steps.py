@@ -187,7 +187,7 @@ def choose_cycle(range_tree: pd.DataFrame) -> StepSelection:
     members = tuple(sorted(pd.unique(top.loc[top[NAME] == best, RAW_NAME]).astype(str)))
     others = ", ".join(repr(str(n)) for n in order.index[1:4])
     return StepSelection(
-        best,
+        f"{best} (cycle)",
         f"found: no range encloses an iteration, so a step is the cycle from one "
         f"{best!r} range to the next on its thread ({int(order['count'].iloc[0])} "
         f"instances; the sequence also repeats {others}); time in the cycle outside every "
@@ -337,7 +337,7 @@ def mark_warmup(
                 WARMUP_RULE: np.full(len(steps), "skip", dtype=object),
             }
         )
-    tids = steps[GLOBAL_TID].to_numpy()
+    tids = warmup_groups(steps)
     loads = count_calls_in_steps(steps, api_calls, CallCategory.MODULE_LOAD)
     known = (
         np.ones(len(steps), dtype=bool)
@@ -373,14 +373,25 @@ def mark_warmup(
 def long_steps(steps: pd.DataFrame) -> np.ndarray:
     """Steps longer than WARMUP_LENGTH_FACTOR x their thread's median step."""
     wall = (steps[END_NS] - steps[START_NS]).to_numpy()
-    median = pd.Series(wall).groupby(steps[GLOBAL_TID].to_numpy()).transform("median")
+    median = pd.Series(wall).groupby(warmup_groups(steps)).transform("median")
     is_long: np.ndarray = wall > WARMUP_LENGTH_FACTOR * median.to_numpy()
     return is_long
 
 
 def leading_outliers(steps: pd.DataFrame) -> np.ndarray:
     """Per thread, the leading run of long_steps: what a --skip should drop."""
-    return _leading_run(long_steps(steps), steps[GLOBAL_TID].to_numpy())
+    return _leading_run(long_steps(steps), warmup_groups(steps))
+
+
+def warmup_groups(steps: pd.DataFrame) -> np.ndarray:
+    """The groups warm-up is judged in: a thread's steps of one kind (a prefill step is
+    long next to decode steps, and each kind loads its own code first)."""
+    tids = steps[GLOBAL_TID].to_numpy()
+    kinds = steps[STEP_KIND].to_numpy()
+    if len(kinds) == 0 or (kinds == kinds[0]).all():
+        return tids
+    codes, _ = pd.factorize(pd.MultiIndex.from_arrays([tids, kinds]))
+    return codes
 
 
 def _leading_run(flags: np.ndarray, tids: np.ndarray) -> np.ndarray:
@@ -394,7 +405,7 @@ def suggest_skip(steps: pd.DataFrame) -> int:
     """A --skip that leaves every thread's steady steps: its leading outliers by length."""
     if steps.empty:
         return 0
-    outliers = pd.Series(leading_outliers(steps)).groupby(steps[GLOBAL_TID].to_numpy()).sum()
+    outliers = pd.Series(leading_outliers(steps)).groupby(warmup_groups(steps)).sum()
     return int(outliers.max())
 
 

@@ -27,6 +27,7 @@ from trace_gaps.analysis.ledger import BUCKET, CAUSE, DURATION_NS
 from trace_gaps.analysis.long_gaps import (
     CALL_AFTER,
     CALL_BEFORE,
+    EVEN_FRACTION,
     IDLE_HOST_NS,
     LONG_GAP_MIN_NS,
     OS_CALLS,
@@ -128,6 +129,9 @@ class StageSummary:
     long_gap_threshold_ns: int  # host gaps longer than this are long (docs/definitions.md)
     long_gaps_per_step: float
     long_gap_idle_ns_per_step: int  # GPU-idle host time inside them
+    # Of the host time in short gaps between launches, the share in gaps within
+    # DISPATCH_FACTOR x the median spacing (None: no launch spacing): per-op dispatch when high.
+    even_gap_fraction: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -379,7 +383,11 @@ def assemble_candidates(
             long_host_gaps=[f for f in findings if f.stage == stage][:3] if is_idle else [],
             long_gap_idle_ns_per_step=long_idle,
         )
-        captured_here = tuple(" > ".join(c.nvtx_path) for c in graphs.captures if c.stage == stage)
+        captured_here = tuple(
+            " > ".join(c.nvtx_path) + (f", {c.node_count} nodes" if c.node_count else "")
+            for c in graphs.captures
+            if c.stage == stage
+        )
         facts = _stage_facts(summary, captured_here, shared_with)
         verdict = (
             Verdict(
@@ -513,6 +521,9 @@ def _stage_summary(
         lookup_ns_per_step=int(round(_per_step(count("lookup_ns"), n))),
         nodes_per_replay=round(count("graph_ops") / graph_launches, 2) if graph_launches else None,
         launch_spacing_ns=int(frames.thresholds["spacing_ns"][stage]) if has_spacing else None,
+        even_gap_fraction=round(float(frames.thresholds[EVEN_FRACTION][stage]), 3)
+        if has_spacing
+        else None,
         long_gap_threshold_ns=int(frames.thresholds["threshold_ns"][stage])
         if has_spacing
         else LONG_GAP_MIN_NS,
@@ -582,6 +593,7 @@ def graph_facts(
         trace.graph_nodes if has_nodes else None,
         {stage.name: stage.launches_per_step["graph"] for stage in stages},
         trace_start_ns=analysis.trace_start_ns,
+        stage_launches={stage.name: stage.eager_launches_per_step for stage in stages},
     )
     setup = analysis.metrics[GRAPH_SETUP_CALLS]
     setup = setup[setup[PID] == pid]
@@ -623,4 +635,6 @@ def _stage_facts(
         captured_here=captured_here,
         gpu_shared_with=shared_with,
         long_gap_idle_ns_per_step=summary.long_gap_idle_ns_per_step,
+        even_gap_fraction=summary.even_gap_fraction,
+        launch_spacing_ns=summary.launch_spacing_ns,
     )

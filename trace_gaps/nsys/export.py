@@ -6,6 +6,7 @@ and values the typed reads refuse reach the user as one NotAnExportError line.
 
 from __future__ import annotations
 
+import re
 import shlex
 import sqlite3
 from collections.abc import Iterator
@@ -206,7 +207,9 @@ def list_tables(connection: sqlite3.Connection, path: Path) -> tuple[str, ...]:
     return tuple(sorted(str(row[0]) for row in rows))
 
 
-def check_is_cuda_export(tables: tuple[str, ...], path: Path) -> None:
+def check_is_cuda_export(
+    tables: tuple[str, ...], path: Path, connection: sqlite3.Connection | None = None
+) -> None:
     """Raise unless the tables are those of an Nsight Systems export with CUDA GPU work."""
     if not tables:
         raise NotAnExportError(
@@ -227,6 +230,15 @@ def check_is_cuda_export(tables: tuple[str, ...], path: Path) -> None:
     if _has_any(tables, queries.OP_TABLES):
         return
     if queries.RUNTIME_TABLE in tables:
+        lost = _lost_records_evidence(connection, tables) if connection is not None else ""
+        if lost:
+            raise NoKernelsError(
+                f"has CUDA API calls but no GPU activity records (no {queries.KERNEL_TABLE} "
+                f"table) although {lost}: the records were lost, not the work (a process that "
+                "dies at exit, or full buffers, lose them); capture again and let the program "
+                "exit normally or call cudaProfilerStop() before it exits",
+                path=path,
+            )
         raise NoKernelsError(
             f"has CUDA API calls but no GPU work (no {queries.KERNEL_TABLE} table): no kernel "
             "ran while nsys was recording; capture a window in which the program runs on the GPU",
@@ -258,6 +270,41 @@ def no_timed_ops_error(
         "while nsys was recording; capture a window in which the program runs on the GPU",
         path=path,
     )
+
+
+# What nsys writes when it could not keep every event (DIAGNOSTIC_EVENT texts).
+LOST_EVENTS = re.compile(
+    r"\blost\b|\bdropp|\bdiscard|overflow|not (?:been )?flushed|\bincomplete\b", re.IGNORECASE
+)
+# ... and what it writes on every capture stopped early ("Not all CUDA events might have been
+# collected", seen on healthy captures too): quoted only where no GPU record is left.
+MAYBE_LOST = re.compile(LOST_EVENTS.pattern + r"|not all .{0,40}collected", re.IGNORECASE)
+
+
+def _lost_records_evidence(connection: sqlite3.Connection, tables: tuple[str, ...]) -> str:
+    """What says GPU work happened whose records are missing: launch calls, graph node rows,
+    nsys's own diagnostics; "" when nothing does."""
+    found = []
+    launches = table_count(connection, tables, queries.RUNTIME_TABLE, queries.LAUNCH_CALL_COUNT)
+    if launches:
+        found.append(f"it holds {launches} launch calls")
+    nodes = table_count(
+        connection,
+        tables,
+        queries.GRAPH_NODE_EVENTS_TABLE,
+        f"SELECT COUNT(*) FROM {queries.GRAPH_NODE_EVENTS_TABLE}",
+    )
+    if nodes:
+        found.append(f"{nodes} CUDA graph node rows")
+    if queries.DIAGNOSTIC_TABLE in tables:
+        try:
+            texts = [str(row[0]) for row in connection.execute(queries.DIAGNOSTICS)]
+        except sqlite3.Error:
+            texts = []
+        lost = [t for t in dict.fromkeys(texts) if MAYBE_LOST.search(t)]
+        if lost:
+            found.append("nsys says " + "; ".join(repr(" ".join(t.split())) for t in lost[:2]))
+    return ", ".join(found)
 
 
 def _has_any(tables: tuple[str, ...], wanted: tuple[str, ...]) -> bool:

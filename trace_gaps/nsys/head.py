@@ -4,7 +4,6 @@ settings, counts), read whole, as they are small; and the checks every timed row
 
 from __future__ import annotations
 
-import re
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
@@ -38,7 +37,7 @@ from trace_gaps.model import (
     empty_frame,
 )
 from trace_gaps.nsys import queries
-from trace_gaps.nsys.export import table_count
+from trace_gaps.nsys.export import LOST_EVENTS, table_count
 from trace_gaps.nsys.read import read_frame
 
 
@@ -167,12 +166,6 @@ def impossible_times(ops: pd.DataFrame, capture_duration_ns: int | None) -> np.n
     return ~sane
 
 
-# What nsys writes when it could not keep every event.
-_LOST_EVENTS = re.compile(
-    r"\blost\b|\bdropp|\bdiscard|overflow|not (?:been )?flushed|\bincomplete\b", re.IGNORECASE
-)
-
-
 def _lost_event_messages(
     connection: sqlite3.Connection, tables: tuple[str, ...]
 ) -> tuple[str, ...]:
@@ -182,7 +175,7 @@ def _lost_event_messages(
         texts = [str(row[0]) for row in connection.execute(queries.DIAGNOSTICS)]
     except sqlite3.Error:  # an older schema: no diagnostics to quote
         return ()
-    return tuple(dict.fromkeys(t for t in texts if _LOST_EVENTS.search(t)))
+    return tuple(dict.fromkeys(t for t in texts if LOST_EVENTS.search(t)))
 
 
 def _session_start(connection: sqlite3.Connection, tables: tuple[str, ...]) -> int | None:

@@ -271,6 +271,16 @@ def runtime_calls_named(name_ids: list[int], below_rowid: int) -> str:
     return f"{RUNTIME_CALLS} WHERE rowid < {int(below_rowid)} AND nameId IN ({listed})"
 
 
+def launches_per_thread(name_ids: list[int], from_rowid: int, below_rowid: int) -> str:
+    """Calls with these name ids (the launches) per thread, stored in [from, below) rowids."""
+    listed = ", ".join(str(int(i)) for i in name_ids)
+    return (
+        "SELECT globalTid AS global_tid, COUNT(*) AS launches FROM CUPTI_ACTIVITY_KIND_RUNTIME "
+        f"WHERE rowid >= {int(from_rowid)} AND rowid < {int(below_rowid)} "
+        f"AND nameId IN ({listed}) GROUP BY globalTid"
+    )
+
+
 SESSION_START_TABLE = "TARGET_INFO_SESSION_START_TIME"
 SESSION_START = "SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME LIMIT 1"
 

@@ -88,6 +88,18 @@ class _Tally:
     duplicated_calls: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)  # streams count on threads
 
+    def snapshot(self) -> dict[str, object]:
+        """The counts so far (a read of every row), to restore after reading again."""
+        with self.lock:
+            counts = {f: getattr(self, f) for f in self.__dataclass_fields__ if f != "lock"}
+            counts["device_ops"] = list(self.device_ops)
+            return counts
+
+    def restore(self, counts: dict[str, object]) -> None:
+        with self.lock:
+            for name, value in counts.items():
+                setattr(self, name, value)
+
     def ops(self) -> pd.DataFrame:
         if not self.device_ops:
             return pd.DataFrame({PID: [], DEVICE_ID: [], OP_KIND: [], "ops": []}, dtype="int64")
@@ -131,7 +143,7 @@ def stream_export(
     """
     with open_export(path, values=False) as connection:
         tables = list_tables(connection, path)
-        check_is_cuda_export(tables, path)
+        check_is_cuda_export(tables, path, connection)
         _check_has_timed_ops(connection, path, tables)
         with reading_export(path):
             op_queries = _op_queries(connection, tables)
@@ -181,6 +193,9 @@ def _export_stream(
         trace_start_ns=lambda: tally.earliest,
         known_pids=lambda: _known_pids(connection, path, tables),
         collectives=lambda chooser: _collectives(connection, path, tables, names, chooser),
+        launches_per_thread=lambda from_ns, until_ns: _launches_per_thread(
+            connection, path, tables, names, from_ns, until_ns
+        ),
     )
     return ExportStream(
         head=head,
@@ -687,6 +702,43 @@ def _module_loads(
     calls[NAME] = pd.Categorical(calls.pop("name_id").map(loading))
     calls[CALL_CATEGORY] = pd.Categorical([CallCategory.MODULE_LOAD.value] * len(calls))
     return calls[list(API_CALL_COLUMNS)]
+
+
+def _launches_per_thread(
+    connection: sqlite3.Connection,
+    path: Path,
+    tables: tuple[str, ...],
+    names: _Names,
+    from_ns: int,
+    until_ns: int,
+) -> pd.DataFrame:
+    """Launch calls per (pid, thread) starting in [from_ns, until_ns]: the rows between two
+    rowids found by binary search (the table is in start order, as for _module_loads)."""
+    empty = pd.DataFrame({PID: [], GLOBAL_TID: [], "launches": []}, dtype="int64")
+    if queries.RUNTIME_TABLE not in tables:
+        return empty
+    call_names = names.call_names()
+    launching = call_names[
+        call_names.map(lambda n: classify_call(n).value.startswith("launch")).astype(bool)
+    ]
+    if launching.empty:
+        return empty
+    with reading_export(path):
+        lo = _first_rowid_after(connection, queries.RUNTIME_TABLE, from_ns - 1)
+        hi = _first_rowid_after(connection, queries.RUNTIME_TABLE, until_ns)
+        counts = pd.read_sql_query(
+            queries.launches_per_thread(launching.index.tolist(), lo, hi),
+            connection,
+            dtype={GLOBAL_TID: "int64", "launches": "int64"},
+        )
+    tids = counts[GLOBAL_TID].to_numpy(dtype=np.int64)
+    return pd.DataFrame(
+        {
+            PID: (tids >> 24) & 0xFFFFFF,
+            GLOBAL_TID: tids,
+            "launches": counts["launches"].to_numpy(dtype=np.int64),
+        }
+    )
 
 
 def _collectives(

@@ -9,6 +9,7 @@ from trace_gaps.render.tables import (
     describe_steps,
     evidence_lines,
     graph_lines,
+    kinds_table,
     ledger_table,
     long_gap_table,
     process_title,
@@ -55,6 +56,7 @@ def render_markdown(report: Report) -> str:
     """Render the Report as a Markdown document."""
     out = ["# trace-gaps report", ""]
     out += [escape_markdown(line) + "  " for line in describe_export(report)] + [""]
+    out += render_table(kinds_table(report))
     for process in report.processes:
         out += [f"## {escape_markdown(process_title(process))}", ""]
         out += [f"**{escape_markdown(process.headline)}**", ""]

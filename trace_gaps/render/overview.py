@@ -39,12 +39,19 @@ def render_overview_text(overview: Overview) -> str:
                 if overview.step_range
                 else ""
             )
+            + (
+                "; kinds, each analysed apart: "
+                + ", ".join(f"{kind} {n}" for kind, n in p.kinds.items())
+                if p.kinds
+                else ""
+            )
             for p in overview.process_steps
         ),
         "",
-        "NVTX ranges (default domain), most frequent first — pass one to --step:",
+        "NVTX range families (library domains left out), most frequent first — pass one to --step:",
         *(
             f"  {r.count:>8,} × {r.name[:60]:60} depth {r.min_depth}"
+            + (f", {r.names} names" if r.names > 1 else "")
             + (f", inside {', '.join(p[:30] for p in r.parents)}" if r.parents else "")
             for r in overview.ranges
         ),

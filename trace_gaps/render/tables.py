@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from trace_gaps.analysis.kinds import kind_label
 from trace_gaps.model import CAUSE_ORDER, Bucket
 from trace_gaps.report import ExportSummary, ProcessReport, Report
 from trace_gaps.units import format_duration, format_ms
@@ -53,7 +54,29 @@ def describe_steps(process: ProcessReport) -> list[str]:
 def process_title(process: ProcessReport) -> str:
     """ "Process 834 (python3)"."""
     who = process.label or str(process.pid)
-    return f"Process {who}" + (f" ({process.name})" if process.name else "")
+    title = f"Process {who}" + (f" ({process.name})" if process.name else "")
+    return title + (f" — {kind_label(process.kind)} steps" if process.kind else "")
+
+
+def kinds_table(report: Report) -> Table:
+    """The kinds of step, each analysed on its own (where steps come in several kinds)."""
+    rows = [
+        [
+            str(row.pid),
+            kind_label(row.kind),
+            str(row.steps),
+            str(row.skipped),
+            format_ms(row.mean_ns),
+            f"{row.share_pct:.1f}",
+        ]
+        for row in report.kinds
+    ]
+    return Table(
+        title="Step kinds, each analysed on its own below (never averaged together)",
+        columns=["pid", "kind", "steps", "warm-up", "mean ms", "% of thread's step time"],
+        align=[RIGHT, LEFT, RIGHT, RIGHT, RIGHT, RIGHT],
+        rows=rows,
+    )
 
 
 def candidate_table(process: ProcessReport) -> Table:

@@ -16,6 +16,7 @@ from trace_gaps.render.tables import (
     describe_steps,
     evidence_lines,
     graph_lines,
+    kinds_table,
     ledger_table,
     long_gap_table,
     process_title,
@@ -55,6 +56,10 @@ def render_text(report: Report, *, width: int = 160) -> str:
     console = Console(file=buffer, width=width, color_system=None, highlight=False, soft_wrap=False)
     for line in describe_export(report):
         console.print(plain(line))
+    kinds = kinds_table(report)
+    if kinds.rows:
+        console.print()
+        console.print(_rich_table(kinds))
     for process in report.processes:
         console.print()
         console.rule(plain(process_title(process)))
