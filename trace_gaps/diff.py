@@ -38,6 +38,13 @@ from trace_gaps.verdicts import write_diff_verdict
 DIFF_SCHEMA_VERSION = 2  # 2: side.wall {mean_ns, ...}, was wall_ns {mean, ...}
 
 
+# A change is beyond noise only when at least this share of the step and this long (the
+# floor itself at most PRACTICAL_FLOOR_FRACTION of the step: a step of 12 µs is not held to 10).
+PRACTICAL_FRACTION = 0.01
+PRACTICAL_MIN_NS = 10_000
+PRACTICAL_FLOOR_FRACTION = 0.05
+
+
 @dataclass(frozen=True, slots=True)
 class Side:
     """Which export and process one side of the diff is, and its steps."""
@@ -225,7 +232,7 @@ def diff_processes(
         change_pct=round(100 * change / means_before[0], 2) if means_before[0] else None,
         ci_ns=intervals[0] if intervals else None,
         ci_pct=relative,
-        is_beyond_noise=intervals[0].excludes_zero if intervals else None,
+        is_beyond_noise=_beyond(intervals[0], change, means_before[0]) if intervals else None,
     )
     stages_before = {s.name for s in before.stages} | set(
         buckets_before.columns.get_level_values(0)
@@ -240,7 +247,11 @@ def diff_processes(
             after_ns_per_step=int(round(means_after[i + 1])),
             change_ns_per_step=int(round(means_after[i + 1] - means_before[i + 1])),
             ci_ns=intervals[i + 1] if intervals else None,
-            is_beyond_noise=intervals[i + 1].excludes_zero if intervals else None,
+            is_beyond_noise=_beyond(
+                intervals[i + 1], means_after[i + 1] - means_before[i + 1], means_before[0]
+            )
+            if intervals
+            else None,
         )
         for i, (stage, bucket) in enumerate(
             zip(columns.get_level_values(0), columns.get_level_values(1), strict=True)
@@ -515,6 +526,19 @@ def _side(process: ProcessReport, file: str) -> Side:
         steps_skipped=process.steps.steps_skipped,
         wall=process.steps.wall,
     )
+
+
+def practical_threshold_ns(step_ns: float) -> float:
+    """The smallest change called beyond noise: PRACTICAL_FRACTION of the step, at least
+    PRACTICAL_MIN_NS unless that is over PRACTICAL_FLOOR_FRACTION of it (docs/diff.md)."""
+    floor = min(PRACTICAL_MIN_NS, PRACTICAL_FLOOR_FRACTION * step_ns)
+    return max(PRACTICAL_FRACTION * step_ns, floor)
+
+
+def _beyond(interval: NsInterval, change_ns: float, step_ns: float) -> bool:
+    """Beyond noise: the bootstrap interval excludes zero and the change is at least the
+    practical threshold (a change of 0.3 % of the step is not worth a red line)."""
+    return bool(interval.excludes_zero and abs(change_ns) >= practical_threshold_ns(step_ns))
 
 
 def is_slower_than(diff: Diff, pct: float) -> bool:
