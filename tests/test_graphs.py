@@ -116,3 +116,28 @@ def test_a_capture_named_after_no_stage_is_linked_by_the_nodes_it_holds():
     assert match_by_nodes(386, launches, {**replays, "verify_forward": 1.0}) is None
     # Two stages of that size: no guess.
     assert match_by_nodes(300, {"a": 300.0, "b": 299.0}, {"a": 0.0, "b": 0.0}) is None
+
+
+def test_graph_updates_and_launches_every_step_are_named_graph_dispatch(export_builder):
+    #   xla_step: 200 cuGraphExecKernelNodeSetParams of 3 µs, then one cuGraphLaunch of
+    #   500 µs whose replay runs 100 µs on the GPU; the GPU idles meanwhile (as JAX's does).
+    from tests.test_collectives import report_of
+
+    b = export_builder()
+    for i in range(4):
+        o = i * 2_000_000
+        b.range("decode_step", o, o + 1_500_000).range("xla_step", o, o + 1_500_000)
+        t = o + 1_000
+        for _ in range(200):
+            b.call("cuGraphExecKernelNodeSetParams", t, t + 3_000)
+            t += 4_000
+        corr = 9_000 + i
+        b.call("cuGraphLaunch", t, t + 500_000, correlation_id=corr)
+        b.graph_replay(t + 510_000, t + 610_000, correlation_id=corr)
+    process = report_of(b.write()).processes[0]
+    idle = next(c for c in process.candidates if (c.stage, c.bucket) == ("xla_step", "idle"))
+    assert "graph dispatch (as JAX/XLA does)" in idle.verdict
+    assert (
+        "200.0 updates per step" in idle.verdict
+        and "cuGraphExecKernelNodeSetParams" in idle.verdict
+    )

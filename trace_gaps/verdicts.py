@@ -8,6 +8,7 @@ changes) are imported for their types only, so analysis, diff and render can all
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -185,6 +186,9 @@ def _idle_verdict(
     ns = sum(split.values())
     launch, host = split[IdleCause.LAUNCH.value], split[IdleCause.HOST.value]
     per_launch = evidence.host_ns_per_launch
+    graph_dispatch = _graph_dispatch_verdict(head, ns, launch, evidence, facts)
+    if graph_dispatch is not None:
+        return graph_dispatch
     if facts.eager_launches_per_step >= MANY_LAUNCHES_PER_STEP and dominant in (
         IdleCause.LAUNCH.value,
         IdleCause.HOST.value,
@@ -294,6 +298,35 @@ def _idle_verdict(
         f"{head}, {format_duration(launch)} of it with the GPU idle inside launch calls",
         ns,
         "the GPU waits while the host is inside launch calls",
+    )
+
+
+# Calls that re-parameterise an instantiated CUDA graph (XLA updates its graphs every step).
+_GRAPH_UPDATE = re.compile(r"^cu(da)?GraphExec\w*(SetParams|Update)")
+
+
+def _graph_dispatch_verdict(
+    head: str, ns: int, launch: int, evidence: Evidence, facts: StageFacts
+) -> Verdict | None:
+    """JAX/XLA-style graph dispatch: most idle time in graph-update calls and graph launches."""
+    updates = [call for call in evidence.top_api_calls if _GRAPH_UPDATE.match(call.name)]
+    update_ns = sum(call.ns_per_step for call in updates)
+    if not facts.graph_launches_per_step or not updates or 2 * (update_ns + launch) < ns:
+        return None
+    count = sum(call.count_per_step for call in updates)
+    text = (
+        f"{head}, {format_duration(update_ns)} of it in graph-update calls "
+        f"({format_rate(count, 'updates')}, mostly {updates[0].name}) and "
+        f"{format_duration(launch)} inside launch calls with "
+        f"{format_rate(facts.graph_launches_per_step, 'graph launches')} — graph dispatch (as "
+        "JAX/XLA does): the host re-parameterises and launches CUDA graphs every step; fewer, "
+        "larger graphs or parameters that need no update remove it"
+    )
+    return Verdict(
+        VerdictKind.API,
+        text,
+        update_ns + launch,
+        "the host updates and launches CUDA graphs every step",
     )
 
 
