@@ -41,3 +41,9 @@ def format_rate(per_step: float, what: str) -> str:
         return f"{per_step:.1f} {what} per step"
     one = what[:-1] if what.endswith("s") else what
     return f"1 {one} every {round(1 / per_step)} steps"
+
+
+def format_count(per_step: float) -> str:
+    """A count per step as the verdicts and the candidate table both print it: three
+    significant digits, whole numbers from 100 (282, 17.3, 1.56, 0.0143)."""
+    return f"{per_step:.0f}" if abs(per_step) >= 100 else f"{per_step:.3g}"

@@ -20,7 +20,7 @@ from trace_gaps.model import (
     Presence,
     VerdictKind,
 )
-from trace_gaps.units import format_duration, format_rate
+from trace_gaps.units import format_count, format_duration, format_rate
 
 if TYPE_CHECKING:
     from trace_gaps.analysis.candidates import Candidate, Evidence
@@ -113,7 +113,7 @@ def _unreplayed_capture_words(facts: StageFacts) -> str:
         return ""
     return (
         f"it captured a CUDA graph (in {facts.captured_here[0]}) but replays none: "
-        f"{facts.eager_launches_per_step:.0f} eager launches/step take the eager path"
+        f"{format_count(facts.eager_launches_per_step)} eager launches/step take the eager path"
     )
 
 
@@ -197,7 +197,7 @@ def _idle_verdict(
         spread = _spread_words(even, facts.launch_spacing_ns)
         if even is not None and even < DISPATCH_EVEN_FRACTION:
             text = (
-                f"{head} while the host launches {facts.eager_launches_per_step:.0f} eager "
+                f"{head} while the host launches {format_count(facts.eager_launches_per_step)} eager "
                 f"ops/step, but the host code between the launches is concentrated in a few "
                 f"gaps ({spread}): host-bound: {format_duration(host)} of host code between "
                 "the launches computes something else (input preparation, Python logic); a "
@@ -215,7 +215,7 @@ def _idle_verdict(
         per = f", {format_duration(per_launch)} of host time per launch" if per_launch else ""
         shape = f" ({spread}: per-op dispatch)" if spread else ""
         text = (
-            f"{head} while the host launches {facts.eager_launches_per_step:.0f} eager ops/step — "
+            f"{head} while the host launches {format_count(facts.eager_launches_per_step)} eager ops/step — "
             f"launch-bound: {format_duration(launch)} with the GPU idle inside launch calls and "
             f"{format_duration(host)} of host code in the short gaps between them{per}{shape}"
         )
@@ -232,7 +232,7 @@ def _idle_verdict(
             VerdictKind.LAUNCH_BOUND,
             text,
             launch + host,
-            f"{facts.eager_launches_per_step:.0f} eager launches/step keep the GPU waiting: a CUDA "
+            f"{format_count(facts.eager_launches_per_step)} eager launches/step keep the GPU waiting: a CUDA "
             "graph or fused kernels remove it",
         )
     if dominant == IdleCause.SYNC.value:
@@ -262,7 +262,7 @@ def _idle_verdict(
                 f"the thread waits in {os_call.name} for another thread, process or rank",
             )
         text += (
-            f" ({evidence.launches_per_step:.0f} launches/step) — CPU-bound: the host work "
+            f" ({format_count(evidence.launches_per_step)} launches/step) — CPU-bound: the host work "
             "of this stage keeps the GPU waiting"
         )
         return Verdict(VerdictKind.HOST_BOUND, text, ns, "host code keeps the GPU waiting")
@@ -275,7 +275,7 @@ def _idle_verdict(
         return Verdict(
             VerdictKind.QUEUED,
             f"{head}, {format_duration(split[IdleCause.QUEUED.value])} of it with ops launched "
-            f"but not yet started ({evidence.launches_per_step:.0f} launches/step) — queued: {why}",
+            f"but not yet started ({format_count(evidence.launches_per_step)} launches/step) — queued: {why}",
             ns,
             f"ops wait to start: {why}",
         )

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from trace_gaps.analysis.kinds import kind_label
 from trace_gaps.model import CAUSE_ORDER, Bucket
 from trace_gaps.report import ExportSummary, ProcessReport, Report
-from trace_gaps.units import format_duration, format_ms
+from trace_gaps.units import format_count, format_duration, format_ms
 
 LEFT, RIGHT = "left", "right"
 
@@ -93,7 +93,7 @@ def candidate_table(process: ProcessReport) -> Table:
                 format_ms(candidate.ns_per_step),
                 f"{candidate.share_fraction * 100:.1f}",
                 *[format_ms(split[c]) if split else "" for c in causes],
-                f"{candidate.evidence.launches_per_step:g}",
+                format_count(candidate.evidence.launches_per_step),
             ]
         )
     return Table(
