@@ -41,3 +41,17 @@ def test_a_change_larger_than_the_spread_between_runs_is_beyond_noise():
 def test_two_single_runs_have_no_noise_estimate():
     spread = run_spread([10_000_000], [12_000_000], threshold_ns=100_000)
     assert spread.ci_ns is None and spread.is_beyond_noise is None
+
+
+def test_ranks_of_one_run_are_captured_together_and_repeats_are_not():
+    from tests.conftest import corpus_trace_paths
+    from trace_gaps.nsys.head import capture_window
+    from trace_gaps.repeats import captured_together
+
+    corpus = {p.stem: p for p in corpus_trace_paths()}
+    if not {"tp_rank0", "tp_rank1", "repeat_eager_1"} <= set(corpus):
+        pytest.skip("the corpus is absent")
+    ranks = [capture_window(corpus[f"tp_rank{i}"]) for i in (0, 1)]
+    repeats = [capture_window(corpus[f"repeat_eager_{i}"]) for i in (1, 2, 3)]
+    assert captured_together([w for w in ranks if w])
+    assert not captured_together([w for w in repeats if w])

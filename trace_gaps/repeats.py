@@ -86,3 +86,13 @@ def _variance(values: list[int]) -> float:
         return 0.0
     mean = sum(values) / len(values)
     return sum((v - mean) ** 2 for v in values) / (len(values) - 1)
+
+
+def captured_together(windows: list[tuple[int, int]]) -> bool:
+    """Whether captures ran at the same time (ranks of one run), from (start, length) each:
+    every capture overlaps the first one's window. Repeats run one after another."""
+    first_start, first_length = windows[0]
+    return all(
+        start < first_start + first_length and first_start < start + length
+        for start, length in windows[1:]
+    )

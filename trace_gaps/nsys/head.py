@@ -178,6 +178,17 @@ def _lost_event_messages(
     return tuple(dict.fromkeys(t for t in texts if LOST_EVENTS.search(t)))
 
 
+def capture_window(path: Path) -> tuple[int, int] | None:
+    """The capture's session start (UTC ns) and length, or None where the export lacks them."""
+    from trace_gaps.nsys.export import list_tables, open_export
+
+    with open_export(path, values=False) as connection:
+        tables = list_tables(connection, path)
+        start = _session_start(connection, tables)
+        length = capture_duration(connection, tables)
+    return (start, length) if start is not None and length is not None else None
+
+
 def _session_start(connection: sqlite3.Connection, tables: tuple[str, ...]) -> int | None:
     if queries.SESSION_START_TABLE not in tables:
         return None
