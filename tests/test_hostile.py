@@ -4,17 +4,21 @@ clean one-line error, or a report whose integrity notes say what was left out.""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
 import shlex
 import shutil
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -572,3 +576,78 @@ def test_control_characters_are_escaped_in_an_output_file_and_its_path(export, t
     assert result.stderr == f"wrote {tmp_path}/out\\u001b[2J.md\n"
     written = output.read_text()
     assert "\x1b" not in written and "fw\\u001b" in written
+
+
+# --- a Dask scheduler that is not one (issue 28) --------------------------------------------
+
+
+@pytest.fixture
+def two_exports(export: Path) -> list[Path]:
+    return [export, Path(shutil.copy(export, export.with_name("s.sqlite")))]
+
+
+@pytest.fixture
+def silent_server() -> Iterator[str]:
+    """A TCP server that accepts connections and never sends a byte."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    accepted: list[socket.socket] = []
+
+    def accept() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                accepted.append(listener.accept()[0])
+
+    threading.Thread(target=accept, daemon=True).start()
+    yield f"tcp://127.0.0.1:{listener.getsockname()[1]}"
+    listener.close()
+    for connection in accepted:
+        connection.close()
+
+
+def scheduler_error(args: list[object]) -> str:
+    result = invoke([str(a) for a in args])
+    assert result.exit_code == 1, result.output
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    return lines[0]
+
+
+def test_a_scheduler_that_accepts_but_stays_silent_is_an_error_within_the_deadline(
+    two_exports, silent_server, monkeypatch
+):
+    pytest.importorskip("dask.distributed")
+    monkeypatch.setattr("trace_gaps.cluster.SCHEDULER_TIMEOUT_S", 1.0)
+    started = time.monotonic()
+    line = scheduler_error(["analyze", *two_exports, "--scheduler", silent_server])
+    assert time.monotonic() - started < 10
+    assert f"the Dask scheduler at {silent_server} did not answer within 1 s" in line
+
+
+@pytest.mark.parametrize(
+    ("address", "shown"),
+    [("", "''"), ("garbage", "garbage"), ("http://127.0.0.1:1", "http://127.0.0.1:1")],
+)
+def test_a_scheduler_address_dask_cannot_parse_is_a_one_line_error(address, shown, two_exports):
+    pytest.importorskip("dask.distributed")
+    line = scheduler_error(["analyze", *two_exports, "--scheduler", address])
+    assert line.startswith(f"error: --scheduler {shown} is not a Dask scheduler address (")
+
+
+def test_a_server_answering_other_bytes_is_not_taken_for_a_scheduler(two_exports):
+    pytest.importorskip("dask.distributed")
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def answer() -> None:
+        with contextlib.suppress(OSError):
+            connection = listener.accept()[0]
+            connection.sendall(b"HTTP/1.1 400 Bad Request\r\n\r\n" + bytes(range(256)) * 4)
+            time.sleep(5)
+            connection.close()
+
+    threading.Thread(target=answer, daemon=True).start()
+    address = f"tcp://127.0.0.1:{listener.getsockname()[1]}"
+    try:
+        line = scheduler_error(["analyze", *two_exports, "--scheduler", address])
+    finally:
+        listener.close()
+    assert f"the server at {address} does not answer as a Dask scheduler" in line

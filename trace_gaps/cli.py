@@ -420,8 +420,12 @@ def dask_client(jobs: int | None, scheduler: str | None) -> Iterator[Any]:
             "pip install 'trace-gaps[dask]'."
         ) from None
     if scheduler is not None:
+        from trace_gaps.cluster import SCHEDULER_TIMEOUT_S, check_scheduler
+
+        # Dask's own timeout would not cover a server that accepts and stays silent.
+        check_scheduler(scheduler, timeout_s=SCHEDULER_TIMEOUT_S)
         try:
-            client = Client(scheduler, timeout="10s")  # type: ignore[no-untyped-call]
+            client = Client(scheduler, timeout=SCHEDULER_TIMEOUT_S)  # type: ignore[no-untyped-call]
         except OSError as error:
             raise TraceGapsError(
                 f"cannot reach the Dask scheduler at {scheduler}: {error}. Check the address."

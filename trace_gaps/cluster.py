@@ -1,0 +1,70 @@
+"""The Dask scheduler given with --scheduler: checked to answer as one within one deadline.
+
+dask.distributed bounds only the TCP connect with its timeout: a server that accepts the
+connection and then stays silent (any TCP service, a load balancer, a stopped scheduler
+process) holds Dask's handshake read forever, and one that answers with other bytes (an
+HTTP server) makes it read a frame length of exabytes. Before a Client is made, the
+scheduler is asked who it is, with the connection, the handshake and the first answer
+under one deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from trace_gaps.errors import TraceGapsError
+
+SCHEDULER_TIMEOUT_S = 10.0
+CONNECT_SHARE = 0.8  # of the deadline, for the TCP connection (retried by Dask meanwhile)
+
+
+def check_scheduler(address: str, *, timeout_s: float = SCHEDULER_TIMEOUT_S) -> None:
+    """Raise TraceGapsError, naming the address, unless a Dask scheduler answers there
+    within timeout_s (connection, handshake and first answer together)."""
+    shown = repr(address) if not address.strip() else address
+    try:
+        identity = asyncio.run(asyncio.wait_for(_identity(address, timeout_s), timeout_s))
+    except TimeoutError:
+        raise TraceGapsError(
+            f"the Dask scheduler at {shown} did not answer within {timeout_s:g} s: something "
+            "accepts connections there but does not speak Dask. Check the address "
+            "(tcp://HOST:PORT of a dask scheduler)."
+        ) from None
+    except ValueError as error:  # Dask's parsing of the address: no port, unknown scheme
+        raise TraceGapsError(
+            f"--scheduler {shown} is not a Dask scheduler address ({error}); give tcp://HOST:PORT."
+        ) from None
+    except OSError as error:  # refused, unreachable, closed midway (CommClosedError)
+        raise TraceGapsError(
+            f"cannot reach the Dask scheduler at {shown}: {error}. Check the address."
+        ) from None
+    except Exception as error:  # noqa: BLE001 - whatever another server's bytes raise in Dask
+        raise TraceGapsError(
+            f"the server at {shown} does not answer as a Dask scheduler "
+            f"({type(error).__name__}). Check the address."
+        ) from None
+    if not isinstance(identity, dict) or identity.get("type") != "Scheduler":
+        raise TraceGapsError(
+            f"the server at {shown} is not a Dask scheduler (it answered as "
+            f"{_kind(identity)}). Check the address."
+        )
+
+
+async def _identity(address: str, timeout_s: float) -> Any:
+    from distributed.comm.core import connect
+
+    # Dask's own timeout covers the TCP connect only, and gives up (OSError) before the
+    # deadline: a timeout of the deadline itself is a connection that stayed silent.
+    comm = await connect(address, timeout=CONNECT_SHARE * timeout_s)  # type: ignore[no-untyped-call]
+    try:
+        await comm.write({"op": "identity", "reply": True})
+        return await comm.read()
+    finally:
+        comm.abort()
+
+
+def _kind(identity: object) -> str:
+    if isinstance(identity, dict):
+        return repr(str(identity.get("type", "something else")))[:40]
+    return type(identity).__name__
