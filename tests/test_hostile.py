@@ -651,3 +651,61 @@ def test_a_server_answering_other_bytes_is_not_taken_for_a_scheduler(two_exports
     finally:
         listener.close()
     assert f"the server at {address} does not answer as a Dask scheduler" in line
+
+
+# --- outputs onto an input's side files, through symlinks (issue 28) ------------------------
+
+
+@pytest.mark.parametrize("suffix", ["-journal", "-wal", "-shm"])
+@pytest.mark.parametrize("command", [["analyze"], ["analyze", "-f", "json"], ["diff"]])
+def test_an_output_onto_the_side_file_of_a_symlinked_inputs_target_is_refused(
+    command, suffix, export, tmp_path, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "links").mkdir()
+    link = tmp_path / "links" / "rel.sqlite"
+    link.symlink_to(export)
+    side = export.with_name(export.name + suffix)
+    inputs = [link, link] if command == ["diff"] else [link]
+    result = invoke([*command[:1], *map(str, inputs), *command[1:], "-o", str(side)])
+    assert result.exit_code == 1, result.output
+    assert result.stderr == (
+        f"error: {side}: is the input {link}; writing there would destroy it. "
+        "Choose another -o path.\n"
+    )
+    assert not side.exists()
+    ok(["analyze", export])  # the export still opens: no hot journal beside it
+
+
+@pytest.mark.parametrize(
+    ("command", "name"),
+    [
+        (["analyze"], "out.md"),
+        (["diff", "{export}"], "out.md"),
+        (["plot", "steps"], "out.png"),
+        (["plot", "timeline"], "out.png"),
+        (["report"], "bundle"),
+    ],
+)
+def test_an_output_that_is_a_symlink_loop_is_a_one_line_error(command, name, export, tmp_path):
+    output = tmp_path / name
+    other = tmp_path / ("other" + output.suffix)
+    output.symlink_to(other)
+    other.symlink_to(output)
+    args = [part.format(export=export) for part in command]
+    result = invoke([*args, str(export), "-o", str(output)])
+    assert result.exit_code == 1, result.output
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: cannot write "), result.stderr
+    assert output.is_symlink() and other.is_symlink()  # neither link replaced
+
+
+def test_pending_writes_beside_a_symlinked_inputs_target_are_named(export, tmp_path):
+    link = tmp_path / "links" / "rel.sqlite"
+    link.parent.mkdir()
+    link.symlink_to(export)
+    export.with_name("r.sqlite-journal").write_bytes(
+        b"\xd9\xd5\x05\xf9\x20\xa1\x63\xd7" + bytes(100)
+    )
+    line = error_line(["analyze", str(link)], link)
+    assert f"has a hot journal beside it ({export}-journal) with changes not yet in" in line

@@ -7,6 +7,7 @@ truncated one. Before any work, each output path is compared with every input.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import secrets
@@ -35,23 +36,37 @@ def escape_control_characters(text: str) -> str:
 _SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")
 
 
+def _real(path: Path) -> Path:
+    """The path with every symlink followed (os.path.realpath: a symlink loop does not raise,
+    as Path.resolve does; it stays a path that matches no input)."""
+    return Path(os.path.realpath(path))
+
+
 def _same_file(output: Path, input_path: Path) -> bool:
-    """Are these one file: the same inode when both exist, else the same resolved path?"""
+    """Are these one file: the same inode when both exist, else the same real path?"""
     try:
         if output.exists() and input_path.exists():
             return os.path.samefile(output, input_path)
     except OSError:
         pass
-    return output.resolve() == input_path.resolve()
+    return _real(output) == _real(input_path)
 
 
 def refuse_inputs_as_outputs(outputs: Iterable[Path], inputs: Iterable[Path | None]) -> None:
     """Raise TraceGapsError when an output path is, or resolves to, an input (or its
-    SQLite side files): `trace-gaps analyze r.sqlite -o r.sqlite` must not replace the export."""
+    SQLite side files): `trace-gaps analyze r.sqlite -o r.sqlite` must not replace the export.
+
+    The side files are named after the real file, symlinks followed: SQLite puts the journal
+    of `link.sqlite -> runs/r.sqlite` beside the file it opens, as runs/r.sqlite-journal."""
     given = [path for path in inputs if path is not None]
     for output in outputs:
         for input_path in given:
-            sides = [input_path.with_name(input_path.name + s) for s in _SQLITE_SIDE_FILES]
+            real = _real(input_path)
+            sides = [
+                side.with_name(side.name + suffix)
+                for side in {input_path, real}
+                for suffix in _SQLITE_SIDE_FILES
+            ]
             if _same_file(output, input_path) or any(_same_file(output, s) for s in sides):
                 raise TraceGapsError(
                     f"is the input {input_path}; writing there would destroy it. "
@@ -66,7 +81,9 @@ def write_atomically(output: Path, write: Callable[[BinaryIO], None]) -> None:
     A failure removes the temporary file and leaves `output` as it was. A symlink is
     followed (its target is replaced); a device or FIFO (-o /dev/stdout) is written directly.
     """
-    target = output.resolve() if output.is_symlink() else output
+    if output.is_symlink():
+        _refuse_symlink_loop(output)
+    target = _real(output) if output.is_symlink() else output
     if target.exists() and not target.is_file():
         with target.open("wb") as handle:
             write(handle)
@@ -84,6 +101,17 @@ def write_atomically(output: Path, write: Callable[[BinaryIO], None]) -> None:
     except BaseException:
         temporary.unlink(missing_ok=True)
         raise
+
+
+def _refuse_symlink_loop(output: Path) -> None:
+    """Raise OSError (ELOOP) when following the symlink never ends: the rename would
+    otherwise replace the link itself."""
+    try:
+        os.stat(output)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise
+        # A dangling link: its target is written, as for a link to an existing file.
 
 
 def write_text_atomically(output: Path, text: str) -> None:

@@ -6,6 +6,7 @@ and values the typed reads refuse reach the user as one NotAnExportError line.
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import sqlite3
@@ -129,15 +130,17 @@ _COMPRESSED = {
 def check_no_pending_writes(path: Path) -> None:
     """Raise when SQLite files beside the export hold writes not yet in it: a hot journal
     or a non-empty write-ahead log (a program is writing it, or stopped midway)."""
+    real = Path(os.path.realpath(path))  # SQLite's side files are beside the real file
     for suffix, what in (("-journal", "a hot journal"), ("-wal", "a write-ahead log")):
-        side = path.with_name(path.name + suffix)
+        side = real.with_name(real.name + suffix)
         try:
             pending = side.stat().st_size > 0
         except OSError:
             continue
         if pending:
+            shown = side.name if real == Path(os.path.abspath(path)) else side
             raise NotAnExportError(
-                f"has {what} beside it ({side.name}) with changes not yet in the file: a "
+                f"has {what} beside it ({shown}) with changes not yet in the file: a "
                 "program is writing it, or stopped midway; wait until it is done (or open it "
                 "once with sqlite3 to finish the write), then run trace-gaps again",
                 path=path,
