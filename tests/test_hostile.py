@@ -709,3 +709,91 @@ def test_pending_writes_beside_a_symlinked_inputs_target_are_named(export, tmp_p
     )
     line = error_line(["analyze", str(link)], link)
     assert f"has a hot journal beside it ({export}-journal) with changes not yet in" in line
+
+
+# --- nsys stopped with trace-gaps, and no bad export kept (issue 28) ------------------------
+
+# A fake nsys that starts a helper of its own, records both pids, writes its export slowly.
+SLOW_NSYS = """
+import os, subprocess
+helper = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])
+open(out + '.pids', 'w').write(f'{os.getpid()} {helper.pid}')
+with open(out, 'wb') as handle:
+    for _ in range(600):
+        handle.write(b'x' * 1000)
+        handle.flush()
+        time.sleep(0.1)
+"""
+
+
+def is_running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split(") ")[1][0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.parametrize("sent", [signal.SIGINT, signal.SIGTERM])
+def test_nsys_is_stopped_with_trace_gaps_and_leaves_no_partial_export(sent, tmp_path, monkeypatch):
+    fake_nsys(tmp_path, monkeypatch, SLOW_NSYS)
+    report = fake_report(tmp_path)
+    child = subprocess.Popen(
+        [sys.executable, "-m", "trace_gaps", "analyze", str(report)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 60
+    while not list(tmp_path.glob(".run.partial-*.pids")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    (pids_file,) = tmp_path.glob(".run.partial-*.pids")
+    time.sleep(0.3)
+    pids = [int(p) for p in pids_file.read_text().split()]
+    pids_file.unlink()
+    child.send_signal(sent)
+    _, stderr = child.communicate(timeout=60)
+    assert b"Traceback" not in stderr, stderr.decode()
+    assert child.returncode == 128 + sent, stderr.decode()
+    time.sleep(0.5)
+    assert not [pid for pid in pids if is_running(pid)]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bin", "run.nsys-rep"]
+
+
+def test_an_export_nsys_cut_short_is_neither_kept_nor_reused(tmp_path, monkeypatch):
+    # nsys says it succeeded but wrote half an export.
+    log = fake_nsys(
+        tmp_path,
+        monkeypatch,
+        f"open(out, 'wb').write(open({str(SAMPLE)!r}, 'rb').read()[:100000])\n",
+    )
+    report = fake_report(tmp_path)
+    for _ in range(2):
+        line = error_line(["analyze", str(report)], report)
+        assert "`nsys export` wrote a damaged or truncated export" in line
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["bin", "run.nsys-rep"]
+    assert log.read_text() == "run\nrun\n"
+
+
+def test_a_cut_export_beside_the_report_is_not_reused(tmp_path, monkeypatch):
+    fake_nsys(tmp_path, monkeypatch, f"shutil.copy({str(SAMPLE)!r}, out)\n")
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    report = fake_report(tmp_path)
+    cut = tmp_path / "run.sqlite"  # an earlier export, interrupted: newer than the report
+    cut.write_bytes(SAMPLE.read_bytes()[:100000])
+    stderr = ok(["info", str(report)]).stderr
+    assert "exported it with nsys to" in stderr and str(tmp_path / "tmp") in stderr
+    assert cut.read_bytes() == SAMPLE.read_bytes()[:100000]  # never overwritten
+
+
+@pytest.mark.parametrize("value", ["abc", "nan", "inf", "-5", "0"])
+def test_a_bad_nsys_timeout_is_a_one_line_error(value, tmp_path, monkeypatch):
+    fake_nsys(tmp_path, monkeypatch, f"shutil.copy({str(SAMPLE)!r}, out)\n")
+    monkeypatch.setenv("TRACE_GAPS_NSYS_TIMEOUT_S", value)
+    report = fake_report(tmp_path)
+    result = invoke(["analyze", str(report)])
+    assert result.exit_code == 1
+    assert result.stderr == (
+        f"error: TRACE_GAPS_NSYS_TIMEOUT_S={value!r} is not a number of seconds; set it to a "
+        "positive number (the default is 1800), or unset it.\n"
+    )

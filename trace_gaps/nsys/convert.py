@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import math
 import os
 import secrets
 import shlex
@@ -10,10 +12,12 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from trace_gaps.errors import NotAnExportError
+from trace_gaps.errors import NotAnExportError, TraceGapsError
 
 REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
 # A native report starts with this text; an export starts with "SQLite format 3".
@@ -69,22 +73,57 @@ def convert_report(report: Path, nsys: str) -> ConvertedReport:
     interrupted export is never taken for a whole one.
     """
     beside = report.with_suffix(".sqlite")
-    taken = beside.exists() and not _is_fresh(beside, report)
+    taken = beside.exists() and not _is_usable(beside, report)
     if taken or not os.access(report.parent, os.W_OK):
         beside = _cache_folder(report) / beside.name
-    if _is_fresh(beside, report):
+    if _is_usable(beside, report):
         return ConvertedReport(report, beside, reused=True)
     partial = beside.with_name(f".{beside.stem}.partial-{secrets.token_hex(4)}.sqlite")
     try:
         _run_export(report, nsys, partial)
+        if not is_whole_sqlite(partial):
+            raise NotAnExportError(
+                "is an Nsight Systems report and `nsys export` wrote a damaged or truncated "
+                f"export (it said it succeeded); export it yourself: {export_command(report)}",
+                path=report,
+            )
         os.replace(partial, beside)
     finally:
-        partial.unlink(missing_ok=True)
+        for side in ("", "-journal", "-wal", "-shm"):  # SQLite's files beside the partial
+            partial.with_name(partial.name + side).unlink(missing_ok=True)
     return ConvertedReport(report, beside, reused=False)
 
 
-def _is_fresh(export: Path, report: Path) -> bool:
-    return export.is_file() and export.stat().st_mtime >= report.stat().st_mtime
+def _is_usable(export: Path, report: Path) -> bool:
+    """An export to reuse: newer than the report and whole (an export cut short by an
+    interrupted `nsys export` of the user's, or a damaged one, is exported again)."""
+    return (
+        export.is_file()
+        and export.stat().st_mtime >= report.stat().st_mtime
+        and is_whole_sqlite(export)
+    )
+
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def is_whole_sqlite(path: Path) -> bool:
+    """Does the file hold SQLite's header and every page the header counts?"""
+    try:
+        size = path.stat().st_size
+        with path.open("rb") as handle:
+            header = handle.read(100)
+    except OSError:
+        return False
+    if len(header) < 100 or not header.startswith(SQLITE_MAGIC):
+        return False
+    page_size = int.from_bytes(header[16:18], "big")
+    page_size = 65_536 if page_size == 1 else page_size
+    pages = int.from_bytes(header[28:32], "big")
+    # The page count in the header is valid when its change counter matches (bytes 24, 92).
+    if pages and header[24:28] == header[92:96]:
+        return size >= pages * page_size
+    return page_size > 0 and size > 0 and size % page_size == 0
 
 
 def _cache_folder(report: Path) -> Path:
@@ -97,27 +136,68 @@ def _cache_folder(report: Path) -> Path:
 
 
 def _run_with_timeout(command: list[str], timeout_s: float) -> subprocess.CompletedProcess[str]:
-    """Run the command; past timeout_s, kill it with every process it started."""
-    with subprocess.Popen(
-        command,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        errors="replace",
-        start_new_session=True,
-    ) as child:
+    """Run the command in a session of its own; kill it with every process it started past
+    timeout_s, and when this process stops on the way (Ctrl-C, SIGTERM, any exception):
+    nsys left behind would go on writing its export after trace-gaps ended."""
+    with (
+        _sigterm_as_exit(),
+        subprocess.Popen(
+            command,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            errors="replace",
+            start_new_session=True,
+        ) as child,
+    ):
         try:
             stdout, stderr = child.communicate(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(child.pid, signal.SIGKILL)
-            child.communicate()
+        except BaseException:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
             raise
     return subprocess.CompletedProcess(command, child.returncode, stdout, stderr)
 
 
+@contextlib.contextmanager
+def _sigterm_as_exit() -> Iterator[None]:
+    """While inside, SIGTERM raises SystemExit (exit code 143) instead of ending the process
+    at once, so that the clean-up on the way out runs (only the main thread sets handlers)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _exit_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
+
+
+def _exit_terminated(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
+def nsys_timeout_s() -> float:
+    """How long `nsys export` may run: NSYS_TIMEOUT_ENV, else NSYS_TIMEOUT_S."""
+    given = os.environ.get(NSYS_TIMEOUT_ENV) or ""
+    if not given.strip():
+        return NSYS_TIMEOUT_S
+    try:
+        timeout_s = float(given)
+    except ValueError:
+        timeout_s = math.nan
+    if not (math.isfinite(timeout_s) and timeout_s > 0):
+        raise TraceGapsError(
+            f"{NSYS_TIMEOUT_ENV}={given!r} is not a number of seconds; set it to a positive "
+            f"number (the default is {NSYS_TIMEOUT_S:g}), or unset it."
+        )
+    return timeout_s
+
+
 def _run_export(report: Path, nsys: str, target: Path) -> None:
     command = [nsys, "export", "--type", "sqlite", "-o", str(target), str(report)]
-    timeout_s = float(os.environ.get(NSYS_TIMEOUT_ENV) or NSYS_TIMEOUT_S)
+    timeout_s = nsys_timeout_s()
     try:
         done = _run_with_timeout(command, timeout_s)
     except subprocess.TimeoutExpired as error:
