@@ -140,6 +140,8 @@ KERNEL_ROW = "(SELECT rowid FROM CUPTI_ACTIVITY_KIND_KERNEL LIMIT 1 OFFSET 3000)
         '"end" = start + 100000000000',  # 100 s, in a 7 s capture
         "start = -5",
         '"end" = start - 10',
+        "start = 0",  # issue 28: took GPU busy from 9.3 % to 42.5 %
+        'start = start + 8000000000, "end" = "end" + 8000000000',  # past the capture's end
     ],
 )
 @pytest.mark.parametrize("reader", ["arrow", "sqlite3"])
@@ -797,3 +799,65 @@ def test_a_bad_nsys_timeout_is_a_one_line_error(value, tmp_path, monkeypatch):
         f"error: TRACE_GAPS_NSYS_TIMEOUT_S={value!r} is not a number of seconds; set it to a "
         "positive number (the default is 1800), or unset it.\n"
     )
+
+
+# --- damaged rows beyond a small share: figures flagged in every format (issue 28) ----------
+
+DAMAGES = {
+    "zeroed starts": "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = 0 WHERE rowid % 10 = 0",
+    "unknown call names": "UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET nameId = 99999999 "
+    "WHERE rowid % 2 = 0",
+    "empty StringIds": "DELETE FROM StringIds",
+}
+FLAGS = {
+    "zeroed starts": ("gpu_time", "gpu_ops", "impossible_times", 661, 6632),
+    "unknown call names": ("launches", "api_calls", "unresolved_names", 7463, 14927),
+    "empty StringIds": ("launches", "api_calls", "unresolved_names", 14927, 14927),
+}
+
+
+@pytest.mark.parametrize("damage", DAMAGES)
+@pytest.mark.parametrize("reader", ["arrow", "sqlite3"])
+def test_damaged_rows_beyond_a_small_share_flag_the_figures_they_feed(
+    damage, reader, export, monkeypatch
+):
+    if reader == "sqlite3":
+        monkeypatch.setenv("TRACE_GAPS_NO_ARROW", "1")
+    assert json_report(SAMPLE)["unreliable"] == []
+    edit(export, DAMAGES[damage])
+    figures, table, problem, rows, of_rows = FLAGS[damage]
+    assert json_report(export)["unreliable"] == [
+        {"figures": figures, "table": table, "problem": problem, "rows": rows, "of_rows": of_rows}
+    ]
+    shown = f"{100 * rows / of_rows:.1f} % of"
+    for fmt in ("text", "md"):
+        assert "Unreliable: " in ok(["analyze", export, "-f", fmt]).stdout
+        assert shown in ok(["analyze", export, "-f", fmt]).stdout
+    header, *rows_csv = ok(["analyze", export, "-f", "csv"]).stdout.splitlines()
+    assert header.endswith(",unreliable") and any(r.endswith(",1") for r in rows_csv)
+
+
+def test_unknown_call_names_are_counted_in_a_note(export):
+    edit(export, DAMAGES["unknown call names"])
+    notes = json_report(export)["notes"]
+    assert any(
+        n.startswith("7463 CUDA API calls have a name id that is not in StringIds") for n in notes
+    )
+
+
+def test_a_sound_exports_csv_has_no_unreliable_column():
+    assert ok(["analyze", SAMPLE, "-f", "csv"]).stdout.startswith(
+        "pid,stage,bucket,cause,ns_per_step,steps_analyzed\n"
+    )
+
+
+def test_report_exits_1_naming_an_export_that_failed_and_reports_the_others(export, tmp_path):
+    bad = edit(
+        Path(shutil.copy(export, tmp_path / "bad.sqlite")),
+        "DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL",
+        "DELETE FROM CUPTI_ACTIVITY_KIND_MEMCPY",
+    )
+    result = invoke(["report", str(export), str(bad), "-o", str(tmp_path / "b"), "-q"])
+    assert result.exit_code == 1, result.output
+    assert result.stderr.startswith(f"error: {bad}: not analysed: ")
+    assert "bad.sqlite: not analysed" in (tmp_path / "b" / "report.md").read_text()

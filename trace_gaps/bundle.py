@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from trace_gaps import __version__
+from trace_gaps.analysis.integrity import unreliable_lines
 from trace_gaps.errors import TraceGapsError
 from trace_gaps.model import ExportInfo
 from trace_gaps.output import (
@@ -106,6 +107,8 @@ def render_bundle_markdown(report: Report, provenance: Provenance) -> str:
     relative path, then the report one level down."""
     out = [f"# trace-gaps report: {escape_markdown(provenance.file)}", ""]
     out += ["## Verdict", ""]
+    out += [f"**{escape_markdown(line)}**  " for line in unreliable_lines(report.unreliable)]
+    out += [""] if report.unreliable else []
     for process in report.processes:
         out += [
             f"**{escape_markdown(process_title(process))}: {escape_markdown(process.headline)}**",

@@ -847,3 +847,5 @@ def report_command(
         for written in write_bundle(report, provenance, output):
             if not quiet:
                 say(f"wrote {written}")
+        if len(paths) > 1 and result.failed:
+            raise typer.Exit(1)  # the others reported; the failed ones named above

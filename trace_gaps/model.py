@@ -187,6 +187,11 @@ class ExportInfo:
     # When the capture session started, ns since the Unix epoch (TARGET_INFO_SESSION_START_TIME):
     # the export's own times count from it, so it aligns several exports' clocks.
     session_start_utc_ns: int | None = None
+    # Timed GPU op and CUDA API rows read, before any was left out (the shares of damage).
+    op_rows: int = 0
+    call_rows: int = 0
+    # CUDA API calls whose name id is not in StringIds: named '?', classed as no known call.
+    unresolved_calls: int = 0
 
 
 @dataclass(frozen=True, slots=True)

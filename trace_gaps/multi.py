@@ -327,4 +327,5 @@ def merge_reports(reports: list[Report], ranks: RanksView, notes: list[str]) -> 
         timelines=[t for report in reports for t in report.timelines],
         ranks=ranks,
         slowest_rank_by_stage=slowest_ranks(processes),
+        unreliable=[flag for report in reports for flag in report.unreliable],
     )

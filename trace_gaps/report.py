@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from trace_gaps.analysis.candidates import Candidate
 from trace_gaps.analysis.graphs import GraphFacts
-from trace_gaps.analysis.integrity import integrity_notes
+from trace_gaps.analysis.integrity import UnreliableFigures, integrity_notes, unreliable_figures
 from trace_gaps.analysis.kinds import (
     MEAN_NS,
     SHARE_PCT,
@@ -111,6 +111,8 @@ class Report:
     ranks: RanksView = field(default_factory=lambda: RanksView(None, [], 0, 0))
     other_exports: list[ExportSummary] = field(default_factory=list)  # analysed with `export`
     kinds: list[KindRow] = field(default_factory=list)  # where steps come in several kinds
+    # Figures made unreliable by damaged rows (integrity.UNRELIABLE_SHARE): flagged, not dropped.
+    unreliable: list[UnreliableFigures] = field(default_factory=list)
 
 
 def build_report(
@@ -167,6 +169,7 @@ def build_report(
         timelines=build_timelines(analysis, trace_start_ns=trace_start),
         ranks=ranks,
         kinds=kind_rows(analysis),
+        unreliable=unreliable_figures(trace.info),
     )
 
 

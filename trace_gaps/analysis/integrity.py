@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from enum import StrEnum
+
 import numpy as np
 import pandas as pd
 
@@ -37,11 +40,77 @@ from trace_gaps.model import (
     PID,
     START_NS,
     Bucket,
+    ExportInfo,
     OpKind,
     Trace,
 )
 from trace_gaps.nsys import queries
 from trace_gaps.units import format_duration
+
+# Above this share of a table's rows left out or unnamed, the figures they feed are flagged.
+UNRELIABLE_SHARE = 0.01
+
+
+class Figures(StrEnum):
+    """Report figures that damaged rows can make unreliable (UnreliableFigures.figures)."""
+
+    GPU_TIME = "gpu_time"  # GPU busy and idle time, the ledger, top kernels
+    LAUNCHES = "launches"  # launch counts, launches per step, idle split by cause, verdicts
+
+
+@dataclass(frozen=True, slots=True)
+class UnreliableFigures:
+    """Figures flagged: more than UNRELIABLE_SHARE of the rows they come from are damaged."""
+
+    figures: Figures
+    table: str  # "gpu_ops" or "api_calls"
+    problem: str  # "impossible_times" or "unresolved_names"
+    rows: int
+    of_rows: int
+
+
+def unreliable_figures(info: ExportInfo) -> list[UnreliableFigures]:
+    """The figures to flag, with the damaged rows behind each flag."""
+    counts = [
+        (Figures.GPU_TIME, "gpu_ops", "impossible_times", info.impossible_ops, info.op_rows),
+        (Figures.LAUNCHES, "api_calls", "impossible_times", info.impossible_calls, info.call_rows),
+        (Figures.LAUNCHES, "api_calls", "unresolved_names", info.unresolved_calls, info.call_rows),
+    ]
+    return [
+        UnreliableFigures(figures, table, problem, rows, of_rows)
+        for figures, table, problem, rows, of_rows in counts
+        if of_rows and rows > UNRELIABLE_SHARE * of_rows
+    ]
+
+
+_FIGURE_WORDS = {
+    Figures.GPU_TIME: "GPU busy and idle time",
+    Figures.LAUNCHES: "launch counts and the idle split by cause",
+}
+_PROBLEM_WORDS = {
+    "impossible_times": "had impossible times and were left out",
+    "unresolved_names": "have names not in StringIds",
+}
+_TABLE_WORDS = {"gpu_ops": "GPU op rows", "api_calls": "CUDA API calls"}
+
+
+def describe_unreliable(flag: UnreliableFigures) -> str:
+    """'GPU busy and idle time: 12.0 % of GPU op rows (793 of 6612) had impossible times ...'"""
+    return (
+        f"{_FIGURE_WORDS[flag.figures]}: {100 * flag.rows / flag.of_rows:.1f} % of "
+        f"{_TABLE_WORDS[flag.table]} ({flag.rows} of {flag.of_rows}) {_PROBLEM_WORDS[flag.problem]}"
+    )
+
+
+def unreliable_lines(flags: list[UnreliableFigures]) -> list[str]:
+    """One line per flag, for the top of a text or Markdown report."""
+    return [f"Unreliable: {describe_unreliable(flag)} (see the integrity notes)." for flag in flags]
+
+
+def _share(rows: int, of_rows: int) -> str:
+    if not of_rows:
+        return ""
+    return f" ({100 * rows / of_rows:.2g} % of {of_rows} rows)"
 
 
 def _lost_records(messages: tuple[str, ...], analysis: Analysis) -> list[str]:
@@ -121,14 +190,25 @@ def integrity_notes(trace: Trace, analysis: Analysis) -> list[str]:
     if info.impossible_ops:
         notes.append(
             f"{info.impossible_ops} GPU ops had impossible times (a start before 0, an end "
-            "before the start, or longer than the whole capture) and were left out: the export "
-            "is damaged there, and their time is missing from the ledger."
+            "before the start, or longer than the whole capture; where the export states when "
+            "the capture stopped, also a start at 0 or an end after the stop) and were left "
+            "out: the export is damaged there, and their time is missing from the ledger"
+            f"{_share(info.impossible_ops, info.op_rows)}."
         )
     if info.impossible_calls:
         notes.append(
             f"{info.impossible_calls} CUDA API calls had impossible times (a start before 0, "
-            "an end before the start, or longer than the whole capture) and were left out: "
-            "the export is damaged there; their ops count as having no launch call."
+            "an end before the start, or longer than the whole capture; where the export "
+            "states when the capture stopped, also a start at 0 or an end after the stop) and "
+            "were left out: the export is damaged there; their ops count as having no launch "
+            f"call{_share(info.impossible_calls, info.call_rows)}."
+        )
+    if info.unresolved_calls:
+        notes.append(
+            f"{info.unresolved_calls} CUDA API calls have a name id that is not in StringIds "
+            "(a damaged string table): they are named '?' and count as no known call, so "
+            "launch counts, launches per step and the idle split by cause (launch, sync, api) "
+            f"miss them{_share(info.unresolved_calls, info.call_rows)}."
         )
     if info.impossible_ranges:
         notes.append(

@@ -154,14 +154,23 @@ CALL_ROW_KEY = [GLOBAL_TID, CORRELATION_ID, START_NS, END_NS]
 LATEST_POSSIBLE_NS = 1 << 62
 
 
-def impossible_times(ops: pd.DataFrame, capture_duration_ns: int | None) -> np.ndarray:
+def impossible_times(
+    ops: pd.DataFrame, capture_duration_ns: int | None, capture_stop_ns: int | None = None
+) -> np.ndarray:
     """Mask of the ops (or ranges) whose times cannot be real: a start before 0, an end before the start,
-    past LATEST_POSSIBLE_NS, or a duration longer than the capture itself."""
+    past LATEST_POSSIBLE_NS, or a duration longer than the capture itself.
+
+    capture_stop_ns (ANALYSIS_DETAILS.stopTime, when the export states it): also a start of
+    exactly 0 (the session's first nanosecond: a zeroed start, not an event) and an end after
+    the capture stopped. The capture's startTime is no bound: exports of nsys 2022-2025 hold
+    rows before it (a clock of its own)."""
     starts = ops[START_NS].to_numpy()
     ends = ops[END_NS].to_numpy()
     longest = LATEST_POSSIBLE_NS if capture_duration_ns is None else capture_duration_ns
+    latest = LATEST_POSSIBLE_NS if capture_stop_ns is None else capture_stop_ns
+    earliest = 0 if capture_stop_ns is None else 1
     # ends >= starts first: end - start cannot overflow once both are in [0, 2**62].
-    sane = (starts >= 0) & (ends >= starts) & (ends <= LATEST_POSSIBLE_NS)
+    sane = (starts >= earliest) & (ends >= starts) & (ends <= min(latest, LATEST_POSSIBLE_NS))
     sane[sane] = (ends[sane] - starts[sane]) <= longest
     return ~sane
 
@@ -197,6 +206,17 @@ def _session_start(connection: sqlite3.Connection, tables: tuple[str, ...]) -> i
     except sqlite3.Error:  # a schema without the column
         return None
     value = row[0] if row else None
+    return int(value) if isinstance(value, int) and value > 0 else None
+
+
+def capture_stop(connection: sqlite3.Connection, tables: tuple[str, ...]) -> int | None:
+    """When the capture stopped (ANALYSIS_DETAILS.stopTime), or None when the export does not say."""
+    if queries.ANALYSIS_TABLE not in tables:
+        return None
+    try:
+        value = connection.execute(queries.CAPTURE_STOP).fetchone()[0]
+    except sqlite3.Error:  # an older schema without the column
+        return None
     return int(value) if isinstance(value, int) and value > 0 else None
 
 

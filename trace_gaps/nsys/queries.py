@@ -205,6 +205,7 @@ DIAGNOSTICS = "SELECT text FROM DIAGNOSTIC_EVENT ORDER BY timestamp"
 
 ANALYSIS_TABLE = "ANALYSIS_DETAILS"
 CAPTURE_DURATION = "SELECT MAX(duration) FROM ANALYSIS_DETAILS"
+CAPTURE_STOP = "SELECT MAX(stopTime) FROM ANALYSIS_DETAILS"
 
 # Row counts for `trace-gaps info`, one statement per table it reports on.
 ROW_COUNTS = {

@@ -52,6 +52,7 @@ from trace_gaps.nsys.head import (
     CALL_ROW_KEY,
     OP_ROW_KEY,
     capture_duration,
+    capture_stop,
     impossible_times,
     name_text,
     read_head,
@@ -84,6 +85,9 @@ class _Tally:
     untimed: int = 0
     impossible: int = 0
     impossible_calls: int = 0
+    op_rows: int = 0  # timed rows read, before any was left out
+    call_rows: int = 0
+    unresolved_calls: int = 0  # calls whose name id is not in StringIds
     duplicated_ops: int = 0
     duplicated_calls: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)  # streams count on threads
@@ -126,6 +130,9 @@ class ExportStream:
             impossible_calls=self.tally.impossible_calls,
             duplicated_ops=self.tally.duplicated_ops,
             duplicated_calls=self.tally.duplicated_calls,
+            op_rows=self.tally.op_rows,
+            call_rows=self.tally.call_rows,
+            unresolved_calls=self.tally.unresolved_calls,
         )
         return replace(self.head, info=info)
 
@@ -147,17 +154,15 @@ def stream_export(
         _check_has_timed_ops(connection, path, tables)
         with reading_export(path):
             op_queries = _op_queries(connection, tables)
-            capture_duration_ns = capture_duration(connection, tables)
+            capture = (capture_duration(connection, tables), capture_stop(connection, tables))
         tally = _Tally()
         names = _Names(connection, path, tables)
         readers = _Readers(threads=read_ahead)
         starts = [
-            (table, _op_chunks(path, sql, names, tally, capture_duration_ns, readers))
+            (table, _op_chunks(path, sql, names, tally, capture, readers))
             for table, sql in op_queries
         ]
-        starts.append(
-            ("CUDA API", _call_chunks(path, tables, names, tally, capture_duration_ns, readers))
-        )
+        starts.append(("CUDA API", _call_chunks(path, tables, names, tally, capture, readers)))
         sources = [
             (table, _Started(start) if read_now else _lazy_source(start)) for table, start in starts
         ]
@@ -551,7 +556,7 @@ def _op_chunks(
     query: tuple[str, OpKind],
     names: _Names,
     tally: _Tally,
-    capture_duration_ns: int | None,
+    capture: tuple[int | None, int | None],  # its duration and stop (ANALYSIS_DETAILS)
     readers: _Readers,
 ) -> Callable[[], Iterator[pd.DataFrame]]:
     """A function that starts reading the op table and returns its chunks."""
@@ -579,7 +584,9 @@ def _op_chunks(
         for chunk in read:
             # Values are checked as they are read (typed_frame in read_chunks).
             chunk = _drop_untimed(chunk, tally)
-            impossible = impossible_times(chunk, capture_duration_ns)
+            impossible = impossible_times(chunk, *capture)
+            with tally.lock:
+                tally.op_rows += len(chunk)
             if impossible.any():
                 with tally.lock:
                     tally.impossible += int(impossible.sum())
@@ -623,7 +630,7 @@ def _call_chunks(
     tables: tuple[str, ...],
     names: _Names,
     tally: _Tally,
-    capture_duration_ns: int | None,
+    capture: tuple[int | None, int | None],  # its duration and stop (ANALYSIS_DETAILS)
     readers: _Readers,
 ) -> Callable[[], Iterator[pd.DataFrame]]:
     """A function that starts reading the CUDA API table and returns its chunks."""
@@ -638,7 +645,8 @@ def _call_chunks(
         category_of = np.array([kinds.index(classify_call(n).value) for n in categories])
         read = read_chunks(path, queries.RUNTIME_CALLS, _CALL_READ)
         # Read and decoded on a thread of their own (the names above are looked up here).
-        return readers.start(lambda: decoded(read, categories, by_id, kinds, category_of))
+        unknown = int(categories.get_indexer(pd.Index([_UNKNOWN]))[0])
+        return readers.start(lambda: decoded(read, categories, by_id, kinds, category_of, unknown))
 
     def decoded(
         read: Iterator[pd.DataFrame],
@@ -646,10 +654,13 @@ def _call_chunks(
         by_id: Callable[[np.ndarray], np.ndarray],
         kinds: list[str],
         category_of: np.ndarray,
+        unknown: int,
     ) -> Iterator[pd.DataFrame]:
         for chunk in read:
             chunk = _drop_untimed(chunk, tally)
-            impossible = impossible_times(chunk, capture_duration_ns)
+            impossible = impossible_times(chunk, *capture)
+            with tally.lock:
+                tally.call_rows += len(chunk)
             if impossible.any():
                 with tally.lock:
                     tally.impossible_calls += int(impossible.sum())
@@ -661,6 +672,10 @@ def _call_chunks(
                 chunk = chunk.loc[~repeated].reset_index(drop=True)
             chunk = with_pid(chunk)
             codes = by_id(chunk.pop("name_id").to_numpy())
+            unresolved = int(np.count_nonzero(codes == unknown))
+            if unresolved:
+                with tally.lock:
+                    tally.unresolved_calls += unresolved
             chunk[NAME] = pd.Categorical.from_codes(codes, categories=categories)
             chunk[CALL_CATEGORY] = pd.Categorical.from_codes(
                 category_of[codes], categories=pd.Index(kinds)

@@ -1,5 +1,6 @@
 """Markdown: GitHub-flavoured, ready to paste into an issue; tables stay tables for any name."""
 
+from trace_gaps.analysis.integrity import unreliable_lines
 from trace_gaps.render.tables import (
     RIGHT,
     Table,
@@ -56,6 +57,8 @@ def render_markdown(report: Report) -> str:
     """Render the Report as a Markdown document."""
     out = ["# trace-gaps report", ""]
     out += [escape_markdown(line) + "  " for line in describe_export(report)] + [""]
+    out += [f"**{escape_markdown(line)}**  " for line in unreliable_lines(report.unreliable)]
+    out += [""] if report.unreliable else []
     out += render_table(kinds_table(report))
     for process in report.processes:
         out += [f"## {escape_markdown(process_title(process))}", ""]

@@ -7,6 +7,7 @@ from rich.console import Console
 from rich.table import Table as RichTable
 from rich.text import Text
 
+from trace_gaps.analysis.integrity import unreliable_lines
 from trace_gaps.render.tables import (
     RIGHT,
     Table,
@@ -54,7 +55,7 @@ def render_text(report: Report, *, width: int = 160) -> str:
     """Render the Report for a terminal of the given width."""
     buffer = StringIO()
     console = Console(file=buffer, width=width, color_system=None, highlight=False, soft_wrap=False)
-    for line in describe_export(report):
+    for line in [*describe_export(report), *unreliable_lines(report.unreliable)]:
         console.print(plain(line))
     kinds = kinds_table(report)
     if kinds.rows:
