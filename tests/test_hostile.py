@@ -861,3 +861,79 @@ def test_report_exits_1_naming_an_export_that_failed_and_reports_the_others(expo
     assert result.exit_code == 1, result.output
     assert result.stderr.startswith(f"error: {bad}: not analysed: ")
     assert "bad.sqlite: not analysed" in (tmp_path / "b" / "report.md").read_text()
+
+
+# --- stderr closed or full (issue 28) -------------------------------------------------------
+
+
+@pytest.mark.parametrize("stderr", ["2>&-", "2>/dev/full"])
+@pytest.mark.parametrize("to_file", [True, False])
+def test_a_closed_or_full_stderr_does_not_fail_the_command(stderr, to_file, export, tmp_path):
+    if stderr.endswith("full") and not Path("/dev/full").exists():
+        pytest.skip("no /dev/full")
+    output = tmp_path / "out.md"
+    args = [sys.executable, "-m", "trace_gaps", "analyze", str(export)]
+    args += ["-o", str(output)] if to_file else []
+    done = subprocess.run(
+        f"{shlex.join(args)} {stderr}", shell=True, stdout=subprocess.PIPE, check=False
+    )
+    assert done.returncode == 0
+    written = output.read_bytes() if to_file else done.stdout
+    assert written.startswith(b"Export: r.sqlite")
+
+
+@pytest.mark.parametrize("stderr", ["2>&-", "2>/dev/full"])
+def test_an_error_with_a_closed_or_full_stderr_still_exits_1(stderr, tmp_path):
+    if stderr.endswith("full") and not Path("/dev/full").exists():
+        pytest.skip("no /dev/full")
+    args = [sys.executable, "-m", "trace_gaps", "analyze", str(tmp_path / "missing.sqlite")]
+    done = subprocess.run(f"{shlex.join(args)} {stderr}", shell=True, check=False)
+    assert done.returncode == 1
+
+
+@pytest.mark.parametrize("command", [["plot", "steps"], ["plot", "timeline"]])
+def test_a_step_named_with_a_megabyte_is_drawn_with_its_name_cut(command, export, tmp_path):
+    edit(
+        export,
+        "UPDATE NVTX_EVENTS SET text = ? WHERE text = 'decode_step'",
+        params=("d" * 1_000_000,),
+    )
+    started = time.monotonic()
+    ok([*command, export, "-o", tmp_path / "p.png", "-q"])
+    assert time.monotonic() - started < 120
+
+
+def no_step_and_no_possible_op(path: Path) -> Path:
+    return edit(
+        path,
+        "DELETE FROM NVTX_EVENTS",
+        "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = -5",
+        "UPDATE CUPTI_ACTIVITY_KIND_MEMCPY SET start = -5",
+    )
+
+
+@pytest.mark.parametrize("jobs", [[], ["--jobs", "2"]])
+def test_an_export_whose_ops_all_have_impossible_times_is_reported_beside_a_good_one(
+    jobs, export, tmp_path
+):
+    if jobs:
+        pytest.importorskip("dask.distributed")
+    bad = no_step_and_no_possible_op(Path(shutil.copy(export, tmp_path / "bad.sqlite")))
+    note = json_report(bad)["notes"][-1]
+    assert note.startswith("6632 GPU ops had impossible times") and "(100 % of 6632 rows)" in note
+    report = json.loads(ok(["analyze", export, bad, "-f", "json", *jobs]).stdout)
+    assert report["unreliable"][0]["figures"] == "gpu_time"
+
+
+def test_a_diff_against_an_export_whose_ops_all_have_impossible_times_is_one_line(export, tmp_path):
+    bad = no_step_and_no_possible_op(Path(shutil.copy(export, tmp_path / "bad.sqlite")))
+    result = invoke(["diff", str(bad), str(export)])
+    assert result.exit_code == 1
+    assert result.stderr == "error: bad.sqlite (before) has no process with steps to compare.\n"
+
+
+@pytest.mark.parametrize("option", ["--from", "--to"])
+@pytest.mark.parametrize("value", ["inf", "1e300"])
+def test_a_zoom_past_any_time_is_a_usage_error_or_an_empty_window(option, value, export, tmp_path):
+    result = invoke(["plot", "timeline", str(export), option, value, "-o", str(tmp_path / "t.png")])
+    assert result.exit_code in ((0, 1) if value == "1e300" else (2,)), result.output

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import glob
 import io
+import math
 import os
 import sys
 from collections.abc import Iterator
@@ -169,7 +171,8 @@ class Progress:
 @contextmanager
 def progress(quiet: bool) -> Iterator[Progress]:
     """A Progress for one command; it is cleared when the command ends, however it ends."""
-    shown = Progress(enabled=not quiet and sys.stderr.isatty())
+    stderr = sys.stderr  # None when the command runs with stderr closed (2>&-)
+    shown = Progress(enabled=not quiet and stderr is not None and stderr.isatty())
     try:
         yield shown
     finally:
@@ -180,22 +183,45 @@ def progress(quiet: bool) -> Iterator[Progress]:
 def user_errors() -> Iterator[None]:
     """Turn a TraceGapsError into one line, `error: <file>: <message>`, on stderr and exit code 1."""
     tolerate_any_encoding()
+    keep_descriptor_2_open()
     try:
         yield
     except TraceGapsError as error:
         # One line whatever the message quotes (range names may hold newlines).
-        message = escape_control_characters(" ".join(str(error).split()))
-        typer.echo("error: " + message, err=True)
+        say("error: " + " ".join(str(error).split()))
         raise typer.Exit(1) from None
     except KeyboardInterrupt:
         # typer would end silently with 130; say it, as a Ctrl-C while loading does.
-        typer.echo("error: interrupted", err=True)
+        say("error: interrupted")
         raise typer.Exit(130) from None
 
 
+def keep_descriptor_2_open() -> None:
+    """With stderr closed (2>&-), put /dev/null on descriptor 2: else the next file opened
+    (an output, the export) takes it, and whatever writes to stderr (nsys, a library) would
+    write into that file. Messages are then dropped (sys.stderr stays None)."""
+    try:
+        os.fstat(2)
+    except OSError:
+        with contextlib.suppress(OSError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            if devnull != 2:
+                os.dup2(devnull, 2)
+                os.close(devnull)
+
+
 def say(line: str) -> None:
-    """A line on stderr; control characters in the paths it names are escaped."""
-    typer.echo(escape_control_characters(line), err=True)
+    """A line on stderr; control characters in the paths it names are escaped.
+
+    Messages are advisory: a stderr that cannot be written (full, a closed pipe) drops them,
+    and the command's outcome and exit code stay what they are."""
+    try:
+        typer.echo(escape_control_characters(line), err=True)
+    except OSError:
+        with contextlib.suppress(OSError):  # nothing more reaches it, not even at exit
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, 2)
+            os.close(devnull)
 
 
 def demo_export() -> Path:
@@ -666,10 +692,16 @@ def zoom_window(from_ms: float | None, to_ms: float | None) -> tuple[int, int] |
     """--from/--to as a window in ns from the step start; None draws the whole step."""
     if from_ms is None and to_ms is None:
         return None
-    low_ns = round((from_ms or 0.0) * NS_PER_MS)
-    high_ns = sys.maxsize if to_ms is None else round(to_ms * NS_PER_MS)
+    for name, value in (("--from", from_ms), ("--to", to_ms)):
+        if value is not None and not math.isfinite(value):
+            raise typer.BadParameter(
+                f"{name} {value:g} is not a time: give ms from the step start."
+            )
+    # Past int64, a time is later than any step: the window is empty, said once drawn.
+    low_ns = min(round((from_ms or 0.0) * NS_PER_MS), sys.maxsize - 1)
+    high_ns = sys.maxsize if to_ms is None else min(round(to_ms * NS_PER_MS), sys.maxsize)
     if high_ns <= low_ns:
-        raise typer.BadParameter(f"--to {to_ms:g} must be after --from {from_ms or 0:g}.")
+        raise typer.BadParameter(f"--to {to_ms or 0:g} must be after --from {from_ms or 0:g}.")
     return low_ns, high_ns
 
 

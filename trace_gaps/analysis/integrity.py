@@ -110,7 +110,7 @@ def unreliable_lines(flags: list[UnreliableFigures]) -> list[str]:
 def _share(rows: int, of_rows: int) -> str:
     if not of_rows:
         return ""
-    return f" ({100 * rows / of_rows:.2g} % of {of_rows} rows)"
+    return f" ({100 * rows / of_rows:.3g} % of {of_rows} rows)"
 
 
 def _lost_records(messages: tuple[str, ...], analysis: Analysis) -> list[str]:

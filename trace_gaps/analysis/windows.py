@@ -127,7 +127,7 @@ def plan_windows(steps: pd.DataFrame, rows: int, window_rows: int | None) -> Win
     window_rows None: one window. rows: the ops and calls of the trace (an estimate will do).
     """
     starts = steps[START_NS].to_numpy()
-    per_window = len(steps)
+    per_window = max(1, len(steps))  # no step at all (no op with a possible time): one window
     if window_rows is not None and rows > 0:
         per_window = max(1, int(len(steps) * window_rows // rows))
     ordered = np.sort(starts)

@@ -152,6 +152,15 @@ def stage_colour_array(colours: dict[str, str], stages: list[str] | np.ndarray) 
 LEGEND_CHARS = 44
 
 
+TITLE_CHARS = 80
+
+
+def title_name(name: str) -> str:
+    """A step or process name short enough for a title: a name of a megabyte would make
+    matplotlib lay out (and rasterise) text far wider than any picture."""
+    return name if len(name) <= TITLE_CHARS else name[: TITLE_CHARS - 1] + "…"
+
+
 def legend_label(name: str) -> str:
     """A stage name short enough for a legend entry (the start says most: op, block number)."""
     return name if len(name) <= LEGEND_CHARS else name[: LEGEND_CHARS - 1] + "…"

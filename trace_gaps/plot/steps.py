@@ -17,7 +17,13 @@ from matplotlib.patches import Patch
 
 from trace_gaps.errors import TraceGapsError
 from trace_gaps.model import Bucket
-from trace_gaps.plot.palette import LITERAL_TEXT, OTHER_STAGES, legend_label, stage_colours
+from trace_gaps.plot.palette import (
+    LITERAL_TEXT,
+    OTHER_STAGES,
+    legend_label,
+    stage_colours,
+    title_name,
+)
 from trace_gaps.report import ProcessReport, Report
 from trace_gaps.units import NS_PER_MS
 
@@ -176,8 +182,8 @@ def _draw_process(ax: Axes, process: ProcessReport, colours: dict[str, str]) -> 
     ax.set_xlim(-0.6, max(len(rows), MIN_SLOTS) - 0.4)
     ax.set_xlabel("step index (time order)")
     ax.set_ylabel("ms")
-    name = f" ({process.name})" if process.name else ""
-    step = process.steps.name or "whole process"
+    name = f" ({title_name(process.name)})" if process.name else ""
+    step = title_name(process.steps.name or "whole process")
     ax.set_title(
         f"process {process.pid}{name} — {step}: {process.steps.steps_analysed} analysed, "
         f"{process.steps.steps_skipped} warm-up{p50_note}",

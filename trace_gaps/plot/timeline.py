@@ -35,6 +35,7 @@ from trace_gaps.plot.palette import (
     legend_name,
     stage_colour_array,
     stage_colours,
+    title_name,
 )
 from trace_gaps.report import Report
 from trace_gaps.timeline import Spans, StepTimeline
@@ -333,8 +334,10 @@ def _title(report: Report, timelines: list[StepTimeline]) -> str:
         return _ranks_title(report, timelines, pids)
     first, last = timelines[0], timelines[-1]
     process = next((p for p in report.processes if p.pid == first.pid), None)
-    who = f"process {first.pid}" + (f" ({process.name})" if process and process.name else "")
-    name = first.step_name or "whole process"
+    who = f"process {first.pid}" + (
+        f" ({title_name(process.name)})" if process and process.name else ""
+    )
+    name = title_name(first.step_name or "whole process")
     if len(timelines) == 1:
         which = {"median": "median step", "worst": "slowest step"}.get(first.view, "step")
         steps = f"{which}: {name} #{first.step_index}" + (" (warm-up)" if first.is_warmup else "")
@@ -355,7 +358,7 @@ def _title(report: Report, timelines: list[StepTimeline]) -> str:
 def _ranks_title(report: Report, timelines: list[StepTimeline], pids: list[int]) -> str:
     """Which processes and steps, and how late each process starts them after the first."""
     first = timelines[0]
-    name = first.step_name or "whole process"
+    name = title_name(first.step_name or "whole process")
     indices = sorted({t.step_index for t in timelines})
     which = f"#{indices[0]}" if len(indices) == 1 else f"#{indices[0]}–#{indices[-1]}"
     starts = {pid: min(t.start_offset_ns for t in timelines if t.pid == pid) for pid in pids}
