@@ -937,3 +937,18 @@ def test_a_diff_against_an_export_whose_ops_all_have_impossible_times_is_one_lin
 def test_a_zoom_past_any_time_is_a_usage_error_or_an_empty_window(option, value, export, tmp_path):
     result = invoke(["plot", "timeline", str(export), option, value, "-o", str(tmp_path / "t.png")])
     assert result.exit_code in ((0, 1) if value == "1e300" else (2,)), result.output
+
+
+# --- --jobs capped at the cores (issue 28) --------------------------------------------------
+
+
+@pytest.mark.parametrize("several", [False, True])
+def test_jobs_beyond_the_cores_are_capped_and_said(several, export, tmp_path, monkeypatch):
+    if several:
+        pytest.importorskip("dask.distributed")
+    monkeypatch.setattr("trace_gaps.parallel.usable_cores", lambda: 2)
+    exports = [export, shutil.copy(export, tmp_path / "s.sqlite")] if several else [export]
+    result = ok(["analyze", *exports, "--jobs", "64", "-f", "json"])
+    assert result.stderr == "note: --jobs 64 capped at 2, the cores this machine gives trace-gaps\n"
+    quiet = ok(["analyze", *exports, "--jobs", "64", "-f", "json", "-q"])
+    assert quiet.stderr == "" and quiet.stdout == result.stdout

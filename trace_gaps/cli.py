@@ -378,6 +378,9 @@ def analyze(
 
             resolved = [resolve_export(path, False) for path in paths]
             refuse_inputs_as_outputs(outputs, resolved)
+            if scheduler is not None:  # its workers run in folders of their own
+                resolved = [Path(os.path.abspath(path)) for path in resolved]
+            jobs = capped_jobs(jobs, quiet=quiet)
             with progress(quiet) as shown, dask_client(jobs, scheduler) as client:
                 shown("analysing exports", 0, len(resolved))
                 result = analyse_exports(
@@ -406,7 +409,7 @@ def analyze(
                 path,
                 options,
                 on_window=lambda done, total: shown(f"analysing {path.name}", done, total),
-                jobs=jobs,
+                jobs=capped_jobs(jobs, quiet=quiet),
             )
             shown("ranking candidates")
             # Only the JSON report holds every step's ledger (40,000 entries at 1,700 steps).
@@ -428,6 +431,19 @@ def expand_exports(exports: list[Path] | None) -> list[Path]:
         else:
             paths.append(export)
     return paths
+
+
+def capped_jobs(jobs: int | None, *, quiet: bool) -> int | None:
+    """--jobs, at most one worker per core this process may use (more only share the cores,
+    each with its own memory): said on stderr when it is cut."""
+    from trace_gaps.parallel import usable_cores
+
+    cores = usable_cores()
+    if jobs is None or jobs <= cores:
+        return jobs
+    if not quiet:
+        say(f"note: --jobs {jobs} capped at {cores}, the cores this machine gives trace-gaps")
+    return cores
 
 
 @contextmanager
