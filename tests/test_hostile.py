@@ -952,3 +952,43 @@ def test_jobs_beyond_the_cores_are_capped_and_said(several, export, tmp_path, mo
     assert result.stderr == "note: --jobs 64 capped at 2, the cores this machine gives trace-gaps\n"
     quiet = ok(["analyze", *exports, "--jobs", "64", "-f", "json", "-q"])
     assert quiet.stderr == "" and quiet.stdout == result.stdout
+
+
+# --- privacy: a keep-list of capture settings (issue 28) ------------------------------------
+
+
+def private_settings(path: Path) -> Path:
+    return edit(
+        path,
+        "UPDATE META_DATA_CAPTURE SET value = 'secret-host' WHERE name = 'DEVICE_DISPLAY_NAME'",
+        "UPDATE META_DATA_CAPTURE SET value = '/home/alice/venv/bin/python3' "
+        "WHERE name = 'PROCESS_0:COMMAND'",
+        "UPDATE META_DATA_CAPTURE SET value = '--token=SECRET123' WHERE name = 'PROCESS_0:ARGUMENT_2'",
+        "INSERT INTO META_DATA_CAPTURE (name, value) "
+        "VALUES ('PROCESS_0:WORKING_DIR', '/home/alice/private-project')",
+        "INSERT INTO META_DATA_CAPTURE (name, value) VALUES ('SOME_NEW_SETTING', 'alice-laptop')",
+    )
+
+
+PRIVATE = ("secret-host", "alice", "SECRET123", "private-project")
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_info_leaves_the_host_folder_and_arguments_out_unless_asked(fmt, export):
+    private_settings(export)
+    shown = ok(["info", export, "-f", fmt]).stdout
+    assert not [word for word in PRIVATE if word in shown]
+    assert "python3" in shown  # the program's name, without its folder
+    kept = ok(["info", export, "-f", fmt, "--include-command"]).stdout
+    assert all(word in kept for word in PRIVATE[:3])
+    if fmt == "json":  # text lists the first settings only
+        assert "private-project" in kept
+    assert "alice-laptop" not in kept  # a setting nobody listed never appears
+
+
+def test_the_bundle_leaves_the_host_folder_and_program_path_out(export, tmp_path):
+    private_settings(export)
+    ok(["report", export, "-o", tmp_path / "b", "-q"])
+    for name in ("report.md", "report.json"):
+        text = (tmp_path / "b" / name).read_text()
+        assert not [word for word in PRIVATE if word in text], name

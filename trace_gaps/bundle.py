@@ -25,6 +25,7 @@ from trace_gaps.output import (
     write_text_atomically,
 )
 from trace_gaps.parallel import forked
+from trace_gaps.privacy import shareable_settings
 from trace_gaps.render.json import render_json
 from trace_gaps.render.markdown import escape_markdown, render_markdown
 from trace_gaps.render.tables import process_title
@@ -42,10 +43,6 @@ REPORT_MD = "report.md"
 REPORT_JSON = "report.json"
 STEPS_PNG = "steps.png"
 
-# Capture settings that can hold private data: the environment, the user's name.
-_PRIVATE_SETTING = re.compile(r"ENVIRONMENT|USER_NAME", re.IGNORECASE)
-# The captured program's command-line arguments (a token, a path): left out unless asked.
-_COMMAND_ARGUMENT = re.compile(r"ARGUMENT_\d+$|COMMAND_LINE", re.IGNORECASE)
 _HASH_CHUNK = 1 << 20
 
 
@@ -58,13 +55,13 @@ class Provenance:
     sha256: str
     nsys_version: str | None
     trace_gaps_version: str
-    capture_settings: list[tuple[str, str]]  # private keys left out
+    capture_settings: list[tuple[str, str]]  # only those privacy.shareable_settings keeps
     command_included: bool = False  # the program's arguments kept (--include-command)
 
 
 def build_provenance(info: ExportInfo, *, include_command: bool = False) -> Provenance:
-    """Hash the export (read-only) and keep its capture settings, minus private ones: the
-    environment, the user's name and (unless include_command) the program's arguments."""
+    """Hash the export (read-only) and keep the capture settings privacy.py lets through
+    (include_command: the host name, working directory and program arguments too)."""
     digest = hashlib.sha256()
     try:
         with info.path.open("rb") as export:
@@ -78,12 +75,7 @@ def build_provenance(info: ExportInfo, *, include_command: bool = False) -> Prov
         sha256=digest.hexdigest(),
         nsys_version=info.nsys_version,
         trace_gaps_version=__version__,
-        capture_settings=[
-            (k, v)
-            for k, v in info.capture_settings
-            if not _PRIVATE_SETTING.search(k)
-            and (include_command or not _COMMAND_ARGUMENT.search(k))
-        ],
+        capture_settings=shareable_settings(info.capture_settings, include_command=include_command),
         command_included=include_command,
     )
 
@@ -129,11 +121,13 @@ def render_bundle_markdown(report: Report, provenance: Provenance) -> str:
     if provenance.capture_settings:
         out += [
             "<details><summary>Capture settings "
-            f"({len(provenance.capture_settings)}; environment variables left out"
+            f"({len(provenance.capture_settings)}; environment variables and the user's name "
+            "left out"
             + (
                 ""
                 if provenance.command_included
-                else ", and the program's arguments: `--include-command` keeps them"
+                else ", and the host name, working directory, program path and arguments: "
+                "`--include-command` keeps them"
             )
             + ")</summary>",
             "",

@@ -494,6 +494,14 @@ def info(
         InfoFormat, typer.Option("--format", "-f", help="Output format.")
     ] = InfoFormat.TEXT,
     as_json: Annotated[bool, typer.Option("--json", hidden=True, help="Same as -f json.")] = False,
+    include_command: Annotated[
+        bool,
+        typer.Option(
+            "--include-command",
+            help="Show the host name, working directory, program path and arguments among "
+            "the capture settings (left out by default).",
+        ),
+    ] = False,
     quiet: QuietOpt = False,
 ) -> None:
     """What the export holds: versions, capture settings, GPUs, threads, rows, NVTX ranges."""
@@ -512,6 +520,7 @@ def info(
                 active_pids=opened.sources.known_pids(),
                 module_loads=opened.sources.module_loads,
                 devices=devices_per_process(path),
+                include_command=include_command,
             )
         shown = Format.JSON if as_json or fmt is InfoFormat.JSON else Format.TEXT
         write_output(render_overview(overview, shown), None, quiet=quiet)
@@ -858,8 +867,8 @@ def report_command(
         bool,
         typer.Option(
             "--include-command",
-            help="Keep the captured program's command-line arguments in report.md "
-            "(left out by default: they can hold tokens or private paths).",
+            help="Keep the host name, working directory, program path and arguments in "
+            "report.md (left out by default: they can hold tokens or private paths).",
         ),
     ] = False,
     quiet: QuietOpt = False,

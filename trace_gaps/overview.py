@@ -17,6 +17,7 @@ from trace_gaps.analysis.steps import (
     mark_warmup,
 )
 from trace_gaps.model import END_NS, GLOBAL_TID, NAME, PID, START_NS, Trace
+from trace_gaps.privacy import shareable_settings
 
 # Lines of a list the text shows before "… N more" (JSON has every item).
 TEXT_SETTINGS = 40
@@ -99,6 +100,7 @@ def build_overview(
     module_loads: Callable[[int], pd.DataFrame] | None = None,
     devices: dict[int, list[int]] | None = None,
     max_ranges: int = 40,
+    include_command: bool = False,
 ) -> Overview:
     """Summarise an export's metadata, threads, row counts and NVTX range names, and what
     `analyze` would pick: the step range, and per process its steps analysed and skipped.
@@ -181,7 +183,7 @@ def build_overview(
         nsys_version=info.nsys_version,
         schema_version=info.schema_version,
         graph_trace_mode=info.graph_trace_mode.value,
-        capture_settings=[(k, v) for k, v in info.capture_settings if "ENVIRONMENT" not in k],
+        capture_settings=shareable_settings(info.capture_settings, include_command=include_command),
         gpus=[f"{gpu.device_id}: {gpu.name}" for gpu in info.gpus],
         processes={
             str(pid): name
