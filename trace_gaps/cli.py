@@ -623,6 +623,14 @@ def diff(
     process: Annotated[int | None, typer.Option(help="Compare this pid on both sides.")] = None,
     process_before: Annotated[int | None, typer.Option(help="The pid in BEFORE.")] = None,
     process_after: Annotated[int | None, typer.Option(help="The pid in AFTER.")] = None,
+    repeats: Annotated[
+        bool,
+        typer.Option(
+            "--repeats",
+            help="Each side's exports are repeated captures of one program (not ranks of one "
+            "run): compare the step time over the runs, with their run-to-run noise.",
+        ),
+    ] = False,
     fail_if_slower: Annotated[
         float | None,
         typer.Option(
@@ -649,6 +657,25 @@ def diff(
 
         sides = [expand_exports([before]), expand_exports([after])]
         refuse_inputs_as_outputs([] if output is None else [output], [*sides[0], *sides[1]])
+        from trace_gaps.diff_runs import check_side_kind, diff_repeats
+
+        for side, paths in zip(("before", "after"), sides, strict=True):
+            check_side_kind([resolve_export(p, False) for p in paths], repeats=repeats, side=side)
+        if repeats:
+            options = AnalysisOptions(step, skip, depth, process, kind, domain)
+            with progress(quiet) as shown:
+                shown("analysing every capture")
+                resolved = [[resolve_export(p, False) for p in side] for side in sides]
+                result = diff_repeats(resolved[0], resolved[1], options)
+            write_output(render_diff(result, Format(fmt.value)), output, quiet=quiet)
+            if fail_if_slower is not None and is_slower_than(result, fail_if_slower):
+                typer.echo(
+                    f"error: step time grew more than {fail_if_slower:g} % beyond the "
+                    "run-to-run noise",
+                    err=True,
+                )
+                raise typer.Exit(3)
+            return
         apart = diff_jobs(sides) == 2
         # Two sides at once on few cores keep both busy: read-ahead threads only add switches.
         before_task, after_task = (

@@ -31,6 +31,7 @@ from trace_gaps.changes import (
 )
 from trace_gaps.errors import TraceGapsError
 from trace_gaps.model import END_NS, PID, START_NS, Bucket, CandidateStatus, Presence
+from trace_gaps.repeats import RunSpread
 from trace_gaps.report import ProcessReport, Report
 from trace_gaps.side_draws import SideMeans
 from trace_gaps.verdicts import write_diff_verdict
@@ -95,6 +96,7 @@ class Diff:
     resamples: int = RESAMPLES
     seed: int = SEED
     schema_version: int = field(default=DIFF_SCHEMA_VERSION)
+    runs: RunSpread | None = None  # diff --repeats: the step time over repeated captures
 
 
 # Per pid, the bucket table of a process's analysed steps (step_bucket_tables).
@@ -547,6 +549,10 @@ def is_slower_than(diff: Diff, pct: float) -> bool:
     Beyond the noise: the CI's lower bound of the relative change exceeds pct. Without a
     noise estimate (fewer than 2 steps on a side) the point estimate is used.
     """
+    if diff.runs is not None:  # repeated captures: the run-to-run interval decides
+        runs = diff.runs
+        low = runs.ci_pct.low_pct if runs.ci_pct is not None else None
+        return bool(runs.is_beyond_noise) and low is not None and low > pct
     for process in diff.processes:
         wall = process.wall
         low = wall.ci_pct.low_pct if wall.ci_pct is not None else wall.change_pct

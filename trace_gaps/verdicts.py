@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from trace_gaps.analysis.long_gaps import LongGapFinding
     from trace_gaps.analysis.ranks import RankSummary
     from trace_gaps.changes import BucketChange, StageChange, WallChange
+    from trace_gaps.repeats import RunSpread
 
 # A stage issuing at least this many eager launches per step is called launch-heavy.
 MANY_LAUNCHES_PER_STEP = 20
@@ -442,6 +443,25 @@ def describe_mode_change(change: StageChange) -> str | None:
         f"{change.stage}: {sides[0].execution} {launches[0]:g} launches/step → "
         f"{sides[1].execution} {launches[1]:g}"
     )
+
+
+def write_runs_verdict(runs: RunSpread, *, confidence_pct: int) -> str:
+    """One line: the step time over repeated captures, with the run-to-run noise."""
+    shown = [
+        ", ".join(format_duration(ns) for ns in side)
+        for side in (runs.before_run_ns, runs.after_run_ns)
+    ]
+    head = f"Step time over the runs {signed_ms(runs.change_ns)}/step"
+    pct = signed_pct(runs.change_pct) if runs.change_pct is not None else "n/a %"
+    if runs.ci_ns is None:
+        head += f" ({pct}; one run a side, no run-to-run noise estimate)"
+    else:
+        low, high = signed_ms(runs.ci_ns.low_ns), signed_ms(runs.ci_ns.high_ns)
+        head += f" ({pct}, {confidence_pct} % CI {low} to {high} from the run-to-run spread)"
+    head += f"; runs before {shown[0]}, after {shown[1]}"
+    if runs.is_beyond_noise is False:
+        head += ": no change beyond the run-to-run noise"
+    return head
 
 
 def write_diff_verdict(

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table as RichTable
 
+from trace_gaps.analysis.bootstrap import CONFIDENCE_PCT
 from trace_gaps.changes import StageChange, StageSide
 from trace_gaps.diff import Diff, ProcessDiff, Side
 from trace_gaps.model import Presence
@@ -18,7 +19,7 @@ from trace_gaps.render.markdown import escape_markdown, render_table
 from trace_gaps.render.tables import LEFT, RIGHT, Table
 from trace_gaps.render.text import elide
 from trace_gaps.units import NS_PER_MS, NS_PER_US
-from trace_gaps.verdicts import describe_mode_change
+from trace_gaps.verdicts import describe_mode_change, write_runs_verdict
 
 # Rows of the bucket and stage tables shown in text and Markdown (JSON has them all).
 TABLE_ROWS = 20
@@ -254,6 +255,9 @@ def _tables(process: ProcessDiff) -> list[Table]:
 def render_diff_markdown(diff: Diff) -> str:
     """Render the Diff as a Markdown document."""
     out = ["# trace-gaps diff", ""]
+    if diff.runs is not None:
+        runs = write_runs_verdict(diff.runs, confidence_pct=CONFIDENCE_PCT)
+        out += [f"**{escape_markdown(runs)}**", ""]
     for process in diff.processes:
         out += [f"**{escape_markdown(process.verdict)}**", ""]
     for process in diff.processes:
@@ -283,6 +287,8 @@ def render_diff_text(diff: Diff, *, width: int = 160) -> str:
     """Render the Diff for a terminal of the given width."""
     buffer = StringIO()
     console = Console(file=buffer, width=width, color_system=None, highlight=False, soft_wrap=False)
+    if diff.runs is not None:
+        console.print(escape(write_runs_verdict(diff.runs, confidence_pct=CONFIDENCE_PCT)))
     for process in diff.processes:
         console.print(escape(process.verdict))
     for process in diff.processes:

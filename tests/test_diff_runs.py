@@ -1,0 +1,72 @@
+"""`diff --repeats` on real repeated captures of unchanged code, and repeats told from ranks."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from tests.conftest import corpus_trace_paths
+from trace_gaps.cli import app
+
+CORPUS = {p.stem: p for p in corpus_trace_paths()}
+runner = CliRunner()
+
+pytestmark = pytest.mark.skipif(
+    not {"repeat_eager_1", "repeat_eager_2", "repeat_eager_3", "tp_rank0"} <= set(CORPUS),
+    reason="the corpus is absent",
+)
+
+
+def _glob(*stems: str) -> str:
+    """A quoted glob naming these corpus exports (they share one folder)."""
+    folder = CORPUS[stems[0]].parent
+    if len(stems) == 1:
+        return str(CORPUS[stems[0]])
+    return str(folder / f"{stems[0][:-1]}[{''.join(s[-1] for s in stems)}].sqlite")
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        (("repeat_eager_1", "repeat_eager_2"), ("repeat_eager_3",)),
+        (("repeat_eager_2", "repeat_eager_3"), ("repeat_eager_1",)),
+        (("repeat_eager_1", "repeat_eager_3"), ("repeat_eager_2",)),
+    ],
+)
+def test_repeats_of_unchanged_code_never_trip_the_gate(
+    before: tuple[str, ...], after: tuple[str, ...]
+) -> None:
+    result = runner.invoke(
+        app,
+        ["diff", "--repeats", _glob(*before), _glob(*after), "-f", "json", "--fail-if-slower", "3"],
+    )
+    assert result.exit_code == 0, result.output
+    runs = json.loads(result.stdout)["runs"]
+    assert len(runs["before_run_ns"]) == 2 and len(runs["after_run_ns"]) == 1
+    assert runs["is_beyond_noise"] is False
+
+
+def test_one_capture_a_side_calls_run_to_run_noise_a_change() -> None:
+    # What --repeats is for: the within-run bootstrap alone trips on unchanged code.
+    result = runner.invoke(
+        app,
+        [
+            "diff",
+            str(CORPUS["repeat_eager_2"]),
+            str(CORPUS["repeat_eager_3"]),
+            "--fail-if-slower",
+            "3",
+        ],
+    )
+    assert result.exit_code == 3
+
+
+def test_repeats_without_the_flag_and_ranks_with_it_are_refused() -> None:
+    repeats = _glob("repeat_eager_1", "repeat_eager_2")
+    result = runner.invoke(app, ["diff", repeats, str(CORPUS["repeat_eager_3"])])
+    assert result.exit_code == 1 and "pass --repeats" in result.stderr
+    ranks = _glob("tp_rank0", "tp_rank1")
+    result = runner.invoke(app, ["diff", "--repeats", ranks, ranks])
+    assert result.exit_code == 1 and "ranks of one run" in result.stderr
