@@ -226,10 +226,14 @@ def _cycles(range_tree: pd.DataFrame, starts: pd.DataFrame) -> pd.DataFrame:
     range's end. RANGE_ROW is -1: the stages are the top-level ranges inside the cycle."""
     top = range_tree[range_tree[DEPTH] == 0]
     last_end = top.groupby(GLOBAL_TID)[END_NS].max()
-    tids = starts[GLOBAL_TID]
-    following = starts.groupby(GLOBAL_TID)[START_NS].shift(-1)
-    ends = following.fillna(tids.map(last_end)).astype("int64")
-    ends = np.maximum(ends.to_numpy(), starts[END_NS].to_numpy())
+    tids = starts[GLOBAL_TID].to_numpy()  # sorted by (thread, start)
+    begins = starts[START_NS].to_numpy()
+    # In integers (a float NaN would round epoch-ns times): the next start on the same thread,
+    # else the thread's last top-level end.
+    ends = last_end.reindex(tids).to_numpy(dtype=np.int64).copy()
+    same_thread = np.flatnonzero(tids[1:] == tids[:-1])
+    ends[same_thread] = begins[same_thread + 1]
+    ends = np.maximum(ends, starts[END_NS].to_numpy())
     return starts.assign(**{END_NS: ends, RANGE_ROW: -1})
 
 
@@ -239,8 +243,7 @@ def step_kinds(
     """Per step, its kind: the phase word of its own name, else of the first range directly
     inside it that has one (SGLang's forward_extend / forward_decode), else "".
 
-    A thread whose steps all have one kind (or none) is not split: kinds matter only where
-    they differ (split_kinds)."""
+    Steps are analysed per kind only where they come in several (kinds.of_one_kind)."""
     kinds = np.full(len(steps), "", dtype=object)
     if steps.empty:
         return kinds
