@@ -28,6 +28,11 @@ Scenarios (``--scenario``)::
     spec_two_ranks        two processes (ranks) share the GPU, each runs spec_eager; a gloo
                           all-reduce on the host per step keeps them in lock step
     plain_decode          one eager target forward per step, then sampling (one .item())
+    plain_graph           plain_decode with the forward replayed from a CUDA graph captured
+                          before the loop (attention over all --max-len slots with an additive
+                          mask, so that its shapes are fixed)
+    plain_detok           plain_decode plus a ``detokenize`` stage of 2 ms of host work per
+                          step (pure Python, no CUDA call): the "before" of moving it off the step
     spec_sdpa_recompile   spec_eager with the decode attention left to PyTorch's backend choice:
                           on torch 2.11 / H200 that is cuDNN, which compiles and loads a new
                           kernel for every new KV length (found in the first captures)
@@ -80,6 +85,8 @@ SCENARIOS = (
     "spec_two_ranks",
     "plain_decode",
     "spec_sdpa_recompile",
+    "plain_graph",
+    "plain_detok",
 )
 
 NEG_INF = float("-inf")
@@ -565,6 +572,17 @@ def run_plain(args, device, dtype, nv):
     tok = torch.tensor([1], dtype=torch.long, device=device)
     cur = args.prompt_len
     out, wall = [], []
+    graph = None
+    if args.scenario == "plain_graph":
+        g_tok, g_pos = tok.clone(), tok.clone()
+        g_mask = torch.zeros(1, 1, 1, S, dtype=dtype, device=device)
+        for _ in range(2):
+            target.forward(g_tok, g_pos, g_pos, S, g_mask)
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            g_out = target.forward(g_tok, g_pos, g_pos, S, g_mask)
+        slots = torch.arange(S, device=device)
     if device.type == "cuda":
         torch.cuda.synchronize()
     for step in range(args.warmup + args.steps):
@@ -574,7 +592,14 @@ def run_plain(args, device, dtype, nv):
         nv.push("decode_step")
         nv.push("forward")
         pos = torch.full((1,), cur, dtype=torch.long, device=device)
-        logits = target.forward(tok, pos, pos, cur + 1)
+        if graph is not None:
+            g_tok.copy_(tok)
+            g_pos.copy_(pos)
+            g_mask.copy_(torch.where(slots <= cur, 0.0, NEG_INF).view(1, 1, 1, S))
+            graph.replay()
+            logits = g_out
+        else:
+            logits = target.forward(tok, pos, pos, cur + 1)
         nv.pop()
         nv.push("sample")
         probs = torch.softmax(logits[0].float() / args.temperature, dim=-1)
@@ -582,6 +607,12 @@ def run_plain(args, device, dtype, nv):
         out.append(int(tok.item()))  # detokenizer wants the id on the host
         cur += 1
         nv.pop()
+        if args.scenario == "plain_detok":  # host-only detokenizer stand-in, 2 ms
+            nv.push("detokenize")
+            t_end = time.perf_counter() + 2e-3
+            while time.perf_counter() < t_end:
+                str(out)
+            nv.pop()
         nv.pop()
         wall.append(time.perf_counter() - t0)
     if device.type == "cuda":
@@ -685,7 +716,7 @@ def main(argv=None):
         flush=True,
     )
     with torch.inference_mode():
-        if args.scenario == "plain_decode":
+        if args.scenario.startswith("plain_"):
             run_plain(args, device, dtype, nv)
         else:
             run_spec(args, device, dtype, nv)
