@@ -54,6 +54,7 @@ from trace_gaps.analysis.long_gaps import (
     find_host_gaps,
     launch_spacing,
 )
+from trace_gaps.analysis.replay import StepModel, step_model
 from trace_gaps.analysis.stages import STAGE, LaunchIndex, StageMap
 from trace_gaps.analysis.steps import IS_WARMUP, STEP_ID, step_rows
 from trace_gaps.model import (
@@ -65,6 +66,7 @@ from trace_gaps.model import (
     PID,
     START_NS,
     CallCategory,
+    GraphTraceMode,
 )
 
 GAPS_KEPT = 3  # longest gaps kept per (pid, stage)
@@ -84,6 +86,8 @@ class WindowInputs:
     collective_waits: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = field(
         default_factory=dict
     )
+    replay_step_ids: frozenset[int] = frozenset()  # the steps what-if replays (replay.py)
+    graph_mode: GraphTraceMode = GraphTraceMode.UNKNOWN  # the export's --cuda-graph-trace
 
 
 @dataclass(frozen=True, slots=True)
@@ -340,6 +344,22 @@ def _union(parts: list[dict[int, StepDetail]]) -> dict[int, StepDetail]:
     return {step_id: detail for part in parts for step_id, detail in part.items()}
 
 
+def _replay_models(frames: WindowFrames) -> dict[int, StepModel]:
+    """The replay models of the window's steps that what-if replays."""
+    steps = frames.steps
+    chosen = steps[steps[STEP_ID].isin(frames.inputs.replay_step_ids)]
+    return {
+        int(step[STEP_ID]): step_model(
+            step, frames.staged, frames.projected, frames.inputs.stage_map, frames.inputs.graph_mode
+        )
+        for _, step in chosen.iterrows()
+    }
+
+
+def _union_models(parts: list[dict[int, StepModel]]) -> dict[int, StepModel]:
+    return {step_id: model for part in parts for step_id, model in part.items()}
+
+
 # The metrics, in the order the windows compute them.
 
 # per step: step_id, stage, bucket, cause, duration_ns
@@ -403,5 +423,7 @@ GRAPH_SETUP_CALLS = declare(
 )
 # the calls, ops and idle runs of the steps a timeline picked
 STEP_DETAILS = declare("step_details", _step_details, _union)
+# the replay models of the steps what-if replays (replay.py, whatif.py)
+REPLAY_MODELS = declare("replay_models", _replay_models, _union_models)
 
 METRICS: tuple[Metric[Any, Any], ...] = tuple(_DECLARED)

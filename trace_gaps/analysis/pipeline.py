@@ -145,6 +145,23 @@ def analyse_trace(
     )
 
 
+REPLAY_STEPS_MAX = 48  # steps what-if replays per thread
+
+
+def replay_steps(steps: pd.DataFrame, most: int = REPLAY_STEPS_MAX) -> frozenset[int]:
+    """The steps what-if replays: per thread, its analysed steps, or `most` of them evenly
+    spaced in wall-time order when it has more (their mean stays near the mean step)."""
+    analysed = steps[~steps[IS_WARMUP]]
+    chosen: list[int] = []
+    for _, thread in analysed.groupby(GLOBAL_TID, sort=True):
+        walls = (thread[END_NS] - thread[START_NS]).to_numpy()
+        ids = thread[STEP_ID].to_numpy()[np.argsort(walls, kind="stable")]
+        if len(ids) > most:
+            ids = ids[np.linspace(0, len(ids) - 1, most).round().astype(np.int64)]
+        chosen.extend(int(i) for i in ids)
+    return frozenset(chosen)
+
+
 def analyse_rows(
     trace: Trace,
     sources: RowSources,
@@ -211,6 +228,8 @@ def analyse_rows(
         os_calls=OsCallIndex.of(outermost_calls(trace.os_calls)),
         collective_waits=collectives.lookup(),
         detail_step_ids=frozenset(int(i) for _, chosen in picked for i in chosen[STEP_ID]),
+        replay_step_ids=replay_steps(steps),
+        graph_mode=trace.info.graph_trace_mode,
     )
     results = analyse_in_windows(
         [RowStream(name, chunks, empty_frame(GPU_OP_COLUMNS)) for name, chunks in op_chunks],

@@ -1,0 +1,603 @@
+"""What-if: a replay of one step from its calls, ops and streams, and levers that change it.
+
+The model of a step (StepModel, cut from a window's frames) is what the export holds:
+
+- the step thread's host timeline, in order: host time (split at stage boundaries, each
+  piece charged to the stage open) and the CUDA calls between, each with its duration;
+- each GPU op of the process that runs in the step: its stream, duration, stage and the
+  call that launched it (-1: launched elsewhere, e.g. another thread or before the step:
+  such an op keeps its measured times and only occupies its stream);
+- for each call that waits (a sync, a blocking copy): the op it waited for, the latest op
+  launched before it (or by it) that ended before it returned, and the time it took after.
+
+Replaying walks the host timeline: a call starts after the host time before it; an op
+starts at max(its launching call's start + the launch latency, the end of the op before it
+on its stream + the stream's spacing); a waiting call ends no earlier than its op's end plus
+its measured tail. The launch latency and the spacing are measured on the step itself
+(medians over its ops launched onto an idle stream, and over its ops queued behind
+another). The step ends where the host timeline ends: the step is a host range.
+
+Levers (Lever) transform a model; replay(lever) − replay(unchanged) is what the fix saves,
+so the model's own error mostly cancels (predicted step = measured − saving). What the model
+ignores: GPU contention between streams (ops on other streams keep their own timing), clock
+changes, cross-stream event waits (not in the export's rows we read), a launch call blocked
+by a full launch queue, and a graph's first-replay cost (upload).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+
+import numpy as np
+import pandas as pd
+
+from trace_gaps.analysis.collectives import WAIT_END_NS
+from trace_gaps.analysis.stages import CALL_ROW, STAGE, StageMap, thread_stage_at
+from trace_gaps.analysis.steps import STEP_ID
+from trace_gaps.model import (
+    CALL_CATEGORY,
+    DEVICE_ID,
+    END_NS,
+    GLOBAL_TID,
+    PID,
+    START_NS,
+    STREAM_ID,
+    CallCategory,
+    GraphTraceMode,
+)
+
+# Call categories as small codes in the model.
+CATEGORIES = tuple(c.value for c in CallCategory)
+_CODE = {name: code for code, name in enumerate(CATEGORIES)}
+SYNC = _CODE[CallCategory.SYNC.value]
+LAUNCH_GRAPH = _CODE[CallCategory.LAUNCH_GRAPH.value]
+EAGER_LAUNCHES = frozenset(
+    _CODE[c.value]
+    for c in (CallCategory.LAUNCH_KERNEL, CallCategory.LAUNCH_MEMCPY, CallCategory.LAUNCH_MEMSET)
+)
+API = frozenset(
+    _CODE[c.value]
+    for c in (
+        CallCategory.OTHER,
+        CallCategory.ALLOC,
+        CallCategory.MODULE_LOAD,
+        CallCategory.GRAPH_SETUP,
+        CallCategory.LOOKUP,
+    )
+)
+
+# A CUDA graph launch, measured on the graph replays of five captures (docs/what-if.md):
+# the cudaGraphLaunch call costs about this much per node it holds (nsys traces each node
+# with --cuda-graph-trace=node, which nearly triples it), and consecutive nodes start this
+# far apart on the GPU. A lever's graph runs its first node when the launch call returns
+# (seen in two captures; in the others it started 55-83 us after the call began):
+# GRAPH_FIRST_NODE_NS is used only for a step without graph launches of its own.
+GRAPH_LAUNCH_NS_PER_NODE = {GraphTraceMode.NODE: 1_400, GraphTraceMode.GRAPH: 500}
+GRAPH_FIRST_NODE_NS = {GraphTraceMode.NODE: 55_000, GraphTraceMode.GRAPH: 30_000}
+GRAPH_NODE_SPACING_NS = 400
+# Host gaps at least this long (and LONG_GAP_FACTOR times the stage's median gap) are long
+# host gaps (as in long_gaps.py); a graph keeps them, `nogaps` removes them.
+LONG_GAP_MIN_NS = 1_000_000
+LONG_GAP_FACTOR = 10
+
+_NONE = -1
+
+
+@dataclass(frozen=True, slots=True)
+class StepModel:
+    """One step as replayable arrays (module docstring). Item i of the host timeline is a
+    host gap (item_call[i] == -1, duration item_ns[i], stage item_stage[i]) or call
+    item_call[i]."""
+
+    step_id: int
+    pid: int
+    tid: int
+    start_ns: int
+    end_ns: int
+    item_call: np.ndarray  # int32: call index, or -1 for host time
+    item_ns: np.ndarray  # int64: host time of a gap item (0 for a call)
+    item_stage: np.ndarray  # int32: stage code
+    call_ns: np.ndarray  # int64: duration
+    call_category: np.ndarray  # int8: index into CATEGORIES
+    call_stage: np.ndarray  # int32
+    call_waits_for: np.ndarray  # int32: op index, or -1
+    call_tail_ns: np.ndarray  # int64: time after the op it waited for
+    op_start: np.ndarray  # int64: measured
+    op_ns: np.ndarray  # int64: duration
+    op_stream: np.ndarray  # int64: (device << 32) | stream
+    op_call: np.ndarray  # int32: launching call, or -1 (keeps its measured times)
+    op_stage: np.ndarray  # int32
+    op_wait_ns: np.ndarray  # int64: collective wait inside the op (0 for most)
+    op_graph: np.ndarray  # bool: a node of a graph launch
+    launch_ns: int  # median launch latency onto an idle stream (call start -> op start)
+    spacing_ns: int  # median spacing of queued ops on a stream
+    graph_first_ns: int  # graph launch call start -> its first node
+    graph_spacing_ns: int
+    graph_ready_at_end: bool = False  # a lever's graph: nodes start when the launch returns
+
+
+@dataclass(frozen=True, slots=True)
+class Replayed:
+    """One replay: the step's wall time and where every call and op landed."""
+
+    wall_ns: int
+    item_start: np.ndarray
+    item_end: np.ndarray
+    op_start: np.ndarray
+    op_end: np.ndarray
+
+
+# ---------------------------------------------------------------------------- the model
+
+
+def step_model(
+    step: pd.Series,
+    staged: pd.DataFrame,
+    projected: pd.DataFrame,
+    stage_map: StageMap,
+    mode: GraphTraceMode,
+) -> StepModel:
+    """Cut the model of one step from a window's staged calls and projected ops."""
+    pid, tid = int(step[PID]), int(step[GLOBAL_TID])
+    start, end = int(step[START_NS]), int(step[END_NS])
+    call_starts = staged[START_NS].to_numpy()
+    call_ends = staged[END_NS].to_numpy()
+    mine = np.flatnonzero(
+        (staged[GLOBAL_TID].to_numpy() == tid) & (call_starts >= start) & (call_starts < end)
+    )
+    mine = mine[np.argsort(call_starts[mine], kind="stable")]
+    # Only outermost calls make the host timeline; a nested call (a driver call inside a
+    # runtime call) is part of the call around it.
+    outer_of = np.arange(len(mine))
+    if len(mine):
+        ends = np.minimum(call_ends[mine], end)
+        running = np.maximum.accumulate(ends)
+        nested = np.r_[False, call_starts[mine][1:] < running[:-1]]
+        outer_of = np.maximum.accumulate(np.where(nested, -1, np.arange(len(mine))))
+        keep = ~nested
+    else:
+        keep = np.zeros(0, dtype=bool)
+    position = np.full(len(staged), _NONE, dtype=np.int64)
+    outer_index = np.cumsum(keep) - 1
+    position[mine] = outer_index[outer_of] if len(mine) else position[mine]
+    calls = mine[keep]
+    c_start = call_starts[calls]
+    c_end = np.minimum(np.maximum(call_ends[calls], c_start), end)
+    category = (
+        staged[CALL_CATEGORY].astype(str).map(_CODE).fillna(_CODE["other"]).to_numpy()[calls]
+    ).astype(np.int8)
+    c_stage = staged[STAGE].to_numpy()[calls].astype(np.int32)
+
+    # The process's ops in the step: launched by its calls, or running in it.
+    o_start, o_end = projected[START_NS].to_numpy(), projected[END_NS].to_numpy()
+    call_row = projected[CALL_ROW].to_numpy()
+    launched_here = np.where(call_row >= 0, position[np.maximum(call_row, 0)], _NONE)
+    of_pid = projected[PID].to_numpy() == pid
+    take = of_pid & ((launched_here >= 0) | ((o_end > start) & (o_start < end)))
+    at = np.flatnonzero(take)
+    at = at[np.argsort(o_start[at], kind="stable")]
+    op_call = launched_here[at].astype(np.int32)
+    op_start = o_start[at]
+    op_ns = np.maximum(o_end[at] - op_start, 0)
+    stream = (projected[DEVICE_ID].to_numpy()[at].astype(np.int64) << 32) | (
+        projected[STREAM_ID].to_numpy()[at].astype(np.int64) & 0xFFFFFFFF
+    )
+    wait_end = (
+        projected[WAIT_END_NS].to_numpy()[at] if WAIT_END_NS in projected.columns else op_start
+    )
+    op_wait = np.clip(wait_end - op_start, 0, op_ns)
+    op_graph = np.zeros(len(at), dtype=bool)
+    if len(at):
+        graph_call = np.where(op_call >= 0, category[np.maximum(op_call, 0)] == LAUNCH_GRAPH, False)
+        op_graph = graph_call
+    op_stage = projected[STAGE].to_numpy()[at].astype(np.int32)
+
+    waits, tails = _waits(c_start, c_end, category, op_call, op_start, op_start + op_ns)
+    items_call, items_ns, items_stage = _host_timeline(
+        start, end, c_start, c_end, c_stage, stage_map, tid
+    )
+    launch, spacing, first, node = _latencies(
+        c_start, op_call, op_start, op_ns, stream, op_graph, mode
+    )
+    return StepModel(
+        step_id=int(step[STEP_ID]),
+        pid=pid,
+        tid=tid,
+        start_ns=start,
+        end_ns=end,
+        item_call=items_call,
+        item_ns=items_ns,
+        item_stage=items_stage,
+        call_ns=(c_end - c_start).astype(np.int64),
+        call_category=category,
+        call_stage=c_stage,
+        call_waits_for=waits,
+        call_tail_ns=tails,
+        op_start=op_start.astype(np.int64),
+        op_ns=op_ns.astype(np.int64),
+        op_stream=stream,
+        op_call=op_call,
+        op_stage=op_stage,
+        op_wait_ns=op_wait.astype(np.int64),
+        op_graph=op_graph,
+        launch_ns=launch,
+        spacing_ns=spacing,
+        graph_first_ns=first,
+        graph_spacing_ns=node,
+    )
+
+
+def _waits(
+    c_start: np.ndarray,
+    c_end: np.ndarray,
+    category: np.ndarray,
+    op_call: np.ndarray,
+    op_start: np.ndarray,
+    op_end: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """For each sync call, the op it waited for (the latest-ending op launched by it or an
+    earlier call of the step that ended before it returned) and the time after that op."""
+    waits = np.full(len(c_start), _NONE, dtype=np.int32)
+    tails = np.zeros(len(c_start), dtype=np.int64)
+    syncs = np.flatnonzero(category == SYNC)
+    launched = np.flatnonzero(op_call >= 0)
+    if not len(syncs) or not len(launched):
+        return waits, tails
+    # Ops launched by the step's calls, in launch order; a running max of their ends.
+    order = launched[np.argsort(op_call[launched], kind="stable")]
+    by_call = op_call[order]
+    for i in syncs:
+        upto = int(np.searchsorted(by_call, i, side="right"))
+        if not upto:
+            continue
+        candidates = order[:upto]
+        ends = op_end[candidates]
+        ok = ends <= c_end[i]
+        if not ok.any():
+            continue
+        best = candidates[ok][int(np.argmax(ends[ok]))]
+        waits[i] = best
+        if op_end[best] > c_start[i]:
+            tails[i] = c_end[i] - op_end[best]
+    return waits, tails
+
+
+def _host_timeline(
+    start: int,
+    end: int,
+    c_start: np.ndarray,
+    c_end: np.ndarray,
+    c_stage: np.ndarray,
+    stage_map: StageMap,
+    tid: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The host timeline's items: host gaps cut at stage boundaries, and the calls."""
+    thread = stage_map.threads.get(tid)
+    cuts = np.zeros(0, dtype=np.int64)
+    if thread is not None:
+        edges = [*thread.level_starts, *thread.level_ends]
+        if edges:
+            cuts = np.unique(np.concatenate(edges))
+            cuts = cuts[(cuts > start) & (cuts < end)]
+    gap_lo = np.r_[start, c_end].astype(np.int64)
+    gap_hi = np.r_[c_start, end].astype(np.int64)
+    gap_hi = np.maximum(gap_hi, gap_lo)
+    calls: list[int] = []
+    lengths: list[int] = []
+    stages: list[int] = []
+    for g in range(len(gap_lo)):
+        lo, hi = int(gap_lo[g]), int(gap_hi[g])
+        inner = cuts[(cuts > lo) & (cuts < hi)]
+        bounds = np.r_[lo, inner, hi]
+        if hi > lo:
+            mids = (bounds[:-1] + bounds[1:]) // 2
+            codes = (
+                thread_stage_at(stage_map, thread, mids)
+                if thread is not None
+                else np.zeros(len(mids), dtype=np.int64)
+            )
+            for piece, code in zip(np.diff(bounds), codes, strict=True):
+                calls.append(_NONE)
+                lengths.append(int(piece))
+                stages.append(int(code))
+        if g < len(c_start):
+            calls.append(g)
+            lengths.append(0)
+            stages.append(int(c_stage[g]))
+    return (
+        np.asarray(calls, dtype=np.int32),
+        np.asarray(lengths, dtype=np.int64),
+        np.asarray(stages, dtype=np.int32),
+    )
+
+
+def _latencies(
+    c_start: np.ndarray,
+    op_call: np.ndarray,
+    op_start: np.ndarray,
+    op_ns: np.ndarray,
+    stream: np.ndarray,
+    op_graph: np.ndarray,
+    mode: GraphTraceMode,
+) -> tuple[int, int, int, int]:
+    """Median launch latency onto an idle stream and spacing behind a queued op, for
+    eager ops and graph nodes (the graph constants where the step has no graph)."""
+    launch, spacing = 5_000, 1_000
+    first = GRAPH_FIRST_NODE_NS.get(mode, GRAPH_FIRST_NODE_NS[GraphTraceMode.NODE])
+    node = GRAPH_NODE_SPACING_NS
+    if not len(op_start):
+        return launch, spacing, first, node
+    order = np.lexsort((op_start, stream))
+    s, st, en = stream[order], op_start[order], (op_start + op_ns)[order]
+    prev_end = np.r_[np.iinfo(np.int64).min, en[:-1]]
+    prev_end[np.r_[True, s[1:] != s[:-1]]] = np.iinfo(np.int64).min
+    call = op_call[order]
+    has_call = call >= 0
+    ready = np.where(has_call, c_start[np.maximum(call, 0)], 0)
+    graph = op_graph[order]
+    idle = has_call & (prev_end <= ready) & ~graph
+    queued = has_call & (prev_end > ready) & (prev_end > np.iinfo(np.int64).min) & ~graph
+    if idle.any():
+        launch = int(np.median(st[idle] - ready[idle]))
+    if queued.any():
+        spacing = int(np.median(np.maximum(st[queued] - prev_end[queued], 0)))
+    first_nodes = graph & np.r_[True, call[1:] != call[:-1]]
+    if first_nodes.any():
+        first = int(np.median(st[first_nodes] - ready[first_nodes]))
+    later = graph & ~first_nodes
+    if later.any():
+        node = int(np.median(np.maximum(st[later] - prev_end[later], 0)))
+    return launch, spacing, first, node
+
+
+# ---------------------------------------------------------------------------- the replay
+
+
+def replay(model: StepModel) -> Replayed:
+    """Replay the step (module docstring): a Python loop over its calls and ops."""
+    n_ops = len(model.op_start)
+    # Per stream, its ops in measured start order; a pointer to the next not yet placed.
+    streams: dict[int, list[int]] = {}
+    for k in np.argsort(model.op_start, kind="stable").tolist():
+        streams.setdefault(int(model.op_stream[k]), []).append(k)
+    position = {s: 0 for s in streams}
+    last_end = dict.fromkeys(streams, np.iinfo(np.int64).min)
+    ops_of: dict[int, list[int]] = {}
+    for k in np.flatnonzero(model.op_call >= 0).tolist():
+        ops_of.setdefault(int(model.op_call[k]), []).append(k)
+    call_ns = model.call_ns.tolist()
+    category = model.call_category.tolist()
+    waits = model.call_waits_for.tolist()
+    tails = model.call_tail_ns.tolist()
+    graph = model.op_graph.tolist()
+    op_ns = model.op_ns.tolist()
+    o_start = model.op_start.tolist()
+    stream_of = model.op_stream.tolist()
+    fixed = (model.op_call < 0).tolist()
+    new_start = o_start[:]
+    new_end = [o_start[k] + op_ns[k] for k in range(n_ops)]
+
+    def place_until(s: int, k: int, ready: int) -> None:
+        """Place stream s's ops up to and including k (fixed ones at their own times)."""
+        seq = streams[s]
+        while position[s] < len(seq):
+            j = seq[position[s]]
+            if fixed[j]:
+                begin = o_start[j]
+            elif j == k:
+                spacing = model.graph_spacing_ns if graph[j] else model.spacing_ns
+                begin = max(ready, last_end[s] + spacing)
+            else:
+                return  # an op of a later call: placed with its call
+            new_start[j] = begin
+            new_end[j] = begin + op_ns[j]
+            last_end[s] = max(last_end[s], new_end[j])
+            position[s] += 1
+            if j == k:
+                return
+
+    t = model.start_ns
+    items = len(model.item_call)
+    item_start = np.zeros(items, dtype=np.int64)
+    item_end = np.zeros(items, dtype=np.int64)
+    item_call = model.item_call.tolist()
+    item_ns = model.item_ns.tolist()
+    for i in range(items):
+        item_start[i] = t
+        c = item_call[i]
+        if c < 0:
+            t += item_ns[i]
+            item_end[i] = t
+            continue
+        for k in ops_of.get(c, ()):
+            if not graph[k]:
+                ready = t + model.launch_ns
+            elif model.graph_ready_at_end and category[c] == LAUNCH_GRAPH:
+                ready = t + call_ns[c]
+            else:
+                ready = t + model.graph_first_ns
+            place_until(int(stream_of[k]), k, ready)
+        end = t + call_ns[c]
+        w = waits[c]
+        if category[c] == SYNC and w >= 0:
+            s = int(stream_of[w])
+            if not fixed[w] and position[s] <= streams[s].index(w):
+                place_until(s, w, t)  # not yet placed (launched by a removed call)
+            own = tails[c] if tails[c] > 0 else call_ns[c]
+            end = max(t + own, new_end[w] + tails[c])
+        t = end
+        item_end[i] = t
+    return Replayed(
+        wall_ns=int(t - model.start_ns),
+        item_start=item_start,
+        item_end=item_end,
+        op_start=np.asarray(new_start, dtype=np.int64),
+        op_end=np.asarray(new_end, dtype=np.int64),
+    )
+
+
+# ---------------------------------------------------------------------------- levers
+
+LEVER_KINDS = ("graph", "nogaps", "host50", "nohost", "nosync", "noapi", "ontime")
+_GPU = re.compile(r"^gpu(\d{1,2})$")
+
+
+class LeverError(ValueError):
+    """A lever the user asked for that does not exist or does not apply."""
+
+
+@dataclass(frozen=True, slots=True)
+class Lever:
+    """One transformation of a stage: graph, nogaps, host50, nohost, nosync, noapi, ontime
+    or gpuN (its GPU work N % faster)."""
+
+    stage: str
+    kind: str
+
+    @property
+    def label(self) -> str:
+        return f"{self.stage}={self.kind}"
+
+
+def parse_levers(text: str) -> list[Lever]:
+    """'verify_forward=graph,sample=nosync' -> levers; raises LeverError on bad syntax."""
+    levers = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        stage, eq, kind = part.rpartition("=")
+        kind = kind.strip()
+        if not eq or not stage.strip():
+            raise LeverError(f"'{part}' is not STAGE=LEVER")
+        if kind not in LEVER_KINDS and not _GPU.match(kind):
+            raise LeverError(
+                f"unknown lever '{kind}' in '{part}': use one of {', '.join(LEVER_KINDS)} "
+                "or gpuN (GPU work N % faster, N 1-99)"
+            )
+        levers.append(Lever(stage.strip(), kind))
+    if not levers:
+        raise LeverError("no lever given: STAGE=LEVER[,STAGE=LEVER...]")
+    return levers
+
+
+def applies(model: StepModel, code: int, kind: str) -> bool:
+    """Whether a lever changes anything in this step (its stage has what it removes)."""
+    calls_here = model.call_stage == code
+    if kind == "graph":
+        here = model.call_category[calls_here]
+        return bool(np.isin(here, list(EAGER_LAUNCHES)).any()) and not (here == LAUNCH_GRAPH).any()
+    if kind == "nosync":
+        return bool((model.call_category[calls_here] == SYNC).any())
+    if kind == "noapi":
+        return bool(np.isin(model.call_category[calls_here], list(API)).any())
+    if kind == "ontime":
+        return bool((model.op_wait_ns[model.op_stage == code] > 0).any())
+    if kind in ("nogaps", "host50", "nohost"):
+        return bool((model.item_ns[model.item_stage == code] > 0).any())
+    return bool((model.op_stage == code).any())  # gpuN
+
+
+def apply_lever(model: StepModel, code: int, kind: str, mode: GraphTraceMode) -> StepModel:
+    """The model with one lever pulled on the stage of this code."""
+    if kind == "graph":
+        return _as_graph(model, code, mode)
+    if kind in ("nogaps", "host50", "nohost"):
+        return _less_host(model, code, kind)
+    if kind == "nosync":
+        return _without_calls(model, code, model.call_category == SYNC, keep_ops=True)
+    if kind == "noapi":
+        return _without_calls(model, code, np.isin(model.call_category, list(API)), keep_ops=True)
+    if kind == "ontime":
+        here = model.op_stage == code
+        return replace(
+            model,
+            op_ns=np.where(here, model.op_ns - model.op_wait_ns, model.op_ns),
+            op_wait_ns=np.where(here, 0, model.op_wait_ns),
+        )
+    match = _GPU.match(kind)
+    if match is None:
+        raise LeverError(f"unknown lever '{kind}'")
+    faster = int(match.group(1))
+    here = model.op_stage == code
+    scaled = (model.op_ns * (100 - faster) + 50) // 100
+    return replace(model, op_ns=np.where(here, scaled, model.op_ns))
+
+
+def _long_gap(model: StepModel, code: int) -> np.ndarray:
+    """Per item: a long host gap of this stage."""
+    gaps = (model.item_call < 0) & (model.item_stage == code) & (model.item_ns > 0)
+    median = int(np.median(model.item_ns[gaps])) if gaps.any() else 0
+    threshold = max(LONG_GAP_MIN_NS, LONG_GAP_FACTOR * median)
+    long: np.ndarray = gaps & (model.item_ns >= threshold)
+    return long
+
+
+def _less_host(model: StepModel, code: int, kind: str) -> StepModel:
+    gaps = (model.item_call < 0) & (model.item_stage == code)
+    if kind == "nogaps":
+        long = _long_gap(model, code)
+        median = int(np.median(model.item_ns[gaps & ~long])) if (gaps & ~long).any() else 0
+        item_ns = np.where(long, median, model.item_ns)
+    elif kind == "host50":
+        item_ns = np.where(gaps, model.item_ns // 2, model.item_ns)
+    else:
+        item_ns = np.where(gaps, 0, model.item_ns)
+    return replace(model, item_ns=item_ns.astype(np.int64))
+
+
+def _without_calls(model: StepModel, code: int, which: np.ndarray, keep_ops: bool) -> StepModel:
+    """Calls of the stage in `which` cost nothing and wait for nothing; a blocking copy
+    among them still launches its op (as an async copy would)."""
+    gone = which & (model.call_stage == code)
+    return replace(
+        model,
+        call_ns=np.where(gone, 0, model.call_ns),
+        call_category=np.where(gone, _CODE["other"], model.call_category).astype(np.int8),
+        call_waits_for=np.where(gone, _NONE, model.call_waits_for).astype(np.int32),
+        call_tail_ns=np.where(gone, 0, model.call_tail_ns),
+    )
+
+
+def _as_graph(model: StepModel, code: int, mode: GraphTraceMode) -> StepModel:
+    """The stage's eager launches become one graph launch at the first of them: the host
+    time between them goes (long host gaps stay), the launch costs GRAPH_LAUNCH_NS_PER_NODE
+    a node, and its ops run as graph nodes (GRAPH_FIRST_NODE_NS, GRAPH_NODE_SPACING_NS)."""
+    eager = np.isin(model.call_category, list(EAGER_LAUNCHES)) & (model.call_stage == code)
+    launches = np.flatnonzero(eager)
+    if not len(launches):
+        return model
+    first = int(launches[0])
+    ops = np.isin(model.op_call, launches)
+    nodes = int(ops.sum())
+    per_node = GRAPH_LAUNCH_NS_PER_NODE.get(mode, GRAPH_LAUNCH_NS_PER_NODE[GraphTraceMode.NODE])
+    call_ns = model.call_ns.copy()
+    call_ns[launches] = 0
+    call_ns[first] = per_node * max(nodes, 1)
+    category = model.call_category.copy()
+    category[launches] = _CODE["other"]
+    category[first] = LAUNCH_GRAPH
+    # Host time between the stage's launches (from its first launch on) goes, but for
+    # long gaps: the dispatch that a graph removes.
+    item_of_call = np.full(len(model.call_ns), _NONE, dtype=np.int64)
+    calls_at = np.flatnonzero(model.item_call >= 0)
+    item_of_call[model.item_call[calls_at]] = calls_at
+    lo, hi = int(item_of_call[first]), int(item_of_call[launches[-1]])
+    span = np.zeros(len(model.item_call), dtype=bool)
+    span[lo : hi + 1] = True
+    between = span & (model.item_call < 0) & (model.item_stage == code)
+    item_ns = np.where(between & ~_long_gap(model, code), 0, model.item_ns)
+    graph_first = GRAPH_FIRST_NODE_NS.get(mode, GRAPH_FIRST_NODE_NS[GraphTraceMode.NODE])
+    return replace(
+        model,
+        item_ns=item_ns.astype(np.int64),
+        call_ns=call_ns,
+        call_category=category,
+        op_call=np.where(ops, first, model.op_call).astype(np.int32),
+        op_graph=model.op_graph | ops,
+        graph_ready_at_end=True,
+        graph_first_ns=graph_first if not model.op_graph.any() else model.graph_first_ns,
+        graph_spacing_ns=GRAPH_NODE_SPACING_NS
+        if not model.op_graph.any()
+        else model.graph_spacing_ns,
+    )

@@ -1,0 +1,288 @@
+"""What-if over a process's replayed steps: the replay's error, a lever's predicted step and
+saving, its ledger, and the lever that fits each candidate (docs/what-if.md).
+
+A prediction is relative: saving = mean replayed step − mean replayed step with the levers
+pulled, over the same steps; predicted step = measured mean step − saving. The replay's
+own error (replayed − measured, unchanged) is reported beside it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from trace_gaps.analysis.collectives import WAIT_END_NS
+from trace_gaps.analysis.ledger import BUCKET, CAUSE, DURATION_NS, build_ledger
+from trace_gaps.analysis.replay import (
+    CATEGORIES,
+    Lever,
+    LeverError,
+    Replayed,
+    StepModel,
+    applies,
+    apply_lever,
+    replay,
+)
+from trace_gaps.analysis.stages import CALL_END_NS, STAGE, StageMap, ThreadStages
+from trace_gaps.analysis.steps import STEP_ID
+from trace_gaps.model import (
+    CALL_CATEGORY,
+    END_NS,
+    GLOBAL_TID,
+    PID,
+    SPECIAL_STAGES,
+    START_NS,
+    GraphTraceMode,
+)
+
+# The lever that fits each verdict kind (verdicts.VerdictKind values).
+_LEVER_OF_KIND = {
+    "gpu_bound": "gpu50",
+    "long_host_gaps": "nogaps",
+    "launch_bound": "graph",
+    "launch_calls": "graph",
+    "queued": "graph",
+    "host_bound": "graph",
+    "blocked_in_os": "nohost",
+    "sync_bound": "nosync",
+    "api": "noapi",
+    "waiting_for_peer": "ontime",
+}
+# What each lever does, in words (reports, docs/what-if.md).
+LEVER_WORDS = {
+    "graph": "replayed as one CUDA graph",
+    "nogaps": "long host gaps removed",
+    "host50": "host code halved",
+    "nohost": "host code removed",
+    "nosync": "host syncs removed",
+    "noapi": "non-launch CUDA API calls removed",
+    "ontime": "peers on time (collective waits removed)",
+}
+IGNORED = (
+    "GPU contention between streams, clock changes, cross-stream event waits, launch calls "
+    "blocked by a full launch queue, and a graph's first-replay cost"
+)
+
+
+def lever_words(kind: str) -> str:
+    if kind.startswith("gpu"):
+        return f"GPU work {kind[3:]} % faster"
+    return LEVER_WORDS.get(kind, kind)
+
+
+@dataclass(frozen=True, slots=True)
+class WhatIfLedgerEntry:
+    """One (stage, bucket, cause) of the replayed steps with the levers pulled."""
+
+    stage: str
+    bucket: str
+    cause: str
+    ns_per_step: int
+
+
+@dataclass(frozen=True, slots=True)
+class Prediction:
+    """The levers' effect on the replayed steps of one process."""
+
+    levers: tuple[str, ...]
+    steps: int  # how many steps were replayed
+    measured_ns: int  # their mean measured wall time
+    replayed_ns: int  # mean replayed, unchanged
+    lever_ns: int  # mean replayed with the levers pulled
+    saving_ns: int  # replayed_ns − lever_ns
+    predicted_ns: int  # the process's mean step − saving
+    ledger: list[WhatIfLedgerEntry]  # replayed with the levers pulled
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayCheck:
+    """The unchanged replay against the measured steps."""
+
+    steps: int
+    measured_ns: int
+    replayed_ns: int
+    error_pct: float  # (replayed − measured) / measured, in %
+
+
+def models_of(models: dict[int, StepModel], pid: int) -> list[StepModel]:
+    return [models[k] for k in sorted(models) if models[k].pid == pid]
+
+
+def check_replay(models: list[StepModel]) -> ReplayCheck:
+    """Replay each step unchanged and compare the mean with the measured mean."""
+    if not models:
+        return ReplayCheck(0, 0, 0, 0.0)
+    measured = int(round(np.mean([m.end_ns - m.start_ns for m in models])))
+    replayed = int(round(np.mean([replay(m).wall_ns for m in models])))
+    error = 100.0 * (replayed - measured) / measured if measured else 0.0
+    return ReplayCheck(len(models), measured, replayed, round(error, 2))
+
+
+def stage_codes(levers: list[Lever], names: tuple[str, ...], models: list[StepModel]) -> list[int]:
+    """The stage code of each lever; LeverError names the stages that exist, or says when
+    a lever does not apply to its stage."""
+    present = sorted(
+        {
+            names[int(c)]
+            for m in models
+            for c in np.unique(np.r_[m.call_stage, m.op_stage, m.item_stage])
+            if 0 <= int(c) < len(names) and names[int(c)] not in SPECIAL_STAGES
+        }
+    )
+    codes = []
+    for lever in levers:
+        if lever.stage not in present:
+            raise LeverError(
+                f"no stage '{lever.stage}' in the analysed steps; stages: {', '.join(present)}"
+            )
+        code = names.index(lever.stage)
+        if not any(applies(m, code, lever.kind) for m in models):
+            raise LeverError(f"{lever.label} does not apply: {_why_not(lever.kind, lever.stage)}")
+        codes.append(code)
+    return codes
+
+
+def _why_not(kind: str, stage: str) -> str:
+    if kind == "graph":
+        return f"{stage} already replays a CUDA graph, or launches no eager kernel, copy or memset"
+    if kind == "nosync":
+        return f"{stage} makes no host sync"
+    if kind == "noapi":
+        return f"{stage} makes no non-launch CUDA API call"
+    if kind == "ontime":
+        return f"{stage} has no collective that waits for a peer"
+    if kind.startswith("gpu"):
+        return f"{stage} runs no GPU op"
+    return f"{stage} has no host time between its calls"
+
+
+def predict(
+    models: list[StepModel],
+    levers: list[Lever],
+    names: tuple[str, ...],
+    mode: GraphTraceMode,
+    mean_step_ns: int,
+    *,
+    with_ledger: bool = True,
+) -> Prediction:
+    """Pull the levers on every replayed step; raises LeverError (stage_codes)."""
+    codes = stage_codes(levers, names, models)
+    base, pulled, ledgers = [], [], []
+    for model in models:
+        base.append(replay(model).wall_ns)
+        changed = model
+        for lever, code in zip(levers, codes, strict=True):
+            changed = apply_lever(changed, code, lever.kind, mode)
+        result = replay(changed)
+        pulled.append(result.wall_ns)
+        if with_ledger:
+            ledgers.append(replayed_ledger(changed, result, names))
+    replayed = int(round(np.mean(base))) if base else 0
+    lever_ns = int(round(np.mean(pulled))) if pulled else 0
+    saving = replayed - lever_ns
+    measured = int(round(np.mean([m.end_ns - m.start_ns for m in models]))) if models else 0
+    return Prediction(
+        levers=tuple(lever.label for lever in levers),
+        steps=len(models),
+        measured_ns=measured,
+        replayed_ns=replayed,
+        lever_ns=lever_ns,
+        saving_ns=saving,
+        predicted_ns=mean_step_ns - saving,
+        ledger=_mean_ledger(ledgers, len(models), names),
+    )
+
+
+def lever_for(kind: str, launches_per_step: float, mode: str) -> str | None:
+    """The lever that fits a candidate's verdict kind (graph only for a stage that launches
+    eagerly; a graph stage's launch-side idle gets its host code removed instead)."""
+    lever = _LEVER_OF_KIND.get(kind)
+    if lever == "graph" and (mode == "graph" or launches_per_step <= 0):
+        return "nohost"
+    return lever
+
+
+def replayed_ledger(model: StepModel, result: Replayed, names: tuple[str, ...]) -> pd.DataFrame:
+    """The ledger (ledger.py) of one replayed step, from where its calls and ops landed."""
+    calls = model.item_call >= 0
+    call_items = np.flatnonzero(calls)
+    call_index = model.item_call[call_items]
+    call_frame = pd.DataFrame(
+        {
+            PID: model.pid,
+            GLOBAL_TID: model.tid,
+            CALL_CATEGORY: np.asarray(CATEGORIES, dtype=object)[model.call_category[call_index]],
+            START_NS: result.item_start[call_items],
+            END_NS: result.item_end[call_items],
+        }
+    )
+    call_end = np.full(len(model.call_ns), -1, dtype=np.int64)
+    call_end[call_index] = result.item_end[call_items]
+    op_call = model.op_call
+    ops = pd.DataFrame(
+        {
+            PID: model.pid,
+            START_NS: result.op_start,
+            END_NS: result.op_end,
+            STAGE: model.op_stage.astype(np.int64),
+            CALL_END_NS: np.where(op_call >= 0, call_end[np.maximum(op_call, 0)], -1),
+            WAIT_END_NS: result.op_start
+            + np.minimum(model.op_wait_ns, result.op_end - result.op_start),
+        }
+    )
+    end = model.start_ns + result.wall_ns
+    # The stage ranges: runs of host-timeline items of one stage.
+    stage = model.item_stage
+    starts, ends = result.item_start, result.item_end
+    cut = np.flatnonzero(np.r_[True, stage[1:] != stage[:-1]]) if len(stage) else np.zeros(0, int)
+    run_start = starts[cut] if len(cut) else np.zeros(0, dtype=np.int64)
+    run_end = np.r_[starts[cut[1:]], end] if len(cut) else np.zeros(0, dtype=np.int64)
+    run_code = stage[cut].astype(np.int64) if len(cut) else np.zeros(0, dtype=np.int64)
+    real = np.array([names[int(c)] not in SPECIAL_STAGES for c in run_code], dtype=bool)
+    thread = ThreadStages(
+        step_starts=np.array([model.start_ns], dtype=np.int64),
+        step_ends=np.array([end], dtype=np.int64),
+        level_starts=(run_start[real].astype(np.int64),),
+        level_ends=(run_end[real].astype(np.int64),),
+        level_codes=(run_code[real],),
+    )
+    stage_map = StageMap(names=names, threads={model.tid: thread})
+    step = pd.DataFrame(
+        {
+            STEP_ID: [model.step_id],
+            PID: [model.pid],
+            GLOBAL_TID: [model.tid],
+            START_NS: [model.start_ns],
+            END_NS: [end],
+        }
+    )
+    del ends
+    ledger, _, _ = build_ledger(ops, call_frame, step, stage_map)
+    return ledger
+
+
+def _mean_ledger(
+    ledgers: list[pd.DataFrame], steps: int, names: tuple[str, ...]
+) -> list[WhatIfLedgerEntry]:
+    if not ledgers or not steps:
+        return []
+    whole = pd.concat(ledgers, ignore_index=True)
+    summed = whole.groupby([STAGE, BUCKET, CAUSE], sort=True)[DURATION_NS].sum()
+    frame = summed.reset_index()
+    return [
+        WhatIfLedgerEntry(
+            names[code] if 0 <= code < len(names) else str(code),
+            str(bucket),
+            str(cause or ""),
+            int(round(total / steps)),
+        )
+        for code, bucket, cause, total in zip(
+            frame[STAGE].astype(int).tolist(),
+            frame[BUCKET].tolist(),
+            frame[CAUSE].tolist(),
+            frame[DURATION_NS].tolist(),
+            strict=True,
+        )
+    ]
