@@ -357,11 +357,26 @@ def analyze(
     quiet: QuietOpt = False,
     jobs: JobsOpt = None,
     scheduler: SchedulerOpt = None,
+    what_if: Annotated[
+        str | None,
+        typer.Option(
+            "--what-if",
+            help="Predict the step with levers pulled, e.g. 'verify_forward=graph,sample=nosync' "
+            "(graph, nogaps, host50, nohost, nosync, noapi, ontime, gpuN; docs/what-if.md).",
+        ),
+    ] = None,
 ) -> None:
     """Per-step, per-stage ledger of GPU busy and idle time, and the ranked bottlenecks."""
     with user_errors():
         from trace_gaps.analysis.pipeline import AnalysisOptions
+        from trace_gaps.analysis.replay import LeverError, parse_levers
         from trace_gaps.render import render_report
+
+        if what_if is not None:
+            try:
+                parse_levers(what_if)
+            except LeverError as error:
+                raise TraceGapsError(f"--what-if: {error}") from error
 
         paths = expand_exports(exports)
         if demo and paths:
@@ -374,6 +389,8 @@ def analyze(
         if len(paths) > 1 or scheduler is not None:
             if demo:
                 raise TraceGapsError("--scheduler needs exports, not --demo.")
+            if what_if is not None:
+                raise TraceGapsError("--what-if predicts one export at a time: give one.")
             from trace_gaps.multi import analyse_exports
 
             resolved = [resolve_export(path, False) for path in paths]
@@ -413,7 +430,12 @@ def analyze(
             )
             shown("ranking candidates")
             # Only the JSON report holds every step's ledger (40,000 entries at 1,700 steps).
-            report = build_report(trace, analysis, top=top, step_ledger=fmt is Format.JSON)
+            try:
+                report = build_report(
+                    trace, analysis, top=top, step_ledger=fmt is Format.JSON, what_if=what_if
+                )
+            except LeverError as error:
+                raise TraceGapsError(f"--what-if: {error}") from error
             text = render_report(report, fmt)
         write_output(text, output, exact=fmt is Format.CSV, quiet=quiet)
 

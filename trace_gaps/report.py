@@ -16,9 +16,11 @@ from trace_gaps.analysis.kinds import (
     ordered_kinds,
 )
 from trace_gaps.analysis.long_gaps import LongGapFinding
+from trace_gaps.analysis.metrics import REPLAY_MODELS
 from trace_gaps.analysis.pipeline import Analysis
 from trace_gaps.analysis.ranks import RanksView, build_ranks
-from trace_gaps.analysis.steps import STEP_KIND
+from trace_gaps.analysis.replay import Lever, LeverError, parse_levers
+from trace_gaps.analysis.steps import STEP_ID, STEP_KIND
 from trace_gaps.analysis.summary import (
     LedgerEntry,
     StageSummary,
@@ -36,6 +38,13 @@ from trace_gaps.analysis.summary import (
     step_rows,
     summarise_stages,
     summarise_steps,
+)
+from trace_gaps.analysis.whatif import (
+    Prediction,
+    ReplayCheck,
+    check_replay,
+    models_of,
+    predict,
 )
 from trace_gaps.model import GLOBAL_TID, PID, Trace
 from trace_gaps.timeline import StepTimeline, build_timelines
@@ -74,6 +83,8 @@ class ProcessReport:
     step_ledger: list[StepLedgerEntry]
     label: str = ""  # "file:pid" when several exports share this pid, else ""
     kind: str = ""  # the kind of step this section analyses, "" where steps have no kinds
+    replay: ReplayCheck | None = None  # the what-if replay of unchanged steps vs measured
+    what_if: Prediction | None = None  # analyze --what-if: the levers' predicted step
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +134,7 @@ def build_report(
     ranks: RanksView | None = None,
     labels: dict[int, str] | None = None,
     step_ledger: bool = True,
+    what_if: str | None = None,
 ) -> Report:
     """Turn an Analysis into per-process ledgers, stage tables, ranked candidates and notes.
 
@@ -131,7 +143,10 @@ def build_report(
     step_ledger False: the processes' step ledgers are left empty (for analyze's text, md
     and csv, which never print them, and a diff's side, which makes its step bucket
     tables from the analysis instead: diff.analysis_bucket_tables).
+    what_if: levers ("verify_forward=graph,sample=nosync") to predict for every process;
+    raises LeverError when they name no stage of the analysed steps or do not apply.
     """
+    levers = parse_levers(what_if) if what_if is not None else None
     trace_start = analysis.trace_start_ns
     if ranks is None:
         ranks = build_ranks(analysis)
@@ -146,6 +161,7 @@ def build_report(
             labels.get(int(pid), ""),
             top=top,
             step_ledger=step_ledger,
+            levers=levers,
         )
         for pid in sorted(analysis.kinds[PID].unique() if analysis.kind else [])
         or sorted(analysis.steps[PID].unique())
@@ -204,8 +220,27 @@ def _process_report(
     *,
     top: int,
     step_ledger: bool,
+    levers: list[Lever] | None = None,
 ) -> ProcessReport:
     frames = process_frames(analysis, pid)
+    steps = summarise_steps(frames, analysis.selection)
+    kind_steps = set(analysis.steps[STEP_ID].tolist())  # a kind's section: its own steps
+    models = [m for m in models_of(analysis.metrics[REPLAY_MODELS], pid) if m.step_id in kind_steps]
+    names, mode = analysis.stage_map.names, trace.info.graph_trace_mode
+    mean_ns = steps.wall.mean_ns
+    prices: dict[tuple[str, str], tuple[int, int] | None] = {}
+
+    def saving(stage: str, lever: str) -> tuple[int, int] | None:
+        if (stage, lever) not in prices:
+            try:
+                found = predict(
+                    models, [Lever(stage, lever)], names, mode, mean_ns, with_ledger=False
+                )
+                prices[stage, lever] = (found.predicted_ns, found.saving_ns)
+            except LeverError:
+                prices[stage, lever] = None
+        return prices[stage, lever]
+
     stages = summarise_stages(frames)
     findings = long_gap_findings(frames.long_gaps, analysis.range_tree, frames.n)
     graphs = graph_facts(trace, analysis, pid, stages, frames.n)
@@ -222,8 +257,8 @@ def _process_report(
             (r for r in ranks.processes if r.pid == pid and r.label == (label or str(pid))),
             None,
         ),
+        saving=saving if models else None,
     )
-    steps = summarise_steps(frames, analysis.selection)
     step_name = analysis.selection.name
     if analysis.kind is not None:
         step_name = f"{step_name} ({kind_label(analysis.kind)} steps)"
@@ -243,6 +278,8 @@ def _process_report(
         step_ledger=step_ledger_entries(frames) if step_ledger else [],
         label=label,
         kind=analysis.kind or "",
+        replay=check_replay(models) if models else None,
+        what_if=predict(models, levers, names, mode, mean_ns) if levers and models else None,
     )
 
 

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from trace_gaps.analysis.whatif import lever_words
 from trace_gaps.model import (
     DISPATCH_FACTOR,
     Bucket,
@@ -365,6 +366,15 @@ def write_headline(
     line = f"{step} {format_duration(wall_mean_ns)}/step, GPU busy {busy:.1f} %"
     if not candidates:
         return line
+    top = candidates[0]
+    if top.saving_ns is not None and top.predicted_step_ns is not None:
+        # One order (docs/what-if.md): the first candidate, ranked by what its fix saves.
+        share = 100 * top.saving_ns / wall_mean_ns if wall_mean_ns else 0.0
+        return (
+            f"{line}; biggest saving: {top.stage} {lever_words(top.lever)} saves "
+            f"{format_duration(top.saving_ns)}/step ({share:.0f} % of the step; predicted "
+            f"{format_duration(top.predicted_step_ns)}/step) — {top.why}"
+        )
     top = max(candidates, key=lambda c: (c.lever_ns_per_step, -c.rank))
     share = 100 * top.lever_ns_per_step / wall_mean_ns if wall_mean_ns else 0.0
     what = _LEVER_WORDS.get(VerdictKind(top.kind), top.kind)

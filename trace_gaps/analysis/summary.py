@@ -3,8 +3,8 @@ long-gap findings, graph facts and ranked candidates, as the records the Report 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -53,6 +53,7 @@ from trace_gaps.analysis.ranges import open_range_path
 from trace_gaps.analysis.ranks import RankSummary
 from trace_gaps.analysis.stages import STAGE
 from trace_gaps.analysis.steps import IS_WARMUP, SKIP_REASON, STEP_ID, STEP_INDEX, StepSelection
+from trace_gaps.analysis.whatif import lever_for
 from trace_gaps.model import (
     DEVICE_ID,
     END_NS,
@@ -321,15 +322,23 @@ def assemble_candidates(
     *,
     top: int,
     waits: RankSummary | None = None,
+    saving: Callable[[str, str], tuple[int, int] | None] | None = None,
 ) -> list[Candidate]:
-    """Rank the (stage, bucket) candidates and give each its evidence and verdict."""
+    """Rank the (stage, bucket) candidates and give each its evidence and verdict.
+
+    saving(stage, lever) -> (predicted step ns, saving ns) or None (whatif.py): each
+    candidate gets the lever that fits its kind and what pulling it saves; they are then
+    ranked by that saving (ties: by the time explained), and the first `top` kept.
+    """
     by_name = {stage.name: stage for stage in stages}
     step_index = frames.steps.set_index(STEP_ID)[STEP_INDEX]
     wall_mean = (
         int(round((frames.analysed[END_NS] - frames.analysed[START_NS]).sum() / n)) if n else 0
     )
     candidates = []
-    ranked = rank_candidates(frames.means, wall_mean_ns=wall_mean).head(top)
+    ranked = rank_candidates(frames.means, wall_mean_ns=wall_mean)
+    if saving is None:
+        ranked = ranked.head(top)
     for rank, stage, bucket, ns_per_step, share in _rows(
         ranked, "rank", "stage", BUCKET, "ns_per_step", "share"
     ):
@@ -414,9 +423,41 @@ def assemble_candidates(
                 why=verdict.why,
                 verdict=verdict.text,
                 evidence=evidence,
+                explained_rank=int(rank),
             )
         )
-    return candidates
+    if saving is None:
+        return candidates
+    return rank_by_saving(candidates, by_name, saving, top)
+
+
+def rank_by_saving(
+    candidates: list[Candidate],
+    by_name: dict[str, StageSummary],
+    saving: Callable[[str, str], tuple[int, int] | None],
+    top: int,
+) -> list[Candidate]:
+    """Each candidate with its lever's predicted step and saving, ranked by the saving."""
+    priced = []
+    for candidate in candidates:
+        summary = by_name.get(candidate.stage)
+        launches = summary.eager_launches_per_step if summary else 0.0
+        mode = summary.execution if summary else ""
+        lever = lever_for(candidate.kind, launches, mode) or ""
+        found = saving(candidate.stage, lever) if lever else None
+        if found is None and lever == "graph":
+            lever, found = "nohost", saving(candidate.stage, "nohost")
+        predicted, saved = found if found is not None else (None, None)
+        priced.append(
+            replace(
+                candidate,
+                lever=lever if found is not None else "",
+                predicted_step_ns=predicted,
+                saving_ns=saved,
+            )
+        )
+    priced.sort(key=lambda c: (-(c.saving_ns or 0), c.explained_rank))
+    return [replace(c, rank=i) for i, c in enumerate(priced[:top], start=1)]
 
 
 def step_rows(frames: ProcessFrames, trace_start: int) -> list[StepRow]:

@@ -1,4 +1,5 @@
-"""CSV: the step ledger, one row per (process, stage, bucket, cause), ns per step."""
+"""CSV: the step ledger, one row per (process, stage, bucket, cause), ns per step, with the
+(stage, bucket) candidate's what-if saving and predicted step beside it (empty when none)."""
 
 import csv
 import io
@@ -16,13 +17,26 @@ def render_csv(report: Report) -> str:
     # A column only when some figures are flagged: a sound export's CSV is unchanged.
     unreliable = ["unreliable"] if flagged else []
     writer.writerow(
-        ["pid", "stage", "bucket", "cause", "ns_per_step", "steps_analyzed", *unreliable]
+        [
+            "pid",
+            "stage",
+            "bucket",
+            "cause",
+            "ns_per_step",
+            "steps_analyzed",
+            *unreliable,
+            "lever",
+            "saving_ns",
+            "predicted_step_ns",
+        ]
     )
     for process in report.processes:
+        priced = {(c.stage, c.bucket): c for c in process.candidates}
         for entry in process.ledger:
             is_flagged = Figures.GPU_TIME in flagged or (
                 Figures.LAUNCHES in flagged and entry.bucket == Bucket.IDLE.value
             )
+            candidate = priced.get((entry.stage, entry.bucket))
             writer.writerow(
                 [
                     process.pid,
@@ -32,6 +46,13 @@ def render_csv(report: Report) -> str:
                     entry.ns_per_step,
                     process.steps.steps_analysed,
                     *([int(is_flagged)] if flagged else []),
+                    candidate.lever if candidate else "",
+                    _or_empty(candidate.saving_ns if candidate else None),
+                    _or_empty(candidate.predicted_step_ns if candidate else None),
                 ]
             )
     return buffer.getvalue()
+
+
+def _or_empty(value: int | None) -> str | int:
+    return "" if value is None else value

@@ -14,7 +14,9 @@ from trace_gaps.render.tables import (
     ledger_table,
     long_gap_table,
     process_title,
+    replay_lines,
     stage_table,
+    what_if_table,
 )
 from trace_gaps.report import Report
 
@@ -69,7 +71,11 @@ def render_markdown(report: Report) -> str:
             out += [f"{c.rank}. {escape_markdown(c.verdict)}" for c in process.candidates[:3]] + [
                 ""
             ]
+        out += render_table(what_if_table(process))
         out += render_table(candidate_table(process))
+        out += [escape_markdown(line) for line in replay_lines(process)] + (
+            [""] if replay_lines(process) else []
+        )
         out += render_table(ledger_table(process))
         out += render_table(stage_table(process))
         out += render_table(long_gap_table(process))

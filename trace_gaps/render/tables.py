@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from trace_gaps.analysis.kinds import kind_label
+from trace_gaps.analysis.whatif import IGNORED
 from trace_gaps.model import CAUSE_ORDER, Bucket
 from trace_gaps.report import ExportSummary, ProcessReport, Report
 from trace_gaps.units import format_count, format_duration, format_ms
@@ -80,26 +81,114 @@ def kinds_table(report: Report) -> Table:
 
 
 def candidate_table(process: ProcessReport) -> Table:
-    """Ranked candidates with the idle split by cause."""
+    """Ranked candidates: by what their lever saves (what-if), with the time each explains
+    and the idle split by cause beside it."""
     causes = [cause.value for cause in CAUSE_ORDER]
+    priced = any(c.saving_ns is not None for c in process.candidates)
     rows = []
     for candidate in process.candidates:
         split = candidate.evidence.idle_by_cause_ns_per_step
+        lever = (
+            [
+                candidate.lever,
+                format_ms(candidate.saving_ns) if candidate.saving_ns is not None else "",
+                format_ms(candidate.predicted_step_ns)
+                if candidate.predicted_step_ns is not None
+                else "",
+            ]
+            if priced
+            else []
+        )
         rows.append(
             [
                 str(candidate.rank),
                 candidate.stage,
                 candidate.bucket,
+                *lever,
                 format_ms(candidate.ns_per_step),
                 f"{candidate.share_fraction * 100:.1f}",
                 *[format_ms(split[c]) if split else "" for c in causes],
                 format_count(candidate.evidence.launches_per_step),
             ]
         )
+    if priced:
+        return Table(
+            title="Candidates, ranked by predicted saving (ms per step; what-if replay)",
+            columns=[
+                "#",
+                "stage",
+                "bucket",
+                "lever",
+                "saving",
+                "predicted step",
+                "explained",
+                "% step",
+                *causes,
+                "launches/step",
+            ],
+            align=[
+                RIGHT,
+                LEFT,
+                LEFT,
+                LEFT,
+                RIGHT,
+                RIGHT,
+                RIGHT,
+                RIGHT,
+                *[RIGHT] * len(causes),
+                RIGHT,
+            ],
+            rows=rows,
+        )
     return Table(
         title="Candidates, ranked by time explained (ms per step)",
         columns=["#", "stage", "bucket", "ms/step", "% step", *causes, "launches/step"],
         align=[RIGHT, LEFT, LEFT, RIGHT, RIGHT, *[RIGHT] * len(causes), RIGHT],
+        rows=rows,
+    )
+
+
+def replay_lines(process: ProcessReport) -> list[str]:
+    """What the what-if replay checked, and what it ignores."""
+    check = process.replay
+    if check is None or not check.steps:
+        return []
+    return [
+        f"What-if: {check.steps} steps replayed from their calls, ops and streams: "
+        f"{format_duration(check.replayed_ns)}/step against {format_duration(check.measured_ns)} "
+        f"measured ({check.error_pct:+.2f} %). A saving is the replayed step minus the replayed "
+        f"step with the lever pulled. The model ignores {IGNORED}."
+    ]
+
+
+def what_if_table(process: ProcessReport) -> Table:
+    """analyze --what-if: the predicted ledger per stage (ms per step)."""
+    found = process.what_if
+    if found is None:
+        return Table(title="", columns=[], align=[], rows=[])
+    rows = []
+    by_stage: dict[str, dict[str, int]] = {}
+    for entry in found.ledger:
+        key = entry.bucket if entry.bucket != Bucket.IDLE.value else entry.cause
+        by_stage.setdefault(entry.stage, {}).setdefault(key, 0)
+        by_stage[entry.stage][key] += entry.ns_per_step
+    causes = [cause.value for cause in CAUSE_ORDER]
+    keys = [Bucket.BUSY.value, Bucket.WAIT.value, *causes]
+    for stage in sorted(by_stage, key=lambda st: (-sum(by_stage[st].values()), st)):
+        cells = by_stage[stage]
+        rows.append(
+            [stage, *[format_ms(cells.get(k, 0)) for k in keys], format_ms(sum(cells.values()))]
+        )
+    total = {k: sum(c.get(k, 0) for c in by_stage.values()) for k in keys}
+    rows.append(["total", *[format_ms(total[k]) for k in keys], format_ms(sum(total.values()))])
+    return Table(
+        title=(
+            f"What-if {', '.join(found.levers)}: predicted {format_ms(found.predicted_ns)} ms/step "
+            f"(measured {format_ms(process.steps.wall.mean_ns)}, saving {format_ms(found.saving_ns)}); "
+            "replayed ledger, ms per step"
+        ),
+        columns=["stage", *keys, "total"],
+        align=[LEFT, *[RIGHT] * (len(keys) + 1)],
         rows=rows,
     )
 

@@ -21,7 +21,9 @@ from trace_gaps.render.tables import (
     ledger_table,
     long_gap_table,
     process_title,
+    replay_lines,
     stage_table,
+    what_if_table,
 )
 from trace_gaps.report import Report
 
@@ -73,6 +75,7 @@ def render_text(report: Report, *, width: int = 160) -> str:
             for candidate in process.candidates[:3]:
                 console.print(plain(f"  {candidate.rank}. {candidate.verdict}"))
         tables = (
+            what_if_table(process),
             candidate_table(process),
             ledger_table(process),
             stage_table(process),
@@ -82,6 +85,9 @@ def render_text(report: Report, *, width: int = 160) -> str:
             if table.rows:
                 console.print()
                 console.print(_rich_table(table))
+        for line in replay_lines(process):
+            console.print()
+            console.print(plain(line))
         graphs = graph_lines(process)
         if graphs:
             console.print()
