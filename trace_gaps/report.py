@@ -19,7 +19,7 @@ from trace_gaps.analysis.long_gaps import LongGapFinding
 from trace_gaps.analysis.metrics import REPLAY_MODELS
 from trace_gaps.analysis.pipeline import Analysis
 from trace_gaps.analysis.ranks import RanksView, build_ranks
-from trace_gaps.analysis.replay import Lever, LeverError, parse_levers
+from trace_gaps.analysis.replay import Lever, LeverError, parse_levers, replay
 from trace_gaps.analysis.steps import STEP_ID, STEP_KIND
 from trace_gaps.analysis.summary import (
     LedgerEntry,
@@ -45,6 +45,7 @@ from trace_gaps.analysis.whatif import (
     check_replay,
     models_of,
     predict,
+    priced_subset,
 )
 from trace_gaps.model import GLOBAL_TID, PID, Trace
 from trace_gaps.timeline import StepTimeline, build_timelines
@@ -229,12 +230,20 @@ def _process_report(
     names, mode = analysis.stage_map.names, trace.info.graph_trace_mode
     mean_ns = steps.wall.mean_ns
     prices: dict[tuple[str, str], tuple[int, int] | None] = {}
+    priced = priced_subset(models)
+    base = [replay(model).wall_ns for model in priced]
 
     def saving(stage: str, lever: str) -> tuple[int, int] | None:
         if (stage, lever) not in prices:
             try:
                 found = predict(
-                    models, [Lever(stage, lever)], names, mode, mean_ns, with_ledger=False
+                    priced,
+                    [Lever(stage, lever)],
+                    names,
+                    mode,
+                    mean_ns,
+                    with_ledger=False,
+                    base_walls=base,
                 )
                 prices[stage, lever] = (found.predicted_ns, found.saving_ns)
             except LeverError:

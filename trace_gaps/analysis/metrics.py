@@ -70,6 +70,7 @@ from trace_gaps.model import (
 )
 
 GAPS_KEPT = 3  # longest gaps kept per (pid, stage)
+REPLAY_CALLS_MAX = 200_000  # a step with more calls (any thread's) is not replayed
 GRAPH_SETUP_COLUMNS = [PID, GLOBAL_TID, NAME, START_NS, END_NS]
 OP_CENSUS_COLUMNS = [PID, OP_KIND, STAGE, "ops"]
 
@@ -345,9 +346,16 @@ def _union(parts: list[dict[int, StepDetail]]) -> dict[int, StepDetail]:
 
 
 def _replay_models(frames: WindowFrames) -> dict[int, StepModel]:
-    """The replay models of the window's steps that what-if replays."""
+    """The replay models of the window's steps that what-if replays, but for a step holding
+    more than REPLAY_CALLS_MAX calls (a whole-process step of a large export, whose replay,
+    a Python loop over its calls and ops, would cost seconds)."""
     steps = frames.steps
     chosen = steps[steps[STEP_ID].isin(frames.inputs.replay_step_ids)]
+    starts = frames.staged[START_NS].to_numpy()
+    calls = np.searchsorted(starts, chosen[END_NS].to_numpy()) - np.searchsorted(
+        starts, chosen[START_NS].to_numpy()
+    )
+    chosen = chosen[calls <= REPLAY_CALLS_MAX]
     return {
         int(step[STEP_ID]): step_model(
             step, frames.staged, frames.projected, frames.inputs.stage_map, frames.inputs.graph_mode

@@ -82,6 +82,9 @@ LONG_GAP_MIN_NS = 1_000_000
 LONG_GAP_FACTOR = 10
 
 _NONE = -1
+# A sync waits for one of the ops launched before it; only this many of the latest are
+# searched (the op a sync waits for is among the last few launched).
+WAIT_SEARCH_OPS = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,7 +254,7 @@ def _waits(
         upto = int(np.searchsorted(by_call, i, side="right"))
         if not upto:
             continue
-        candidates = order[:upto]
+        candidates = order[max(0, upto - WAIT_SEARCH_OPS) : upto]
         ends = op_end[candidates]
         ok = ends <= c_end[i]
         if not ok.any():
@@ -355,17 +358,24 @@ def _latencies(
 
 
 def replay(model: StepModel) -> Replayed:
-    """Replay the step (module docstring): a Python loop over its calls and ops."""
+    """Replay the step (module docstring): a Python loop over its calls and ops, on lists."""
     n_ops = len(model.op_start)
-    # Per stream, its ops in measured start order; a pointer to the next not yet placed.
+    # Per stream, its ops in measured start order, with each op's place in it.
+    order = np.lexsort((model.op_start, model.op_stream)).tolist()
+    stream_list = model.op_stream.tolist()
     streams: dict[int, list[int]] = {}
-    for k in np.argsort(model.op_start, kind="stable").tolist():
-        streams.setdefault(int(model.op_stream[k]), []).append(k)
-    position = {s: 0 for s in streams}
-    last_end = dict.fromkeys(streams, np.iinfo(np.int64).min)
+    place_in = [0] * n_ops
+    for k in order:
+        seq = streams.setdefault(stream_list[k], [])
+        place_in[k] = len(seq)
+        seq.append(k)
+    position = dict.fromkeys(streams, 0)
+    lowest = -(2**63)
+    last_end = dict.fromkeys(streams, lowest)
     ops_of: dict[int, list[int]] = {}
-    for k in np.flatnonzero(model.op_call >= 0).tolist():
-        ops_of.setdefault(int(model.op_call[k]), []).append(k)
+    for k, c in enumerate(model.op_call.tolist()):
+        if c >= 0:
+            ops_of.setdefault(c, []).append(k)
     call_ns = model.call_ns.tolist()
     category = model.call_category.tolist()
     waits = model.call_waits_for.tolist()
@@ -373,65 +383,73 @@ def replay(model: StepModel) -> Replayed:
     graph = model.op_graph.tolist()
     op_ns = model.op_ns.tolist()
     o_start = model.op_start.tolist()
-    stream_of = model.op_stream.tolist()
     fixed = (model.op_call < 0).tolist()
     new_start = o_start[:]
     new_end = [o_start[k] + op_ns[k] for k in range(n_ops)]
+    launch_ns, spacing_ns = model.launch_ns, model.spacing_ns
+    graph_first, graph_spacing = model.graph_first_ns, model.graph_spacing_ns
+    at_end = model.graph_ready_at_end
 
     def place_until(s: int, k: int, ready: int) -> None:
         """Place stream s's ops up to and including k (fixed ones at their own times)."""
         seq = streams[s]
-        while position[s] < len(seq):
-            j = seq[position[s]]
+        at = position[s]
+        end_s = last_end[s]
+        while at < len(seq):
+            j = seq[at]
             if fixed[j]:
                 begin = o_start[j]
             elif j == k:
-                spacing = model.graph_spacing_ns if graph[j] else model.spacing_ns
-                begin = max(ready, last_end[s] + spacing)
+                begin = end_s + (graph_spacing if graph[j] else spacing_ns)
+                if ready > begin:
+                    begin = ready
             else:
-                return  # an op of a later call: placed with its call
+                break  # an op of a later call: placed with its call
             new_start[j] = begin
-            new_end[j] = begin + op_ns[j]
-            last_end[s] = max(last_end[s], new_end[j])
-            position[s] += 1
+            finish = begin + op_ns[j]
+            new_end[j] = finish
+            if finish > end_s:
+                end_s = finish
+            at += 1
             if j == k:
-                return
+                break
+        position[s] = at
+        last_end[s] = end_s
 
     t = model.start_ns
-    items = len(model.item_call)
-    item_start = np.zeros(items, dtype=np.int64)
-    item_end = np.zeros(items, dtype=np.int64)
     item_call = model.item_call.tolist()
     item_ns = model.item_ns.tolist()
-    for i in range(items):
+    item_start = [0] * len(item_call)
+    item_end = [0] * len(item_call)
+    for i, c in enumerate(item_call):
         item_start[i] = t
-        c = item_call[i]
         if c < 0:
             t += item_ns[i]
             item_end[i] = t
             continue
         for k in ops_of.get(c, ()):
             if not graph[k]:
-                ready = t + model.launch_ns
-            elif model.graph_ready_at_end and category[c] == LAUNCH_GRAPH:
+                ready = t + launch_ns
+            elif at_end and category[c] == LAUNCH_GRAPH:
                 ready = t + call_ns[c]
             else:
-                ready = t + model.graph_first_ns
-            place_until(int(stream_of[k]), k, ready)
+                ready = t + graph_first
+            place_until(stream_list[k], k, ready)
         end = t + call_ns[c]
         w = waits[c]
-        if category[c] == SYNC and w >= 0:
-            s = int(stream_of[w])
-            if not fixed[w] and position[s] <= streams[s].index(w):
+        if w >= 0 and category[c] == SYNC:
+            s = stream_list[w]
+            if not fixed[w] and position[s] <= place_in[w]:
                 place_until(s, w, t)  # not yet placed (launched by a removed call)
-            own = tails[c] if tails[c] > 0 else call_ns[c]
-            end = max(t + own, new_end[w] + tails[c])
+            tail = tails[c]
+            own = tail if tail > 0 else call_ns[c]
+            end = max(t + own, new_end[w] + tail)
         t = end
         item_end[i] = t
     return Replayed(
         wall_ns=int(t - model.start_ns),
-        item_start=item_start,
-        item_end=item_end,
+        item_start=np.asarray(item_start, dtype=np.int64),
+        item_end=np.asarray(item_end, dtype=np.int64),
         op_start=np.asarray(new_start, dtype=np.int64),
         op_end=np.asarray(new_end, dtype=np.int64),
     )

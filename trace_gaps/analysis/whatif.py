@@ -106,8 +106,21 @@ class ReplayCheck:
     error_pct: float  # (replayed − measured) / measured, in %
 
 
+PRICED_STEPS = 8  # a candidate's saving is priced on this many of the replayed steps
+
+
 def models_of(models: dict[int, StepModel], pid: int) -> list[StepModel]:
     return [models[k] for k in sorted(models) if models[k].pid == pid]
+
+
+def priced_subset(models: list[StepModel], most: int = PRICED_STEPS) -> list[StepModel]:
+    """Up to `most` of the models, evenly spaced in wall-time order (the candidates' savings
+    are priced on these: every candidate's lever is a replay of each)."""
+    if len(models) <= most:
+        return models
+    by_wall = sorted(models, key=lambda m: (m.end_ns - m.start_ns, m.step_id))
+    picks = np.linspace(0, len(by_wall) - 1, most).round().astype(int)
+    return [by_wall[i] for i in picks]
 
 
 def check_replay(models: list[StepModel]) -> ReplayCheck:
@@ -166,12 +179,14 @@ def predict(
     mean_step_ns: int,
     *,
     with_ledger: bool = True,
+    base_walls: list[int] | None = None,
 ) -> Prediction:
-    """Pull the levers on every replayed step; raises LeverError (stage_codes)."""
+    """Pull the levers on every replayed step; raises LeverError (stage_codes).
+    base_walls: the models' unchanged replayed walls, when already known."""
     codes = stage_codes(levers, names, models)
-    base, pulled, ledgers = [], [], []
+    base = list(base_walls) if base_walls is not None else [replay(m).wall_ns for m in models]
+    pulled, ledgers = [], []
     for model in models:
-        base.append(replay(model).wall_ns)
         changed = model
         for lever, code in zip(levers, codes, strict=True):
             changed = apply_lever(changed, code, lever.kind, mode)
