@@ -113,6 +113,7 @@ class StepModel:
     op_stage: np.ndarray  # int32
     op_wait_ns: np.ndarray  # int64: collective wait inside the op (0 for most)
     op_graph: np.ndarray  # bool: a node of a graph launch
+    op_gap: np.ndarray  # int64: a measured graph node's gap after the node before it, or -1
     launch_ns: int  # median launch latency onto an idle stream (call start -> op start)
     spacing_ns: int  # median spacing of queued ops on a stream
     graph_first_ns: int  # graph launch call start -> its first node
@@ -191,10 +192,10 @@ def step_model(
     )
     op_wait = np.clip(wait_end - op_start, 0, op_ns)
     op_graph = np.zeros(len(at), dtype=bool)
-    if len(at):
-        graph_call = np.where(op_call >= 0, category[np.maximum(op_call, 0)] == LAUNCH_GRAPH, False)
-        op_graph = graph_call
+    if len(at) and len(category):
+        op_graph = np.where(op_call >= 0, category[np.maximum(op_call, 0)] == LAUNCH_GRAPH, False)
     op_stage = projected[STAGE].to_numpy()[at].astype(np.int32)
+    op_gap = _node_gaps(op_call, op_start, op_start + op_ns, stream, op_graph)
 
     waits, tails = _waits(c_start, c_end, category, op_call, op_start, op_start + op_ns)
     items_call, items_ns, items_stage = _host_timeline(
@@ -224,11 +225,32 @@ def step_model(
         op_stage=op_stage,
         op_wait_ns=op_wait.astype(np.int64),
         op_graph=op_graph,
+        op_gap=op_gap,
         launch_ns=launch,
         spacing_ns=spacing,
         graph_first_ns=first,
         graph_spacing_ns=node,
     )
+
+
+def _node_gaps(
+    op_call: np.ndarray,
+    op_start: np.ndarray,
+    op_end: np.ndarray,
+    stream: np.ndarray,
+    op_graph: np.ndarray,
+) -> np.ndarray:
+    """For a measured graph node after another node of the same launch on its stream, the
+    gap between them (the graph's own schedule on the GPU: its dependencies); -1 else."""
+    gaps = np.full(len(op_start), _NONE, dtype=np.int64)
+    if not len(op_start):
+        return gaps
+    order = np.lexsort((op_start, stream))
+    s, c, g = stream[order], op_call[order], op_graph[order]
+    same = np.r_[False, (s[1:] == s[:-1]) & (c[1:] == c[:-1]) & g[1:] & g[:-1] & (c[1:] >= 0)]
+    previous_end = np.r_[0, op_end[order][:-1]]
+    gaps[order[same]] = np.maximum(op_start[order][same] - previous_end[same], 0)
+    return gaps
 
 
 def _waits(
@@ -329,7 +351,7 @@ def _latencies(
     launch, spacing = 5_000, 1_000
     first = GRAPH_FIRST_NODE_NS.get(mode, GRAPH_FIRST_NODE_NS[GraphTraceMode.NODE])
     node = GRAPH_NODE_SPACING_NS
-    if not len(op_start):
+    if not len(op_start) or not len(c_start):
         return launch, spacing, first, node
     order = np.lexsort((op_start, stream))
     s, st, en = stream[order], op_start[order], (op_start + op_ns)[order]
@@ -381,6 +403,7 @@ def replay(model: StepModel) -> Replayed:
     waits = model.call_waits_for.tolist()
     tails = model.call_tail_ns.tolist()
     graph = model.op_graph.tolist()
+    node_gap = model.op_gap.tolist()
     op_ns = model.op_ns.tolist()
     o_start = model.op_start.tolist()
     fixed = (model.op_call < 0).tolist()
@@ -400,7 +423,10 @@ def replay(model: StepModel) -> Replayed:
             if fixed[j]:
                 begin = o_start[j]
             elif j == k:
-                begin = end_s + (graph_spacing if graph[j] else spacing_ns)
+                if not graph[j]:
+                    begin = end_s + spacing_ns
+                else:
+                    begin = end_s + (node_gap[j] if node_gap[j] >= 0 else graph_spacing)
                 if ready > begin:
                     begin = ready
             else:
@@ -613,6 +639,7 @@ def _as_graph(model: StepModel, code: int, mode: GraphTraceMode) -> StepModel:
         call_category=category,
         op_call=np.where(ops, first, model.op_call).astype(np.int32),
         op_graph=model.op_graph | ops,
+        op_gap=np.where(ops, _NONE, model.op_gap),
         graph_ready_at_end=True,
         graph_first_ns=graph_first if not model.op_graph.any() else model.graph_first_ns,
         graph_spacing_ns=GRAPH_NODE_SPACING_NS
