@@ -86,7 +86,7 @@ class WhatIfLedgerEntry:
 class Prediction:
     """The levers' effect on the replayed steps of one process."""
 
-    levers: tuple[str, ...]
+    levers: list[str]
     steps: int  # how many steps were replayed
     measured_ns: int  # their mean measured wall time
     replayed_ns: int  # mean replayed, unchanged
@@ -199,7 +199,7 @@ def predict(
     saving = replayed - lever_ns
     measured = int(round(np.mean([m.end_ns - m.start_ns for m in models]))) if models else 0
     return Prediction(
-        levers=tuple(lever.label for lever in levers),
+        levers=[lever.label for lever in levers],
         steps=len(models),
         measured_ns=measured,
         replayed_ns=replayed,
