@@ -70,7 +70,11 @@ def test_ledger_means_sum_to_the_mean_step_wall_time_in_json(export_builder):
     }
     ranks = [c["rank"] for c in process["candidates"]]
     assert ranks == list(range(1, len(ranks) + 1))
-    amounts = [c["ns_per_step"] for c in process["candidates"]]
+    # Ranked by what-if saving; explained_rank is the order by time explained.
+    savings = [c["saving_ns"] or 0 for c in process["candidates"]]
+    assert savings == sorted(savings, reverse=True)
+    explained = sorted(process["candidates"], key=lambda c: c["explained_rank"])
+    amounts = [c["ns_per_step"] for c in explained]
     assert amounts == sorted(amounts, reverse=True)
 
 

@@ -121,7 +121,13 @@ def test_every_sample_has_a_headline_first():
         report = sample_report(path)
         for process in report.processes:
             assert process.headline.startswith(f"{process.steps.name} ")
-            assert "GPU busy" in process.headline and "biggest lever" in process.headline
+            assert "GPU busy" in process.headline and "biggest saving" in process.headline
+            # One order (issue 30 item 3): the headline speaks of verdict #1's candidate.
+            top = process.candidates[0]
+            assert f"biggest saving: {top.stage} " in process.headline
+            assert top.saving_ns is not None and top.saving_ns >= max(
+                c.saving_ns or 0 for c in process.candidates
+            )
         first_process = render_markdown(report).split("## Process", 1)[1].splitlines()
         assert first_process[2] == f"**{escape_markdown(report.processes[0].headline)}**"
 

@@ -43,6 +43,7 @@ from trace_gaps.analysis.whatif import (
     Prediction,
     ReplayCheck,
     check_replay,
+    ends,
     models_of,
     predict,
     priced_subset,
@@ -231,7 +232,7 @@ def _process_report(
     mean_ns = steps.wall.mean_ns
     prices: dict[tuple[str, str], tuple[int, int] | None] = {}
     priced = priced_subset(models)
-    base = [replay(model).wall_ns for model in priced]
+    base = [ends(replay(model)) for model in priced]
 
     def saving(stage: str, lever: str) -> tuple[int, int] | None:
         if (stage, lever) not in prices:

@@ -112,6 +112,7 @@ class StepModel:
     op_call: np.ndarray  # int32: launching call, or -1 (keeps its measured times)
     op_stage: np.ndarray  # int32
     op_wait_ns: np.ndarray  # int64: collective wait inside the op (0 for most)
+    op_peer_at: np.ndarray  # int64: when a waiting collective's last peer arrived, or -1
     op_graph: np.ndarray  # bool: a node of a graph launch
     op_gap: np.ndarray  # int64: a measured graph node's gap after the node before it, or -1
     launch_ns: int  # median launch latency onto an idle stream (call start -> op start)
@@ -125,7 +126,8 @@ class StepModel:
 class Replayed:
     """One replay: the step's wall time and where every call and op landed."""
 
-    wall_ns: int
+    wall_ns: int  # where the host timeline ends
+    gpu_end_ns: int  # the latest end of the ops the step launched, from the step's start
     item_start: np.ndarray
     item_end: np.ndarray
     op_start: np.ndarray
@@ -224,6 +226,7 @@ def step_model(
         op_call=op_call,
         op_stage=op_stage,
         op_wait_ns=op_wait.astype(np.int64),
+        op_peer_at=np.where(op_wait > 0, op_start + op_wait, _NONE).astype(np.int64),
         op_graph=op_graph,
         op_gap=op_gap,
         launch_ns=launch,
@@ -405,6 +408,8 @@ def replay(model: StepModel) -> Replayed:
     graph = model.op_graph.tolist()
     node_gap = model.op_gap.tolist()
     op_ns = model.op_ns.tolist()
+    work_ns = (model.op_ns - model.op_wait_ns).tolist()
+    peer_at = model.op_peer_at.tolist()
     o_start = model.op_start.tolist()
     fixed = (model.op_call < 0).tolist()
     new_start = o_start[:]
@@ -432,7 +437,10 @@ def replay(model: StepModel) -> Replayed:
             else:
                 break  # an op of a later call: placed with its call
             new_start[j] = begin
-            finish = begin + op_ns[j]
+            # A collective that waited works once its last peer arrives, as it did (the
+            # peers' timing is not this process's to change; `ontime` removes the wait).
+            waited = peer_at[j] >= 0 and not fixed[j]
+            finish = max(begin, peer_at[j]) + work_ns[j] if waited else begin + op_ns[j]
             new_end[j] = finish
             if finish > end_s:
                 end_s = finish
@@ -472,8 +480,10 @@ def replay(model: StepModel) -> Replayed:
             end = max(t + own, new_end[w] + tail)
         t = end
         item_end[i] = t
+    launched = [new_end[k] for k in range(n_ops) if not fixed[k]]
     return Replayed(
         wall_ns=int(t - model.start_ns),
+        gpu_end_ns=int(max(launched) - model.start_ns) if launched else 0,
         item_start=np.asarray(item_start, dtype=np.int64),
         item_end=np.asarray(item_end, dtype=np.int64),
         op_start=np.asarray(new_start, dtype=np.int64),
@@ -558,6 +568,7 @@ def apply_lever(model: StepModel, code: int, kind: str, mode: GraphTraceMode) ->
             model,
             op_ns=np.where(here, model.op_ns - model.op_wait_ns, model.op_ns),
             op_wait_ns=np.where(here, 0, model.op_wait_ns),
+            op_peer_at=np.where(here, _NONE, model.op_peer_at),
         )
     match = _GPU.match(kind)
     if match is None:

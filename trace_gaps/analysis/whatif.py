@@ -179,21 +179,24 @@ def predict(
     mean_step_ns: int,
     *,
     with_ledger: bool = True,
-    base_walls: list[int] | None = None,
+    base_walls: list[tuple[int, int]] | None = None,
 ) -> Prediction:
     """Pull the levers on every replayed step; raises LeverError (stage_codes).
-    base_walls: the models' unchanged replayed walls, when already known."""
+    base_walls: the models' unchanged replays' (wall_ns, gpu_end_ns), when already known."""
     codes = stage_codes(levers, names, models)
-    base = list(base_walls) if base_walls is not None else [replay(m).wall_ns for m in models]
+    if base_walls is None:
+        base_walls = [ends(replay(m)) for m in models]
+    base = [wall for wall, _ in base_walls]
     pulled, ledgers = [], []
-    for model in models:
+    for model, before in zip(models, base_walls, strict=True):
         changed = model
         for lever, code in zip(levers, codes, strict=True):
             changed = apply_lever(changed, code, lever.kind, mode)
         result = replay(changed)
-        pulled.append(result.wall_ns)
+        wall = steady_wall(before, result)
+        pulled.append(wall)
         if with_ledger:
-            ledgers.append(replayed_ledger(changed, result, names))
+            ledgers.append(replayed_ledger(changed, result, names, wall))
     replayed = int(round(np.mean(base))) if base else 0
     lever_ns = int(round(np.mean(pulled))) if pulled else 0
     saving = replayed - lever_ns
@@ -210,6 +213,20 @@ def predict(
     )
 
 
+def ends(result: Replayed) -> tuple[int, int]:
+    """(where the host timeline ends, where the step's GPU work ends), from the step start."""
+    return result.wall_ns, result.gpu_end_ns
+
+
+def steady_wall(before: tuple[int, int], after: Replayed) -> int:
+    """The step's wall with a lever pulled: its host timeline, but no shorter than its GPU
+    work, which the next step's ops queue behind (a sync removed frees the host, not the
+    GPU), less the overhang past the host's end the unchanged step already had."""
+    host, gpu = before
+    overhang = max(gpu - host, 0)
+    return max(after.wall_ns, after.gpu_end_ns - overhang)
+
+
 def lever_for(kind: str, launches_per_step: float, mode: str) -> str | None:
     """The lever that fits a candidate's verdict kind (graph only for a stage that launches
     eagerly; a graph stage's launch-side idle gets its host code removed instead)."""
@@ -219,8 +236,11 @@ def lever_for(kind: str, launches_per_step: float, mode: str) -> str | None:
     return lever
 
 
-def replayed_ledger(model: StepModel, result: Replayed, names: tuple[str, ...]) -> pd.DataFrame:
-    """The ledger (ledger.py) of one replayed step, from where its calls and ops landed."""
+def replayed_ledger(
+    model: StepModel, result: Replayed, names: tuple[str, ...], wall_ns: int | None = None
+) -> pd.DataFrame:
+    """The ledger (ledger.py) of one replayed step, from where its calls and ops landed
+    (wall_ns: the step's replayed wall, the host timeline's end by default)."""
     calls = model.item_call >= 0
     call_items = np.flatnonzero(calls)
     call_index = model.item_call[call_items]
@@ -243,11 +263,14 @@ def replayed_ledger(model: StepModel, result: Replayed, names: tuple[str, ...]) 
             END_NS: result.op_end,
             STAGE: model.op_stage.astype(np.int64),
             CALL_END_NS: np.where(op_call >= 0, call_end[np.maximum(op_call, 0)], -1),
-            WAIT_END_NS: result.op_start
-            + np.minimum(model.op_wait_ns, result.op_end - result.op_start),
+            WAIT_END_NS: np.where(
+                model.op_peer_at >= 0,
+                np.clip(model.op_peer_at, result.op_start, result.op_end),
+                result.op_start,
+            ),
         }
     )
-    end = model.start_ns + result.wall_ns
+    end = model.start_ns + (result.wall_ns if wall_ns is None else wall_ns)
     # The stage ranges: runs of host-timeline items of one stage.
     stage = model.item_stage
     starts, ends = result.item_start, result.item_end
