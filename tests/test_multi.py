@@ -22,11 +22,23 @@ def _corpus(name: str) -> Path | None:
     return next((p for p in corpus_trace_paths() if p.stem == name), None)
 
 
+def another_session(export: Path) -> Path:
+    """Make the export another capture session's: its session start 1 ns later (two
+    sessions never start at the same nanosecond; one session twice is refused)."""
+    with sqlite3.connect(export) as connection:
+        connection.execute("UPDATE TARGET_INFO_SESSION_START_TIME SET utcEpochNs = utcEpochNs + 1")
+    return export
+
+
 def split_process(source: Path, target: Path, pid: int, shift_ns: int) -> Path:
     """A copy of an export holding one process's rows, its clock shifted by shift_ns (as if
-    its own nsys session had recorded it; the session start is left as it was)."""
+    its own nsys session had recorded it). Its session start moves by `pid` ns only: the split
+    files are two sessions (one session twice is refused), whose clocks the collectives align."""
     shutil.copyfile(source, target)
     with sqlite3.connect(target) as connection:
+        connection.execute(
+            "UPDATE TARGET_INFO_SESSION_START_TIME SET utcEpochNs = utcEpochNs + ?", (pid,)
+        )
         tables = [
             r[0] for r in connection.execute("SELECT name FROM sqlite_master WHERE type='table'")
         ]
@@ -131,7 +143,7 @@ def test_a_repeated_pid_is_labelled_with_its_file(tmp_path):
         pytest.skip("corpus absent")
     a, b = tmp_path / "a.sqlite", tmp_path / "b.sqlite"
     shutil.copyfile(source, a)
-    shutil.copyfile(source, b)
+    another_session(Path(shutil.copyfile(source, b)))  # another node's process of the same pid
     report = analyse_exports([a, b], AnalysisOptions()).report
     assert [p.label for p in report.processes] == ["a.sqlite:2947", "b.sqlite:2947"]
 

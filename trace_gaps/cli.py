@@ -391,6 +391,7 @@ def analyze(
                 raise TraceGapsError("--scheduler needs exports, not --demo.")
             if what_if is not None:
                 raise TraceGapsError("--what-if predicts one export at a time: give one.")
+            from trace_gaps.duplicates import refuse_duplicate_exports
             from trace_gaps.multi import analyse_exports
 
             resolved = [resolve_export(path, False) for path in paths]
@@ -398,6 +399,7 @@ def analyze(
             if scheduler is not None:  # its workers run in folders of their own
                 resolved = [Path(os.path.abspath(path)) for path in resolved]
             jobs = capped_jobs(jobs, quiet=quiet)
+            refuse_duplicate_exports(resolved)
             with progress(quiet) as shown, dask_client(jobs, scheduler) as client:
                 shown("analysing exports", 0, len(resolved))
                 result = analyse_exports(
@@ -672,6 +674,7 @@ def diff(
     with user_errors():
         from trace_gaps.analysis.pipeline import AnalysisOptions
         from trace_gaps.diff import diff_reports, is_slower_than
+        from trace_gaps.duplicates import refuse_duplicate_exports
         from trace_gaps.parallel import forked
         from trace_gaps.render import render_diff
         from trace_gaps.run import analyse_export  # noqa: F401 - imported before the sides fork
@@ -679,6 +682,8 @@ def diff(
 
         sides = [expand_exports([before]), expand_exports([after])]
         refuse_inputs_as_outputs([] if output is None else [output], [*sides[0], *sides[1]])
+        for side in sides:
+            refuse_duplicate_exports(side)
         from trace_gaps.diff_runs import check_side_kind, diff_repeats
 
         for side, paths in zip(("before", "after"), sides, strict=True):
@@ -936,10 +941,12 @@ def report_command(
             step_name=step, skip=skip, depth=depth, process=process, kind=kind, domain=domain
         )
         if len(paths) > 1:
+            from trace_gaps.duplicates import refuse_duplicate_exports
             from trace_gaps.multi import analyse_exports
 
             resolved = [resolve_export(path, False) for path in paths]
             refuse_inputs_as_outputs(bundle_files, resolved)
+            refuse_duplicate_exports(resolved)
             result = analyse_exports(resolved, options, top=top, timelines=BUNDLE_VIEWS)
             for failed, message in result.failed:
                 typer.echo(f"error: {failed}: not analysed: {message}", err=True)

@@ -198,6 +198,15 @@ def capture_window(path: Path) -> tuple[int, int] | None:
     return (start, length) if start is not None and length is not None else None
 
 
+def read_session_start(path: Path) -> int | None:
+    """When the export's capture session started (ns since the Unix epoch), or None when the
+    export does not say. Raises NotAnExportError for a file that is not a SQLite export."""
+    from trace_gaps.nsys.export import list_tables, open_export
+
+    with open_export(path) as connection:
+        return _session_start(connection, list_tables(connection, path))
+
+
 def _session_start(connection: sqlite3.Connection, tables: tuple[str, ...]) -> int | None:
     if queries.SESSION_START_TABLE not in tables:
         return None
