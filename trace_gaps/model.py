@@ -323,6 +323,8 @@ class VerdictKind(StrEnum):
     API = "api"
     LAUNCH_CALLS = "launch_calls"
     WAITING_FOR_PEER = "waiting_for_peer"  # GPU held by collectives waiting for another rank
+    # Collective kernels' time that one export cannot split into waiting and transfer.
+    COLLECTIVE_UNSPLIT = "collective_unsplit"
 
 
 class Presence(StrEnum):

@@ -257,7 +257,7 @@ def analyse_exports(
         )
     labels = _labels([(sides[i].path, analysis) for i, (_, analysis) in analysed])
     sources = [
-        RankSource(i, analysis, alignment.offsets_ns[i], labels[k])
+        RankSource(i, analysis, alignment.offsets_ns[i], labels[k], sides[i].path.name)
         for k, (i, (_, analysis)) in enumerate(analysed)
     ]
     ranks = build_ranks_across(sources, match)

@@ -151,7 +151,7 @@ def build_report(
     levers = parse_levers(what_if) if what_if is not None else None
     trace_start = analysis.trace_start_ns
     if ranks is None:
-        ranks = build_ranks(analysis)
+        ranks = build_ranks(analysis, trace.info.path.name)
     labels = labels or {}
     processes = [
         _process_report(

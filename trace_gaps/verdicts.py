@@ -26,7 +26,7 @@ from trace_gaps.units import format_count, format_duration, format_rate
 if TYPE_CHECKING:
     from trace_gaps.analysis.candidates import Candidate, Evidence
     from trace_gaps.analysis.long_gaps import LongGapFinding
-    from trace_gaps.analysis.ranks import RankSummary
+    from trace_gaps.analysis.ranks import RankSummary, UnsplitCollectives
     from trace_gaps.changes import BucketChange, StageChange, WallChange
     from trace_gaps.repeats import RunSpread
 
@@ -395,7 +395,57 @@ _LEVER_WORDS = {
     VerdictKind.API: "CUDA API calls",
     VerdictKind.LAUNCH_CALLS: "launch calls",
     VerdictKind.WAITING_FOR_PEER: "waiting in collectives for another rank",
+    VerdictKind.COLLECTIVE_UNSPLIT: "collective time",
 }
+
+
+def unsplit_collective_verdict(
+    stage: str,
+    ns_per_step: int,
+    collective_ns_per_step: int,
+    execution: ExecutionMode,
+    unsplit: UnsplitCollectives,
+) -> Verdict:
+    """A busy candidate whose time is mostly collective kernels that no peer's export splits:
+    never "only faster kernels help" for time that may be waiting for another rank."""
+    how = {
+        ExecutionMode.GRAPH: " (replayed from a CUDA graph)",
+        ExecutionMode.EAGER: " (eager launches)",
+        ExecutionMode.MIXED: " (eager and graph launches)",
+    }.get(execution, "")
+    inside = min(collective_ns_per_step, ns_per_step)
+    total = format_duration(unsplit.collective_ns_per_step)
+    bound = unsplit.wait_lower_bound_ns_per_step
+    if bound is None:
+        waiting = f"no lower bound of the wait: {unsplit.no_bound_reason}"
+        short = "how much of it is waiting for other ranks is unknown"
+    else:
+        waiting = (
+            f"at least {format_duration(bound)}/step of this process's {total}/step in "
+            "collectives is waiting (each instance's time beyond twice the shortest instance "
+            "of its kernel on its GPU)"
+        )
+        short = f"at least {format_duration(bound)} of it waiting for other ranks"
+    add = "the other ranks' exports"
+    if unsplit.exports_to_add:
+        add += f" (e.g. trace-gaps analyze '{unsplit.exports_to_add}')"
+    names = ", ".join(unsplit.names[:2])
+    text = (
+        f"{stage}: GPU busy {format_duration(ns_per_step)}/step{how}, "
+        f"{format_duration(collective_ns_per_step)}/step of it in collective kernels ({names}) — "
+        "collective time that one export cannot split into waiting for other ranks and "
+        f"transfer: {waiting}; pass {add} with this one to measure the wait and see whom it "
+        f"waits for"
+    )
+    if ns_per_step > inside:
+        text += f"; the other {format_duration(ns_per_step - inside)}/step are its own kernels"
+    return Verdict(
+        VerdictKind.COLLECTIVE_UNSPLIT,
+        text,
+        inside,
+        f"{total}/step in collective kernels, {short}: one export cannot split waiting from "
+        f"transfer; add {add}",
+    )
 
 
 def wait_verdict(stage: str, ns_per_step: int, rank: RankSummary | None) -> str:

@@ -8,6 +8,7 @@ often sets the pace; the others wait for it inside their collectives.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -16,6 +17,8 @@ import pandas as pd
 
 from trace_gaps.analysis.collectives import (
     EXPORT,
+    FAMILY,
+    INSTANCE,
     LAST_ARRIVAL,
     PEER_EXPORT,
     PEER_PID,
@@ -27,10 +30,29 @@ from trace_gaps.analysis.pipeline import Analysis
 from trace_gaps.analysis.stages import ThreadStages
 from trace_gaps.analysis.steps import IS_WARMUP
 from trace_gaps.intervals import covered_time
-from trace_gaps.model import END_NS, GLOBAL_TID, NO_STAGE, PID, START_NS
+from trace_gaps.model import DEVICE_ID, END_NS, GLOBAL_TID, NAME, NO_STAGE, PID, START_NS
 
 # A peer's stages listed in a verdict: the few it spent most time in.
 PEER_STAGES_SHOWN = 3
+# Without the peers' exports, an instance's own work (its transfer) is taken to be at most this
+# many times the shortest instance of its kernel name on its GPU; the rest of its time is
+# waiting. Checked on the real per-rank pair against the wait measured with both exports
+# (docs/definitions.md, "One rank's export alone").
+TRANSFER_CEILING_FACTOR = 2
+
+
+@dataclass(frozen=True, slots=True)
+class UnsplitCollectives:
+    """A process's collective time that no peer in the analysis splits into waiting and
+    transfer (one rank's export alone), per analysed step."""
+
+    collective_ns_per_step: int
+    # Time beyond TRANSFER_CEILING_FACTOR x the shortest instance of the kernel's name on its
+    # GPU, summed: at least this much is waiting. None: no bound (no_bound_reason says why).
+    wait_lower_bound_ns_per_step: int | None
+    no_bound_reason: str  # "" when there is a bound
+    names: list[str]  # its collective kernels, most time first
+    exports_to_add: str  # a glob of the other ranks' exports, guessed from the file name ("")
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +81,8 @@ class RankSummary:
     last_arrival_fraction: float  # of its matched collectives, the share in which it arrived last
     waits_for: list[PeerWait]
     label: str = ""  # "file:pid" where pids repeat across exports, else the pid
+    # Set when none of its collectives has a participant elsewhere in the analysis.
+    unsplit: UnsplitCollectives | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,14 +104,16 @@ class RankSource:
     analysis: Analysis
     offset_ns: int = 0
     labels: dict[int, str] = field(default_factory=dict)  # pid -> label, where pids repeat
+    file: str = ""  # the export's file name
 
     def label(self, pid: int) -> str:
         return self.labels.get(pid, str(pid))
 
 
-def build_ranks(analysis: Analysis) -> RanksView:
-    """The cross-rank view of one export's analysis (empty without collectives)."""
-    return build_ranks_across([RankSource(0, analysis)], analysis.collectives)
+def build_ranks(analysis: Analysis, file: str = "") -> RanksView:
+    """The cross-rank view of one export's analysis (empty without collectives); file: the
+    export's name, from which the other ranks' exports are guessed."""
+    return build_ranks_across([RankSource(0, analysis, file=file)], analysis.collectives)
 
 
 def build_ranks_across(sources: list[RankSource], match: CollectiveMatch) -> RanksView:
@@ -95,6 +121,9 @@ def build_ranks_across(sources: list[RankSource], match: CollectiveMatch) -> Ran
     if not match.any:
         return RanksView(None, [], 0, 0)
     ops = match.ops
+    # An op with a peer: its instance has another participant somewhere in the analysis.
+    participants = ops.groupby([FAMILY, INSTANCE])[PID].transform("size").to_numpy()
+    ops = ops.assign(has_peer=participants > 1)
     by_export = {source.export: source for source in sources}
     summaries = []
     for source in sources:
@@ -165,7 +194,45 @@ def _rank_summary(
         last_arrival_fraction=round(float(mine[LAST_ARRIVAL].sum()) / max(matched, 1), 3),
         waits_for=waits_for,
         label=source.label(pid),
+        unsplit=None if mine["has_peer"].any() else _unsplit(mine, n, source.file),
     )
+
+
+def _unsplit(mine: pd.DataFrame, n: int, file: str) -> UnsplitCollectives:
+    """The process's collective time per step and the lower bound of its wait.
+
+    rank alone  [allreduce ....................][allreduce ..][allreduce .]
+    shortest of the name:                                       |---m---|
+    waiting at least:  duration - TRANSFER_CEILING_FACTOR x m, per instance (0 when shorter)
+    """
+    durations = mine[END_NS] - mine[START_NS]
+    shortest = durations.groupby([mine[DEVICE_ID], mine[NAME]]).transform("min")
+    repeats = durations.groupby([mine[DEVICE_ID], mine[NAME]]).transform("size")
+    by_name = durations.groupby(mine[NAME]).sum().sort_values(ascending=False, kind="stable")
+    bound = (durations - TRANSFER_CEILING_FACTOR * shortest).clip(lower=0)
+    has_bound = bool((repeats > 1).any())
+    return UnsplitCollectives(
+        collective_ns_per_step=int(round(durations.sum() / n)),
+        wait_lower_bound_ns_per_step=int(round(bound[repeats > 1].sum() / n))
+        if has_bound
+        else None,
+        no_bound_reason=""
+        if has_bound
+        else "each collective kernel runs once per GPU in the analysed steps: there is no "
+        "shorter instance of it to compare with",
+        names=[str(name) for name in by_name.index],
+        exports_to_add=_other_ranks_glob(file),
+    )
+
+
+def _other_ranks_glob(file: str) -> str:
+    """The other ranks' exports, guessed from one's name: its last number made a wildcard
+    (tp_rank1.sqlite -> tp_rank*.sqlite); "" when the name holds no number."""
+    found = list(re.finditer(r"\d+", file))
+    if not found:
+        return ""
+    last = found[-1]
+    return file[: last.start()] + "*" + file[last.end() :]
 
 
 def _peer_idle(source: RankSource, pid: int, peer: int, peer_export: int, n: int) -> dict[str, int]:

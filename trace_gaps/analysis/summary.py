@@ -67,7 +67,13 @@ from trace_gaps.model import (
     VerdictKind,
 )
 from trace_gaps.nsys.queries import GRAPH_NODE_EVENTS_TABLE
-from trace_gaps.verdicts import StageFacts, Verdict, wait_verdict, write_verdict
+from trace_gaps.verdicts import (
+    StageFacts,
+    Verdict,
+    unsplit_collective_verdict,
+    wait_verdict,
+    write_verdict,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -311,6 +317,11 @@ def process_frames(analysis: Analysis, pid: int) -> ProcessFrames:
     )
 
 
+# A busy candidate whose collective kernels (no peer's export to split them) take at least this
+# share of the step is called collective time, not GPU work: it may be waiting for another rank.
+UNSPLIT_SHARE_OF_STEP = 0.1
+
+
 def assemble_candidates(
     frames: ProcessFrames,
     stages: list[StageSummary],
@@ -398,6 +409,7 @@ def assemble_candidates(
             if c.stage == stage
         )
         facts = _stage_facts(summary, captured_here, shared_with)
+        unsplit_ns = _unsplit_collective_ns(evidence, waits) if bucket == Bucket.BUSY.value else 0
         verdict = (
             Verdict(
                 VerdictKind.WAITING_FOR_PEER,
@@ -409,6 +421,12 @@ def assemble_candidates(
                 ),
             )
             if bucket == Bucket.WAIT.value
+            else unsplit_collective_verdict(
+                stage, int(ns_per_step), unsplit_ns, facts.execution, waits.unsplit
+            )
+            if waits is not None
+            and waits.unsplit is not None
+            and unsplit_ns >= UNSPLIT_SHARE_OF_STEP * wall_mean
             else write_verdict(stage, bucket, int(ns_per_step), evidence, facts)
         )
         candidates.append(
@@ -458,6 +476,14 @@ def rank_by_saving(
         )
     priced.sort(key=lambda c: (-(c.saving_ns or 0), c.explained_rank))
     return [replace(c, rank=i) for i, c in enumerate(priced[:top], start=1)]
+
+
+def _unsplit_collective_ns(evidence: Evidence, waits: RankSummary | None) -> int:
+    """A busy candidate's time per step in collective kernels no peer's export splits."""
+    if waits is None or waits.unsplit is None:
+        return 0
+    names = set(waits.unsplit.names)
+    return sum(kernel.ns_per_step for kernel in evidence.top_kernels if kernel.name in names)
 
 
 def step_rows(frames: ProcessFrames, trace_start: int) -> list[StepRow]:
