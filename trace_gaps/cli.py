@@ -118,6 +118,31 @@ QuietOpt = Annotated[
 ]
 
 
+def check_patterns(patterns: list[str] | None) -> list[str] | None:
+    """Refuse a --collective that is not a regular expression, before any work."""
+    import re
+
+    for pattern in patterns or []:
+        try:
+            re.compile(pattern)
+        except re.error as error:
+            raise typer.BadParameter(f"{pattern!r} is not a regular expression: {error}.") from None
+    return patterns
+
+
+CollectiveOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--collective",
+        metavar="PATTERN",
+        callback=check_patterns,
+        help="Kernels whose name contains a match of this regular expression are collectives "
+        "too, besides the known ones (NCCL, RCCL, vLLM and TensorRT-LLM all-reduce, DeepEP "
+        "dispatch/combine: docs/definitions.md); repeatable.",
+    ),
+]
+
+
 class Progress:
     """A progress bar on stderr with the real total (windows, or exports) and its ETA.
 
@@ -349,6 +374,7 @@ def analyze(
     kind: KindOpt = None,
     domain: DomainOpt = None,
     process: ProcessOpt = None,
+    collective: CollectiveOpt = None,
     top: Annotated[int, typer.Option("--top", min=1, help="How many candidates to rank.")] = 10,
     fmt: Annotated[Format, typer.Option("--format", "-f", help="Output format.")] = Format.TEXT,
     output: Annotated[
@@ -384,7 +410,13 @@ def analyze(
         outputs = [] if output is None else [output]
         refuse_inputs_as_outputs(outputs, paths)
         options = AnalysisOptions(
-            step_name=step, skip=skip, depth=depth, process=process, kind=kind, domain=domain
+            step_name=step,
+            skip=skip,
+            depth=depth,
+            process=process,
+            kind=kind,
+            domain=domain,
+            collective_patterns=tuple(collective or ()),
         )
         if len(paths) > 1 or scheduler is not None:
             if demo:
@@ -655,6 +687,7 @@ def diff(
             "run): compare the step time over the runs, with their run-to-run noise.",
         ),
     ] = False,
+    collective: CollectiveOpt = None,
     fail_if_slower: Annotated[
         float | None,
         typer.Option(
@@ -682,14 +715,16 @@ def diff(
 
         sides = [expand_exports([before]), expand_exports([after])]
         refuse_inputs_as_outputs([] if output is None else [output], [*sides[0], *sides[1]])
-        for side in sides:
-            refuse_duplicate_exports(side)
+        for side_paths in sides:
+            refuse_duplicate_exports(side_paths)
         from trace_gaps.diff_runs import check_side_kind, diff_repeats
 
         for side, paths in zip(("before", "after"), sides, strict=True):
             check_side_kind([resolve_export(p, False) for p in paths], repeats=repeats, side=side)
         if repeats:
-            options = AnalysisOptions(step, skip, depth, process, kind, domain)
+            options = AnalysisOptions(
+                step, skip, depth, process, kind, domain, tuple(collective or ())
+            )
             with progress(quiet) as shown:
                 shown("analysing every capture")
                 resolved = [[resolve_export(p, False) for p in side] for side in sides]
@@ -706,7 +741,12 @@ def diff(
         apart = diff_jobs(sides) == 2
         # Two sides at once on few cores keep both busy: read-ahead threads only add switches.
         before_task, after_task = (
-            (paths, AnalysisOptions(step, skip, depth, pid, kind, domain), not apart, is_before)
+            (
+                paths,
+                AnalysisOptions(step, skip, depth, pid, kind, domain, tuple(collective or ())),
+                not apart,
+                is_before,
+            )
             for paths, pid, is_before in (
                 (sides[0], process_before, True),
                 (sides[1], process_after, False),
@@ -827,6 +867,7 @@ def plot_timeline_command(
     kind: KindOpt = None,
     domain: DomainOpt = None,
     process: ProcessOpt = None,
+    collective: CollectiveOpt = None,
     from_ms: Annotated[
         float | None,
         typer.Option(
@@ -870,7 +911,13 @@ def plot_timeline_command(
         path = resolve_export(export, demo)
         refuse_inputs_as_outputs([output], [path])
         options = AnalysisOptions(
-            step_name=step, skip=skip, depth=depth, process=process, kind=kind, domain=domain
+            step_name=step,
+            skip=skip,
+            depth=depth,
+            process=process,
+            kind=kind,
+            domain=domain,
+            collective_patterns=tuple(collective or ()),
         )
         _, report = load_and_report(path, options, timelines=(request,))
         save_figure(plot_timeline(report, window_ns=window_ns), output, quiet=quiet)
@@ -887,6 +934,7 @@ def plot_steps_command(
     kind: KindOpt = None,
     domain: DomainOpt = None,
     process: ProcessOpt = None,
+    collective: CollectiveOpt = None,
     quiet: QuietOpt = False,
 ) -> None:
     """Draw every step as a stacked bar of its ledger; warm-up steps faded."""
@@ -899,7 +947,13 @@ def plot_steps_command(
         path = resolve_export(export, demo)
         refuse_inputs_as_outputs([output], [path])
         options = AnalysisOptions(
-            step_name=step, skip=skip, depth=depth, process=process, kind=kind, domain=domain
+            step_name=step,
+            skip=skip,
+            depth=depth,
+            process=process,
+            kind=kind,
+            domain=domain,
+            collective_patterns=tuple(collective or ()),
         )
         _, report = load_and_report(path, options)
         save_figure(plot_steps(report), output, quiet=quiet)
@@ -916,6 +970,7 @@ def report_command(
     kind: KindOpt = None,
     domain: DomainOpt = None,
     process: ProcessOpt = None,
+    collective: CollectiveOpt = None,
     top: Annotated[int, typer.Option("--top", min=1, help="How many candidates to rank.")] = 10,
     include_command: Annotated[
         bool,
@@ -938,7 +993,13 @@ def report_command(
             raise TraceGapsError("--demo reports the shipped trace: give no export with it.")
         refuse_inputs_as_outputs(bundle_files, paths)
         options = AnalysisOptions(
-            step_name=step, skip=skip, depth=depth, process=process, kind=kind, domain=domain
+            step_name=step,
+            skip=skip,
+            depth=depth,
+            process=process,
+            kind=kind,
+            domain=domain,
+            collective_patterns=tuple(collective or ()),
         )
         if len(paths) > 1:
             from trace_gaps.duplicates import refuse_duplicate_exports

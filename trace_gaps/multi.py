@@ -37,9 +37,9 @@ from trace_gaps.analysis.collectives import (
     PEER_PID,
     WAIT_END_NS,
     CollectiveMatch,
-    is_collective,
     match_collectives,
     number_instances,
+    user_collectives,
 )
 from trace_gaps.analysis.picks import TimelineRequest
 from trace_gaps.analysis.pipeline import Analysis, AnalysisOptions
@@ -74,10 +74,11 @@ class Alignment:
     drift_ns_per_s: float | None  # slope of the remaining end mismatch over time, if any
 
 
-def read_side(path: Path) -> ExportSide:
-    """Phase one of an export: session start and collectives (one SQL scan, no op tables)."""
+def read_side(path: Path, collective_patterns: tuple[str, ...] = ()) -> ExportSide:
+    """Phase one of an export: session start and collectives (one SQL scan, no op tables);
+    collective_patterns: the user's (--collective), beside the table's."""
     with about_file(path), stream_export(path) as opened:
-        collectives = opened.sources.collectives(is_collective)
+        collectives = opened.sources.collectives(user_collectives(collective_patterns))
         return ExportSide(path, opened.head.info.session_start_utc_ns, collectives)
 
 
@@ -226,7 +227,9 @@ def analyse_exports(
     timelines: tuple[TimelineRequest, ...] = (),
 ) -> MultiResult:
     """Analyse several exports of one run into one Report (see the module docstring)."""
-    sides_or_errors = run_tasks(read_side, [(path,) for path in paths], client)
+    sides_or_errors = run_tasks(
+        read_side, [(path, options.collective_patterns) for path in paths], client
+    )
     failed = [
         (path, str(result))
         for path, result in zip(paths, sides_or_errors, strict=True)

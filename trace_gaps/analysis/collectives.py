@@ -18,6 +18,7 @@ duration); otherwise no wait is attributed for it and it counts as unmatched.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import cast
 
@@ -27,9 +28,45 @@ import pandas as pd
 from trace_gaps.intervals import covered_time
 from trace_gaps.model import DEVICE_ID, END_NS, NAME, PID, START_NS
 
-# Kernels of collective libraries, by name. The one place that says what is a collective.
-COLLECTIVE_PATTERNS: tuple[re.Pattern[str], ...] = (
-    re.compile(r"^nccl(Dev)?Kernel"),  # NCCL: ncclKernel_*, ncclDevKernel_*
+
+@dataclass(frozen=True, slots=True)
+class CollectiveKernels:
+    """A library's collective kernels: a regular expression matched at the start of the
+    kernel's name (nsys's short name: no namespace, no template arguments)."""
+
+    library: str
+    pattern: re.Pattern[str]
+    family: str = ""  # the operation they all perform; "": the one their name says (_FAMILY)
+
+
+# Kernels of collective libraries, by name: the one place that says what is a collective
+# (docs/definitions.md lists it with the sources of the names). `--collective PATTERN` adds
+# more (user_collectives).
+COLLECTIVE_TABLE: tuple[CollectiveKernels, ...] = (
+    # ncclKernel_*, ncclDevKernel_* (NCCL >= 2.8), nccl<Op>...Kernel_* (older), and RCCL's
+    # ncclDevKernel_Generic_*, which keep NCCL's names.
+    CollectiveKernels("NCCL / RCCL", re.compile(r"nccl\w*Kernel")),
+    CollectiveKernels("RCCL MSCCL", re.compile(r"mscclKernel")),
+    # vllm/csrc/custom_all_reduce.cuh: cross_device_reduce_1stage, cross_device_reduce_2stage.
+    CollectiveKernels(
+        "vLLM custom all-reduce", re.compile(r"cross_device_reduce_[12]stage"), "allreduce"
+    ),
+    # TensorRT-LLM kernels/customAllReduceKernels.cu: oneShotAllReduceKernel,
+    # twoShotAllReduceKernel; communicationKernels/allReduceFusionKernels.cu (and FlashInfer's
+    # trtllm_allreduce_fusion): allreduce_fusion_kernel_oneshot_lamport, ..._twoshot_sync.
+    CollectiveKernels(
+        "TensorRT-LLM all-reduce",
+        re.compile(r"(oneShot|twoShot)AllReduceKernel|allreduce_fusion_kernel_"),
+        "allreduce",
+    ),
+    # TensorRT-LLM communicationKernels/moeAlltoAllKernels.cu: MoE all-to-all.
+    CollectiveKernels("TensorRT-LLM MoE all-to-all", re.compile(r"moeA2A(Dispatch|Combine)Kernel")),
+    # DeepEP (over NVSHMEM) csrc/kernels/{intranode,internode,internode_ll}.cu: dispatch,
+    # combine and their notify_dispatch, cached_notify_dispatch, cached_notify_combine.
+    CollectiveKernels(
+        "DeepEP / NVSHMEM dispatch-combine",
+        re.compile(r"(cached_)?(notify_)?(dispatch|combine)$"),
+    ),
 )
 # The family of a collective: the operation, whatever the algorithm or data type.
 _FAMILY = re.compile(
@@ -50,15 +87,41 @@ LAST_ARRIVAL = "last_arrival"  # started last in its instance, after another par
 COLLECTIVE_COLUMNS = [PID, DEVICE_ID, START_NS, END_NS, NAME]
 
 
+def collective_library(name: str) -> str | None:
+    """The library of the table whose pattern the kernel name matches, or None."""
+    found = next((k for k in COLLECTIVE_TABLE if k.pattern.match(name)), None)
+    return found.library if found else None
+
+
 def is_collective(names: pd.Index) -> np.ndarray:
-    """Per name: is it a collective library's kernel?"""
+    """Per name: is it a collective library's kernel (COLLECTIVE_TABLE)?"""
     found: np.ndarray = np.array(
-        [any(p.match(str(n)) for p in COLLECTIVE_PATTERNS) for n in names], dtype=bool
+        [any(k.pattern.match(str(n)) for k in COLLECTIVE_TABLE) for n in names], dtype=bool
     )
     return found
 
 
+def user_collectives(patterns: Sequence[str]) -> Callable[[pd.Index], np.ndarray]:
+    """Per name: a collective of the table, or a name in which one of the user's patterns
+    (regular expressions, from --collective) is found."""
+    if not patterns:
+        return is_collective
+    compiled = [re.compile(pattern) for pattern in patterns]
+
+    def chooser(names: pd.Index) -> np.ndarray:
+        extra = np.array([any(p.search(str(n)) for p in compiled) for n in names], dtype=bool)
+        chosen: np.ndarray = is_collective(names) | extra
+        return chosen
+
+    return chooser
+
+
 def family_of(name: str) -> str:
+    """The operation a collective kernel performs: its table entry's, else the one its name
+    says, else the name itself (its instances are matched with the same name only)."""
+    listed = next((k.family for k in COLLECTIVE_TABLE if k.pattern.match(name) and k.family), "")
+    if listed:
+        return listed
     found = _FAMILY.search(name)
     return found.group(1).lower() if found else name
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from trace_gaps.analysis.collectives import CollectiveMatch, is_collective, match_collectives
+from trace_gaps.analysis.collectives import CollectiveMatch, match_collectives, user_collectives
 from trace_gaps.analysis.host import OsCallIndex, outermost_calls
 from trace_gaps.analysis.kinds import kind_table, of_one_kind, ordered_kinds
 from trace_gaps.analysis.metrics import MergedMetrics, WindowInputs
@@ -69,6 +69,8 @@ class AnalysisOptions:
     process: int | None = None
     kind: str | None = None  # analyse only the steps of this kind (families.PHASE_WORDS)
     domain: str | None = None  # steps and stages from this NVTX domain only ("default": 0)
+    # Regular expressions of kernel names that are collectives too (--collective).
+    collective_patterns: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,7 +223,8 @@ def analyse_rows(
     picked = tuple((request, choose_steps(steps, request)) for request in timelines)
     # Matched across every process, --process or not: a wait depends on the peers.
     if collectives is None:
-        collectives = match_collectives(sources.collectives(is_collective))
+        chooser = user_collectives(options.collective_patterns)
+        collectives = match_collectives(sources.collectives(chooser))
     inputs = WindowInputs(
         steps=steps,
         stage_map=stage_map,
