@@ -227,16 +227,25 @@ def test_two_ranks_of_one_file_are_compared_with_process_before_and_after(export
     assert process["wall"]["change_ns"] == 2_000
 
 
-def test_matching_pids_are_compared_process_by_process_else_the_lowest_of_each(export_builder):
+def test_matching_pids_are_compared_process_by_process_else_rank_by_rank_else_the_lowest(
+    export_builder,
+):
     def two_ranks(name: str, pids: tuple[int, int]) -> Path:
         builder = decode_loop(export_builder(), eager_verify(5), pid=pids[0])
         return decode_loop(builder, eager_verify(5), pid=pids[1]).write(name)
 
     same = diff_of(two_ranks("a.sqlite", (100, 200)), two_ranks("b.sqlite", (100, 200)), skip=0)
     assert [(p.before.pid, p.after.pid) for p in same.processes] == [(100, 100), (200, 200)]
+    # Another run of the same two ranks (new pids): every rank compared, in order.
     other = diff_of(two_ranks("a.sqlite", (100, 200)), two_ranks("c.sqlite", (300, 400)), skip=0)
-    assert [(p.before.pid, p.after.pid) for p in other.processes] == [(100, 300)]
-    assert any("compared the lowest pid of each, 100 with 300" in note for note in other.notes)
+    assert [(p.before.pid, p.after.pid) for p in other.processes] == [(100, 300), (200, 400)]
+    assert any("Compared rank by rank" in note and "200 → 400" in note for note in other.notes)
+    assert other.run is not None
+    one = decode_loop(export_builder(), eager_verify(5), pid=300).write("d.sqlite")
+    fewer = diff_of(two_ranks("a.sqlite", (100, 200)), one, skip=0)
+    assert [(p.before.pid, p.after.pid) for p in fewer.processes] == [(100, 300)]
+    assert any("compared the lowest pid of each, 100 with 300" in note for note in fewer.notes)
+    assert fewer.run is None
 
 
 def test_json_has_schema_version_integer_ns_and_is_reproducible(eager_and_graph):
@@ -360,9 +369,12 @@ MFU = PEER_TRACES / "nsys-ai"
 def test_real_before_and_after_pair_of_a_two_gpu_run():
     before, after = MFU / "mfu_2gpu_before.sqlite", MFU / "mfu_2gpu_after.sqlite"
     diff = diff_of(before, after)
-    (process,) = diff.processes
-    assert (process.before.pid, process.after.pid) == (144, 148)
-    assert any("compared the lowest pid of each, 144 with 148" in n for n in diff.notes)
+    # Two ranks a side, new pids in the second run: compared rank by rank (before: only the
+    # lowest pid of each, 144 with 148).
+    process = diff.processes[0]
+    assert [(p.before.pid, p.after.pid) for p in diff.processes] == [(144, 148), (145, 149)]
+    assert any(n.startswith("Compared rank by rank") for n in diff.notes)
+    assert diff.run is not None and diff.run.wall.ci_ns is None
     # Each side is one whole-process step: no noise estimate, and the verdict says so.
     assert process.wall.ci_ns is None and "no noise estimate" in process.verdict
     assert process.wall.change_ns == process.after.wall.mean_ns - process.before.wall.mean_ns

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -57,6 +59,7 @@ class Provenance:
     trace_gaps_version: str
     capture_settings: list[tuple[str, str]]  # only those privacy.shareable_settings keeps
     command_included: bool = False  # the program's arguments kept (--include-command)
+    session_start_utc_ns: int | None = None  # when its capture session started (epoch ns)
 
 
 def build_provenance(info: ExportInfo, *, include_command: bool = False) -> Provenance:
@@ -77,7 +80,16 @@ def build_provenance(info: ExportInfo, *, include_command: bool = False) -> Prov
         trace_gaps_version=__version__,
         capture_settings=shareable_settings(info.capture_settings, include_command=include_command),
         command_included=include_command,
+        session_start_utc_ns=info.session_start_utc_ns,
     )
+
+
+def session_start_words(utc_ns: int | None) -> str:
+    """ "2026-11-30 13:35:55.074997322 UTC", or "unknown"."""
+    if utc_ns is None:
+        return "unknown"
+    seconds, ns = divmod(utc_ns, 1_000_000_000)
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%d %H:%M:%S") + f".{ns:09d} UTC"
 
 
 def timeline_file(view: str) -> str:
@@ -94,10 +106,11 @@ BUNDLE_FILES = (
 )
 
 
-def render_bundle_markdown(report: Report, provenance: Provenance) -> str:
-    """report.md: the answer (headline and verdict per process), provenance, the pictures by
-    relative path, then the report one level down."""
-    out = [f"# trace-gaps report: {escape_markdown(provenance.file)}", ""]
+def render_bundle_markdown(report: Report, provenances: Sequence[Provenance]) -> str:
+    """report.md: the answer (headline and verdict per process), provenance (every export's),
+    the pictures by relative path, then the report one level down."""
+    files = ", ".join(escape_markdown(p.file) for p in provenances)
+    out = [f"# trace-gaps report: {files}", ""]
     out += ["## Verdict", ""]
     out += [f"**{escape_markdown(line)}**  " for line in unreliable_lines(report.unreliable)]
     out += [""] if report.unreliable else []
@@ -108,41 +121,9 @@ def render_bundle_markdown(report: Report, provenance: Provenance) -> str:
         ]
         out += [f"{c.rank}. {escape_markdown(c.verdict)}" for c in process.candidates[:3]] + [""]
     out += ["## Provenance", ""]
-    out += [
-        "| | |",
-        "|---|---|",
-        f"| file | {escape_markdown(provenance.file)} |",
-        f"| size | {provenance.size_bytes:,} bytes |",
-        f"| sha256 | `{provenance.sha256}` |",
-        f"| Nsight Systems | {escape_markdown(provenance.nsys_version or 'unknown')} |",
-        f"| trace-gaps | {provenance.trace_gaps_version} |",
-        "",
-    ]
-    if provenance.capture_settings:
-        out += [
-            "<details><summary>Capture settings "
-            f"({len(provenance.capture_settings)}; environment variables and the user's name "
-            "left out"
-            + (
-                ""
-                if provenance.command_included
-                else ", and the host name, working directory, program path and arguments: "
-                "`--include-command` keeps them"
-            )
-            + ")</summary>",
-            "",
-            "| setting | value |",
-            "|---|---|",
-            *[
-                f"| {escape_markdown(k)} | {escape_markdown(v)} |"
-                for k, v in provenance.capture_settings
-            ],
-            "",
-            "</details>",
-            "",
-        ]
-    else:
-        out += ["The export records no capture settings.", ""]
+    out += _provenance_table(provenances)
+    for provenance in provenances:
+        out += _capture_settings(provenance, of_file=len(provenances) > 1)
     out += ["## Pictures", ""]
     pids = _drawn_pids(report)
     drawn: set[int] = set()
@@ -176,6 +157,65 @@ def render_bundle_markdown(report: Report, provenance: Provenance) -> str:
     body = re.sub(r"^(#{1,5}) ", r"#\1 ", render_markdown(report), flags=re.MULTILINE)
     body = body.replace("## trace-gaps report\n", "## Report\n", 1)
     return "\n".join(out) + "\n" + body
+
+
+def _provenance_table(provenances: Sequence[Provenance]) -> list[str]:
+    """One export: a two-column table. Several: a row per export."""
+    if len(provenances) == 1:
+        provenance = provenances[0]
+        return [
+            "| | |",
+            "|---|---|",
+            f"| file | {escape_markdown(provenance.file)} |",
+            f"| size | {provenance.size_bytes:,} bytes |",
+            f"| sha256 | `{provenance.sha256}` |",
+            f"| Nsight Systems | {escape_markdown(provenance.nsys_version or 'unknown')} |",
+            f"| session start | {session_start_words(provenance.session_start_utc_ns)} |",
+            f"| trace-gaps | {provenance.trace_gaps_version} |",
+            "",
+        ]
+    return [
+        f"{len(provenances)} exports of one run, analysed on one clock by trace-gaps "
+        f"{provenances[0].trace_gaps_version}:",
+        "",
+        "| file | size | sha256 | Nsight Systems | session start |",
+        "|---|---:|---|---|---|",
+        *[
+            f"| {escape_markdown(p.file)} | {p.size_bytes:,} bytes | `{p.sha256}` | "
+            f"{escape_markdown(p.nsys_version or 'unknown')} | "
+            f"{session_start_words(p.session_start_utc_ns)} |"
+            for p in provenances
+        ],
+        "",
+    ]
+
+
+def _capture_settings(provenance: Provenance, *, of_file: bool) -> list[str]:
+    whose = f" of {escape_markdown(provenance.file)}" if of_file else ""
+    if not provenance.capture_settings:
+        return [f"The export{whose} records no capture settings.", ""]
+    return [
+        f"<details><summary>Capture settings{whose} "
+        f"({len(provenance.capture_settings)}; environment variables and the user's name "
+        "left out"
+        + (
+            ""
+            if provenance.command_included
+            else ", and the host name, working directory, program path and arguments: "
+            "`--include-command` keeps them"
+        )
+        + ")</summary>",
+        "",
+        "| setting | value |",
+        "|---|---|",
+        *[
+            f"| {escape_markdown(k)} | {escape_markdown(v)} |"
+            for k, v in provenance.capture_settings
+        ],
+        "",
+        "</details>",
+        "",
+    ]
 
 
 def _drawn_pids(report: Report) -> list[int]:
@@ -225,7 +265,7 @@ def bundle_figures(report: Report) -> dict[str, Figure]:
     return figures | {STEPS_PNG: plot_steps(report)}
 
 
-def write_bundle(report: Report, provenance: Provenance, directory: Path) -> list[Path]:
+def write_bundle(report: Report, provenances: Sequence[Provenance], directory: Path) -> list[Path]:
     """Write the bundle into `directory` (created when missing); return the files written."""
     if directory.exists() and not directory.is_dir():
         raise TraceGapsError(f"{directory} is a file. Give -o a folder to write the report into.")
@@ -239,7 +279,7 @@ def write_bundle(report: Report, provenance: Provenance, directory: Path) -> lis
             for name, text in (
                 # The timelines' spans (MBs for a long step) stay out: the pictures show them.
                 (REPORT_JSON, render_json(replace(report, timelines=[]))),
-                (REPORT_MD, render_bundle_markdown(report, provenance)),
+                (REPORT_MD, render_bundle_markdown(report, provenances)),
             ):
                 write_text_atomically(directory / name, escape_control_characters(text))
                 texts.append(directory / name)

@@ -706,7 +706,7 @@ def diff(
     """Did the fix work? Step time with its noise, stage and launch changes, BEFORE → AFTER."""
     with user_errors():
         from trace_gaps.analysis.pipeline import AnalysisOptions
-        from trace_gaps.diff import diff_reports, is_slower_than
+        from trace_gaps.diff import diff_reports, is_slower_than, slower_than
         from trace_gaps.duplicates import refuse_duplicate_exports
         from trace_gaps.parallel import forked
         from trace_gaps.render import render_diff
@@ -772,8 +772,9 @@ def diff(
             side_means=(before_means, after_means),
         )
         write_output(render_diff(result, Format(fmt.value)), output, quiet=quiet)
-    if fail_if_slower is not None and is_slower_than(result, fail_if_slower):
-        typer.echo(f"error: step time grew more than {fail_if_slower:g} % beyond noise", err=True)
+    grown = None if fail_if_slower is None else slower_than(result, fail_if_slower)
+    if grown is not None:
+        say(f"error: {grown} grew more than {fail_if_slower:g} % beyond noise")
         raise typer.Exit(3)
 
 
@@ -1011,14 +1012,14 @@ def report_command(
             result = analyse_exports(resolved, options, top=top, timelines=BUNDLE_VIEWS)
             for failed, message in result.failed:
                 typer.echo(f"error: {failed}: not analysed: {message}", err=True)
-            report, info = result.report, result.infos[0]
+            report, infos = result.report, result.infos
         else:
             path = resolve_export(paths[0] if paths else None, demo)
             refuse_inputs_as_outputs(bundle_files, [path])
             trace, report = load_and_report(path, options, top=top, timelines=BUNDLE_VIEWS)
-            info = trace.info
-        provenance = build_provenance(info, include_command=include_command)
-        for written in write_bundle(report, provenance, output):
+            infos = [trace.info]
+        provenances = [build_provenance(i, include_command=include_command) for i in infos]
+        for written in write_bundle(report, provenances, output):
             if not quiet:
                 say(f"wrote {written}")
         if len(paths) > 1 and result.failed:

@@ -87,6 +87,16 @@ class ProcessDiff:
 
 
 @dataclass(frozen=True, slots=True)
+class RunChange:
+    """Several ranks compared: the run's step time, which is its slowest rank's (the one the
+    user waits for), on each side, and its change with the noise of those two ranks' steps."""
+
+    before: Side  # the before side's slowest rank (largest mean step wall time)
+    after: Side  # the after side's
+    wall: WallChange
+
+
+@dataclass(frozen=True, slots=True)
 class Diff:
     """The comparison of two reports, ready to render."""
 
@@ -97,6 +107,7 @@ class Diff:
     seed: int = SEED
     schema_version: int = field(default=DIFF_SCHEMA_VERSION)
     runs: RunSpread | None = None  # diff --repeats: the step time over repeated captures
+    run: RunChange | None = None  # with several pairs of processes (ranks) compared
 
 
 # Per pid, the bucket table of a process's analysed steps (step_bucket_tables).
@@ -126,8 +137,8 @@ def diff_reports(
         diff_processes(
             b,
             a,
-            before_file=before.export.file,
-            after_file=after.export.file,
+            before_file=b.export_file or before.export.file,
+            after_file=a.export_file or after.export.file,
             rng=rng,
             step_buckets=(tables[0].get(b.pid), tables[1].get(a.pid)),
             side_means=side_means if one_pair else (None, None),
@@ -143,7 +154,33 @@ def diff_reports(
     notes += [f"before: {note}" for note in before.notes] + [
         f"after: {note}" for note in after.notes
     ]
-    return Diff(processes=diffs, notes=notes)
+    run = _run_change(before, after, rng) if len(diffs) > 1 else None
+    return Diff(processes=diffs, notes=notes, run=run)
+
+
+def _run_change(before: Report, after: Report, rng: np.random.Generator) -> RunChange:
+    """The slowest rank of each side and the change of its mean step wall time, with the
+    bootstrap's noise over those two ranks' analysed steps (drawn after every pair's)."""
+    sides = []
+    for report in (before, after):
+        slowest = max(report.processes, key=lambda p: (p.steps.wall.mean_ns, -p.pid))
+        file = slowest.export_file or report.export.file
+        sides.append((slowest, file, _analysed_walls(slowest, file).to_numpy()))
+    (slow_before, file_before, walls_before), (slow_after, file_after, walls_after) = sides
+    intervals, relative = _bootstrap(walls_before[:, None], walls_after[:, None], rng, None)
+    change = int(round(walls_after.mean() - walls_before.mean()))
+    mean_before = walls_before.mean()
+    return RunChange(
+        before=_side(slow_before, file_before),
+        after=_side(slow_after, file_after),
+        wall=WallChange(
+            change_ns=change,
+            change_pct=round(100 * change / mean_before, 2) if mean_before else None,
+            ci_ns=intervals[0] if intervals else None,
+            ci_pct=relative,
+            is_beyond_noise=intervals[0].excludes_zero if intervals else None,
+        ),
+    )
 
 
 def _like_kinds(before: Report, after: Report) -> tuple[Report, Report, list[str]]:
@@ -184,6 +221,14 @@ def pair_processes(
         return [(by_pid_before[pid], by_pid_after[pid]) for pid in sorted(by_pid_before)], [
             f"Compared process by process: pids {_pids(by_pid_before)} on both sides."
         ]
+    if len(before.processes) == len(after.processes):
+        # Two runs of the same ranks (new pids each run): rank by rank, in the reports' order
+        # (exports as given, sorted when a glob; pids within an export).
+        pairs = list(zip(before.processes, after.processes, strict=True))
+        shown = "; ".join(f"{_who(b)} → {_who(a)}" for b, a in pairs)
+        return pairs, [
+            f"Compared rank by rank, in the order of the exports and pids of each side: {shown}."
+        ]
     first_before, first_after = by_pid_before[min(by_pid_before)], by_pid_after[min(by_pid_after)]
     note = (
         f"The processes differ (before: {_pids(by_pid_before)}; after: {_pids(by_pid_after)}): "
@@ -191,6 +236,10 @@ def pair_processes(
         f"{first_before.pid} with {first_after.pid}. Choose with --process-before/--process-after."
     )
     return [(first_before, first_after)], [note]
+
+
+def _who(process: ProcessReport) -> str:
+    return f"{process.pid} ({process.export_file})" if process.export_file else str(process.pid)
 
 
 def _pids(processes: dict[int, ProcessReport]) -> str:
@@ -544,7 +593,8 @@ def _beyond(interval: NsInterval, change_ns: float, step_ns: float) -> bool:
 
 
 def is_slower_than(diff: Diff, pct: float) -> bool:
-    """Whether any pair's step time grew by more than pct percent beyond the noise.
+    """Whether the step time grew by more than pct percent beyond the noise: the run's (its
+    slowest rank's) when several ranks are compared, else any pair's.
 
     Beyond the noise: the CI's lower bound of the relative change exceeds pct. Without a
     noise estimate (fewer than 2 steps on a side) the point estimate is used.
@@ -553,9 +603,25 @@ def is_slower_than(diff: Diff, pct: float) -> bool:
         runs = diff.runs
         low = runs.ci_pct.low_pct if runs.ci_pct is not None else None
         return bool(runs.is_beyond_noise) and low is not None and low > pct
+    return slower_than(diff, pct) is not None
+
+
+def slower_than(diff: Diff, pct: float) -> str | None:
+    """Which step time grew by more than pct percent beyond the noise, in words, or None."""
+    if diff.run is not None:
+        run = diff.run
+        if not _grew(run.wall, pct):
+            return None
+        return (
+            f"the run's step time (its slowest rank: before process {run.before.pid} in "
+            f"{run.before.file}, after process {run.after.pid} in {run.after.file})"
+        )
     for process in diff.processes:
-        wall = process.wall
-        low = wall.ci_pct.low_pct if wall.ci_pct is not None else wall.change_pct
-        if low is not None and low > pct:
-            return True
-    return False
+        if _grew(process.wall, pct):
+            return f"the step time of process {process.after.pid} in {process.after.file}"
+    return None
+
+
+def _grew(wall: WallChange, pct: float) -> bool:
+    low = wall.ci_pct.low_pct if wall.ci_pct is not None else wall.change_pct
+    return low is not None and low > pct

@@ -316,7 +316,11 @@ def _alignment_notes(
 def merge_reports(reports: list[Report], ranks: RanksView, notes: list[str]) -> Report:
     """One Report: the first export's summary, every export's processes, notes and timelines."""
     first = reports[0]
-    processes = [process for report in reports for process in report.processes]
+    processes = [
+        replace(process, export_file=report.export.file) if len(reports) > 1 else process
+        for report in reports
+        for process in report.processes
+    ]
     merged_notes = [
         f"{report.export.file}: {note}" if len(reports) > 1 else note
         for report in reports

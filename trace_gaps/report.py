@@ -87,6 +87,7 @@ class ProcessReport:
     kind: str = ""  # the kind of step this section analyses, "" where steps have no kinds
     replay: ReplayCheck | None = None  # the what-if replay of unchanged steps vs measured
     what_if: Prediction | None = None  # analyze --what-if: the levers' predicted step
+    export_file: str = ""  # the export it comes from, when the report has several; else ""
 
 
 @dataclass(frozen=True, slots=True)

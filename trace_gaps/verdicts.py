@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from trace_gaps.analysis.long_gaps import LongGapFinding
     from trace_gaps.analysis.ranks import RankSummary, UnsplitCollectives
     from trace_gaps.changes import BucketChange, StageChange, WallChange
+    from trace_gaps.diff import RunChange
     from trace_gaps.repeats import RunSpread
 
 # A stage issuing at least this many eager launches per step is called launch-heavy.
@@ -557,3 +558,23 @@ def write_diff_verdict(
     mentioned = dict.fromkeys(b.stage for b in named)
     extra = [modes[s] for s in mentioned if modes.get(s)]
     return head + ": " + ", ".join(parts) + "".join(f"; {m}" for m in extra if m)
+
+
+def write_run_verdict(run: RunChange, *, confidence_pct: int) -> str:
+    """One line for several ranks compared: the run's step time (its slowest rank's) on each
+    side, and its change with the noise of those ranks' steps."""
+    wall = run.wall
+    head = f"Run step time (its slowest rank) {signed_ms(wall.change_ns)}/step"
+    pct = signed_pct(wall.change_pct) if wall.change_pct is not None else "n/a %"
+    if wall.ci_ns is None:
+        head += f" ({pct}; fewer than 2 steps on a side, no noise estimate)"
+    else:
+        low, high = signed_ms(wall.ci_ns.low_ns), signed_ms(wall.ci_ns.high_ns)
+        head += f" ({pct}, {confidence_pct} % CI {low} to {high})"
+    if wall.is_beyond_noise is False:
+        head += ", no change beyond noise"
+    sides = [
+        f"{label} process {side.pid} in {side.file} ({format_duration(side.wall.mean_ns)}/step)"
+        for label, side in (("before", run.before), ("after", run.after))
+    ]
+    return f"{head}: slowest {sides[0]}, {sides[1]}"

@@ -19,7 +19,7 @@ from trace_gaps.render.markdown import escape_markdown, render_table
 from trace_gaps.render.tables import LEFT, RIGHT, Table
 from trace_gaps.render.text import elide
 from trace_gaps.units import NS_PER_MS, NS_PER_US
-from trace_gaps.verdicts import describe_mode_change, write_runs_verdict
+from trace_gaps.verdicts import describe_mode_change, write_run_verdict, write_runs_verdict
 
 # Rows of the bucket and stage tables shown in text and Markdown (JSON has them all).
 TABLE_ROWS = 20
@@ -258,6 +258,9 @@ def render_diff_markdown(diff: Diff) -> str:
     if diff.runs is not None:
         runs = write_runs_verdict(diff.runs, confidence_pct=CONFIDENCE_PCT)
         out += [f"**{escape_markdown(runs)}**", ""]
+    if diff.run is not None:
+        run = write_run_verdict(diff.run, confidence_pct=diff.confidence_pct)
+        out += [f"**{escape_markdown(run)}**", ""]
     for process in diff.processes:
         out += [f"**{escape_markdown(process.verdict)}**", ""]
     for process in diff.processes:
@@ -289,6 +292,8 @@ def render_diff_text(diff: Diff, *, width: int = 160) -> str:
     console = Console(file=buffer, width=width, color_system=None, highlight=False, soft_wrap=False)
     if diff.runs is not None:
         console.print(escape(write_runs_verdict(diff.runs, confidence_pct=CONFIDENCE_PCT)))
+    if diff.run is not None:
+        console.print(escape(write_run_verdict(diff.run, confidence_pct=diff.confidence_pct)))
     for process in diff.processes:
         console.print(escape(process.verdict))
     for process in diff.processes:

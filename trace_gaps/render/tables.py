@@ -24,16 +24,30 @@ class Table:
 
 
 def describe_export(report: Report) -> list[str]:
-    """Lines about the export: file, nsys version, graph mode, GPUs."""
-    export = report.export
+    """Lines about the export: file, nsys version, graph mode, GPUs; with several exports of
+    one run, a line for each."""
+    if not report.other_exports:
+        export = report.export
+        lines = [f"Export: {_export_words(export)}"]
+        if export.gpus:
+            lines.append("GPUs: " + "; ".join(export.gpus))
+        return lines
+    exports = [report.export, *report.other_exports]
     lines = [
-        f"Export: {export.file} ({export.size_bytes / 1e6:.1f} MB), Nsight Systems "
-        f"{export.nsys_version or 'unknown'}, schema {export.schema_version or 'unknown'}, "
-        f"CUDA graph trace: {export.graph_trace_mode}",
+        f"Exports: {len(exports)} of one run, on one clock: {', '.join(e.file for e in exports)}"
     ]
-    if export.gpus:
-        lines.append("GPUs: " + "; ".join(export.gpus))
+    for export in exports:
+        gpus = f"; GPUs: {'; '.join(export.gpus)}" if export.gpus else ""
+        lines.append(f"- {_export_words(export)}{gpus}")
     return lines
+
+
+def _export_words(export: ExportSummary) -> str:
+    return (
+        f"{export.file} ({export.size_bytes / 1e6:.1f} MB), Nsight Systems "
+        f"{export.nsys_version or 'unknown'}, schema {export.schema_version or 'unknown'}, "
+        f"CUDA graph trace: {export.graph_trace_mode}"
+    )
 
 
 def describe_steps(process: ProcessReport) -> list[str]:
@@ -56,6 +70,9 @@ def process_title(process: ProcessReport) -> str:
     """ "Process 834 (python3)"."""
     who = process.label or str(process.pid)
     title = f"Process {who}" + (f" ({process.name})" if process.name else "")
+    # Several exports: the file it comes from, unless the label ("file:pid") says it.
+    if process.export_file and not process.label:
+        title += f" — {process.export_file}"
     return title + (f" — {kind_label(process.kind)} steps" if process.kind else "")
 
 
