@@ -41,7 +41,7 @@ from trace_gaps.analysis.collectives import (
     number_instances,
     user_collectives,
 )
-from trace_gaps.analysis.picks import TimelineRequest
+from trace_gaps.analysis.picks import StepPick, TimelineRequest
 from trace_gaps.analysis.pipeline import Analysis, AnalysisOptions
 from trace_gaps.analysis.ranks import RankSource, RanksView, build_ranks_across
 from trace_gaps.errors import TraceGapsError, about_file
@@ -247,7 +247,8 @@ def analyse_exports(
         for i, side in enumerate(sides)
     ]
     analysed: list[tuple[int, tuple[Trace, Analysis]]] = []
-    for i, result in enumerate(run_tasks(analyse_side, arguments, client)):
+    results = _analyse_sides(arguments, alignment, client)
+    for i, result in enumerate(results):
         if isinstance(result, BaseException):
             failed.append((sides[i].path, str(result)))
         else:
@@ -268,10 +269,72 @@ def analyse_exports(
         build_report(trace, analysis, top=top, ranks=ranks, labels=labels[k])
         for k, (_, (trace, analysis)) in enumerate(analysed)
     ]
+    reports = _timelines_on_one_clock(reports, [alignment.offsets_ns[i] for i, _ in analysed])
     notes = _alignment_notes(alignment, [sides[i].path for i, _ in analysed], dropped, match)
     notes += [f"{path.name}: not analysed: {message}" for path, message in failed]
     infos = [trace.info for _, (trace, _) in analysed]
     return MultiResult(merge_reports(reports, ranks, notes), failed, infos)
+
+
+def _analyse_sides(
+    arguments: list[tuple[Path, AnalysisOptions, CollectiveMatch, tuple[TimelineRequest, ...]]],
+    alignment: Alignment,
+    client: Any,
+) -> list[tuple[Trace, Analysis] | BaseException]:
+    """Phase two of every export. The pictures of one process are the first export's; a
+    picture of every rank draws the same step of each: the first export is analysed first,
+    and each other export draws the step under the middle of the first export's pick, on the
+    common clock (StepPick.AT), not a median of its own."""
+    if len(arguments) < 2 or not arguments[0][3]:
+        return run_tasks(analyse_side, arguments, client)
+    first = run_tasks(analyse_side, arguments[:1], client)
+    middles: dict[TimelineRequest, int] = {}
+    if not isinstance(first[0], BaseException):
+        middles = {
+            request: int((chosen[START_NS].iloc[0] + chosen[END_NS].iloc[0]) // 2)
+            for request, chosen in first[0][1].picked_steps
+            if request.all_processes and len(chosen)
+        }
+    rest = [
+        (
+            path,
+            options,
+            collectives,
+            tuple(
+                TimelineRequest(
+                    StepPick.AT,
+                    all_processes=True,
+                    at_ns=middle - alignment.offsets_ns[i],
+                    paired_view=request.view,
+                )
+                for request, middle in middles.items()
+            ),
+        )
+        for i, (path, options, collectives, _) in enumerate(arguments[1:], start=1)
+    ]
+    return first + run_tasks(analyse_side, rest, client)
+
+
+def _timelines_on_one_clock(reports: list[Report], offsets_ns: list[int]) -> list[Report]:
+    """Each report's timelines with their starts from the first report's trace start, on the
+    common clock: a rank that starts its step later is drawn right of the others."""
+    origin = reports[0].export.trace_start_ns + offsets_ns[0]
+    return [
+        replace(
+            report,
+            timelines=[
+                replace(
+                    timeline,
+                    start_offset_ns=timeline.start_offset_ns
+                    + report.export.trace_start_ns
+                    + offset
+                    - origin,
+                )
+                for timeline in report.timelines
+            ],
+        )
+        for report, offset in zip(reports, offsets_ns, strict=True)
+    ]
 
 
 def _labels(exports: list[tuple[Path, Analysis]]) -> list[dict[int, str]]:

@@ -20,6 +20,7 @@ class StepPick(StrEnum):
     WORST = "worst"  # the longest analysed step
     INDEX = "index"  # the step with a given index on its thread
     RANGE = "range"  # consecutive steps first <= index < stop
+    AT = "at"  # the step under a time: another export's pick, on this export's clock
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,10 +33,14 @@ class TimelineRequest:
     # Every process: the steps of the same indices on each process's step thread, as picked
     # on the first process (for one time axis across ranks).
     all_processes: bool = False
+    at_ns: int = 0  # AT: a time on the export's own clock
+    paired_view: str = ""  # AT: the view of the request it pairs with (another export's)
 
     @property
     def view(self) -> str:
         """A short name for the picture: median, worst, step-3, steps-3-6 (+ -ranks)."""
+        if self.paired_view:
+            return self.paired_view
         ranks = "-ranks" if self.all_processes else ""
         if self.pick is StepPick.INDEX:
             return f"step-{self.first}{ranks}"
@@ -80,6 +85,16 @@ def _choose_on_thread(
         chosen = thread_steps[indices == request.first]
     elif request.pick is StepPick.RANGE:
         chosen = thread_steps[(indices >= request.first) & (indices < request.stop)]
+    elif request.pick is StepPick.AT:
+        # The step whose window holds the time, else the one whose middle is nearest it.
+        middles = (thread_steps[START_NS].to_numpy() + thread_steps[END_NS].to_numpy()) // 2
+        holds = (thread_steps[START_NS] <= request.at_ns) & (request.at_ns < thread_steps[END_NS])
+        at = (
+            int(np.argmax(holds))
+            if holds.any()
+            else int(np.argmin(np.abs(middles - request.at_ns)))
+        )
+        chosen = thread_steps.iloc[[at]]
     else:
         analysed = thread_steps[~thread_steps[IS_WARMUP]]
         pool = analysed if not analysed.empty else thread_steps

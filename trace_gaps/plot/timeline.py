@@ -361,6 +361,10 @@ def _ranks_title(report: Report, timelines: list[StepTimeline], pids: list[int])
     name = title_name(first.step_name or "whole process")
     indices = sorted({t.step_index for t in timelines})
     which = f"#{indices[0]}" if len(indices) == 1 else f"#{indices[0]}–#{indices[-1]}"
+    per_pid = {pid: sorted({t.step_index for t in timelines if t.pid == pid}) for pid in pids}
+    if len(indices) > 1 and all(len(found) == 1 for found in per_pid.values()):
+        # The same step of each rank (paired by time across exports), numbered by each.
+        which = "(" + ", ".join(f"{pid} #{found[0]}" for pid, found in per_pid.items()) + ")"
     starts = {pid: min(t.start_offset_ns for t in timelines if t.pid == pid) for pid in pids}
     skews = ", ".join(f"{pid} {_signed_ms(starts[pid] - starts[first.pid])}" for pid in pids[1:])
     return (
