@@ -111,3 +111,14 @@ def test_diff_refuses_a_side_that_repeats_an_export(rank0, rank1):
     _one_line_error(runner.invoke(app, ["diff", side, str(rank1)]))
     _one_line_error(runner.invoke(app, ["diff", str(rank1), side]))
     assert twin.exists()
+
+
+def test_files_alike_in_size_and_first_mib_are_told_apart_by_their_whole_content(tmp_path):
+    head = bytes(range(256)) * 4096 * 2  # 2 MiB
+    a, b, c = (tmp_path / name for name in ("a.sqlite", "b.sqlite", "c.sqlite"))
+    a.write_bytes(head + b"tail-a")
+    b.write_bytes(head + b"tail-b")
+    c.write_bytes(head + b"tail-a")
+    refuse_duplicate_exports([a, b])
+    with pytest.raises(TraceGapsError, match="the same content"):
+        refuse_duplicate_exports([a, b, c])

@@ -30,11 +30,15 @@ def refuse_duplicate_exports(paths: Sequence[Path]) -> None:
         return
     readable = [path for path in paths if path.is_file()]
     _first_repeat(readable, _inode, "the same file")
-    by_size: dict[int, list[Path]] = {}
+    # Only files of one size whose first MiB is the same too are hashed whole: two ranks'
+    # exports can be of one size (SQLite grows by pages), and hashing GBs takes seconds.
+    alike: dict[tuple[int, str], list[Path]] = {}
     for path in readable:
-        by_size.setdefault(path.stat().st_size, []).append(path)
-    for same_size in by_size.values():
-        _first_repeat(same_size, _sha256, "the same content, sha256 {key:.12}")
+        alike.setdefault((path.stat().st_size, _sha256(path, limit=_HASH_CHUNK_BYTES)), []).append(
+            path
+        )
+    for same_start in alike.values():
+        _first_repeat(same_start, _sha256, "the same content, sha256 {key:.12}")
     _first_repeat(readable, _session_start, "the same capture session, started at {key} ns")
 
 
@@ -59,11 +63,15 @@ def _inode(path: Path) -> tuple[int, int]:
     return found.st_dev, found.st_ino
 
 
-def _sha256(path: Path) -> str:
+def _sha256(path: Path, limit: int | None = None) -> str:
+    """The sha256 of the file, or of its first `limit` bytes."""
     digest = hashlib.sha256()
+    left = limit
     with path.open("rb") as handle:
-        while chunk := handle.read(_HASH_CHUNK_BYTES):
+        while (left is None or left > 0) and (chunk := handle.read(_HASH_CHUNK_BYTES)):
+            chunk = chunk if left is None else chunk[:left]
             digest.update(chunk)
+            left = None if left is None else left - len(chunk)
     return digest.hexdigest()
 
 
