@@ -24,10 +24,10 @@ def render_csv(report: Report) -> str:
             "cause",
             "ns_per_step",
             "steps_analyzed",
-            *unreliable,
             "lever",
             "saving_ns",
             "predicted_step_ns",
+            *unreliable,  # last: the columns every CSV has keep their places
         ]
     )
     for process in report.processes:
@@ -45,10 +45,10 @@ def render_csv(report: Report) -> str:
                     entry.cause or "",
                     entry.ns_per_step,
                     process.steps.steps_analysed,
-                    *([int(is_flagged)] if flagged else []),
                     candidate.lever if candidate else "",
                     _or_empty(candidate.saving_ns if candidate else None),
                     _or_empty(candidate.predicted_step_ns if candidate else None),
+                    *([int(is_flagged)] if flagged else []),
                 ]
             )
     return buffer.getvalue()
