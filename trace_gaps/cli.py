@@ -1024,3 +1024,50 @@ def report_command(
                 say(f"wrote {written}")
         if len(paths) > 1 and result.failed:
             raise typer.Exit(1)  # the others reported; the failed ones named above
+
+
+export_app = typer.Typer(
+    help="The analysis in another tool's format.",
+    no_args_is_help=True,
+    context_settings=HELP_OPTIONS,
+)
+app.add_typer(export_app, name="export")
+
+
+@export_app.command("perfetto")
+def export_perfetto_command(
+    output: Annotated[
+        Path, typer.Option("--output", "-o", help="JSON file to write (opens in ui.perfetto.dev).")
+    ],
+    exports: ExportsArg = None,
+    demo: DrawDemoOpt = False,
+    steps: Annotated[
+        str | None,
+        typer.Option(
+            "--steps", metavar="A:B", help="Steps A to B-1 of each process (default: 0:20)."
+        ),
+    ] = None,
+    step: StepOpt = None,
+    skip: SkipOpt = None,
+    depth: DepthOpt = 1,
+    kind: KindOpt = None,
+    domain: DomainOpt = None,
+    process: ProcessOpt = None,
+    top: Annotated[int, typer.Option("--top", min=1, help="How many candidates to rank.")] = 10,
+    quiet: QuietOpt = False,
+) -> None:
+    """Write steps, stages, CUDA calls, GPU ops, idle by cause and the top candidates as a
+    Chrome trace (JSON) for ui.perfetto.dev; several exports on one clock."""
+    with user_errors():
+        from trace_gaps.analysis.pipeline import AnalysisOptions
+        from trace_gaps.perfetto import clocked_reports, render_perfetto, steps_request
+
+        paths = expand_exports(exports)
+        if demo and paths:
+            raise TraceGapsError("--demo exports the shipped trace: give no export with it.")
+        refuse_inputs_as_outputs([output], paths)
+        paths = [resolve_export(path, False) for path in paths] or [resolve_export(None, demo)]
+        refuse_inputs_as_outputs([output], paths)
+        options = AnalysisOptions(step, skip, depth, process, kind, domain)
+        sources = clocked_reports(paths, options, steps_request(steps), top=top)
+        write_output(render_perfetto(sources), output, quiet=quiet)

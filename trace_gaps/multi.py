@@ -21,7 +21,7 @@ a task returns only compact results, never an export's op or call tables.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -215,6 +215,10 @@ class MultiResult:
     report: Report
     failed: list[tuple[Path, str]]
     infos: list[ExportInfo]  # of the exports analysed, in order
+    # Of the exports analysed, in order: each one's own Report (before the merge) and the ns
+    # that put its times on export 0's clock (perfetto.py draws them on one time axis).
+    reports: list[Report] = field(default_factory=list)
+    offsets_ns: list[int] = field(default_factory=list)
 
 
 def analyse_exports(
@@ -273,7 +277,8 @@ def analyse_exports(
     notes = _alignment_notes(alignment, [sides[i].path for i, _ in analysed], dropped, match)
     notes += [f"{path.name}: not analysed: {message}" for path, message in failed]
     infos = [trace.info for _, (trace, _) in analysed]
-    return MultiResult(merge_reports(reports, ranks, notes), failed, infos)
+    offsets = [alignment.offsets_ns[i] for i, _ in analysed]
+    return MultiResult(merge_reports(reports, ranks, notes), failed, infos, reports, offsets)
 
 
 def _analyse_sides(
