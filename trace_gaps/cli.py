@@ -1071,3 +1071,13 @@ def export_perfetto_command(
         options = AnalysisOptions(step, skip, depth, process, kind, domain)
         sources = clocked_reports(paths, options, steps_request(steps), top=top)
         write_output(render_perfetto(sources), output, quiet=quiet)
+
+
+@app.command("mcp")
+def mcp_command() -> None:
+    """Serve info, analyze, diff and the JSON Schemas as tools of an MCP server on stdio, for
+    coding agents (needs pip install 'trace-gaps[mcp]'); see docs/mcp.md."""
+    with user_errors():
+        from trace_gaps.server import serve
+
+        serve()

@@ -1,0 +1,93 @@
+"""`trace-gaps mcp`: the MCP SDK's own client, over stdio, against the server in a child
+process: the tools, a report that matches the Schema, errors, and nothing written."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import SAMPLE_TRACES, assert_matches_schema
+from trace_gaps.schema import SCHEMAS, json_schema
+
+pytest.importorskip("mcp")
+anyio = pytest.importorskip("anyio")
+
+from mcp.client.session import ClientSession  # noqa: E402
+from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
+
+
+def with_server(work: Callable[[ClientSession], Awaitable[Any]], cwd: Path) -> Any:
+    """Start `trace-gaps mcp` as a child process, run work(session) against it, stop it."""
+
+    async def main() -> Any:
+        params = StdioServerParameters(
+            command=sys.executable, args=["-m", "trace_gaps", "mcp"], cwd=cwd
+        )
+        async with stdio_client(params) as streams, ClientSession(*streams) as session:
+            await session.initialize()
+            return await work(session)
+
+    return anyio.run(main)
+
+
+def test_the_tools_are_listed_and_analyze_matches_the_schema(tmp_path):
+    export = tmp_path / "exports" / "spec_sync.sqlite"
+    export.parent.mkdir()
+    shutil.copyfile(SAMPLE_TRACES / "spec_sync.sqlite", export)
+
+    async def work(session: ClientSession) -> dict[str, Any]:
+        tools = await session.list_tools()
+        analyzed = await session.call_tool("analyze", {"exports": [str(export)]})
+        info = await session.call_tool("info", {"export": str(export)})
+        schema = await session.call_tool("schema", {"kind": "report"})
+        resources = await session.list_resources()
+        return {
+            "tools": sorted(tool.name for tool in tools.tools),
+            "analyze": analyzed,
+            "info": info,
+            "schema": schema,
+            "resources": sorted(str(r.uri) for r in resources.resources),
+        }
+
+    got = with_server(work, tmp_path)
+    assert got["tools"] == ["analyze", "diff", "info", "schema"]
+    assert got["resources"] == ["trace-gaps://schema/diff", "trace-gaps://schema/report"]
+    analyzed = got["analyze"]
+    assert not analyzed.is_error
+    assert_matches_schema(json.dumps(analyzed.structured_content))
+    # The text content is the same report, for clients that read text only.
+    assert json.loads(analyzed.content[0].text) == analyzed.structured_content
+    assert analyzed.structured_content["processes"][0]["candidates"]
+    assert got["info"].structured_content["ranges"]
+    assert got["schema"].structured_content == json_schema(SCHEMAS["report"])
+    # Nothing written: not beside the export, not in the server's folder.
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["exports", "spec_sync.sqlite"]
+
+
+def test_diff_and_errors_reach_the_client(tmp_path):
+    before, after = SAMPLE_TRACES / "spec_eager.sqlite", SAMPLE_TRACES / "spec_graph_node.sqlite"
+    report = tmp_path / "run.nsys-rep"
+    report.write_bytes(b"not really a report")
+
+    async def work(session: ClientSession) -> list[Any]:
+        return [
+            await session.call_tool("diff", {"before": str(before), "after": str(after)}),
+            await session.call_tool("info", {"export": str(tmp_path / "missing.sqlite")}),
+            await session.call_tool("analyze", {"exports": ["-o", str(tmp_path / "x.md")]}),
+            await session.call_tool("analyze", {"exports": [str(report)]}),
+        ]
+
+    diffed, missing, option, native = with_server(work, tmp_path)
+    assert not diffed.is_error
+    assert_matches_schema(json.dumps(diffed.structured_content), "diff")
+    assert missing.is_error and "does not exist" in missing.content[0].text
+    # A path that looks like an option is a path.
+    assert option.is_error and not (tmp_path / "x.md").exists()
+    assert native.is_error and "nsys export --type sqlite" in native.content[0].text
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.nsys-rep"]
