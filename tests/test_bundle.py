@@ -21,6 +21,7 @@ BUNDLE_FILES = {
     "timeline-median.png",
     "timeline-worst.png",
     "steps.png",
+    "report.html",
 }
 
 
@@ -72,7 +73,7 @@ def test_every_link_in_report_md_resolves_to_a_file_written(bundled):
     _, out, _, _ = bundled
     markdown = (out / "report.md").read_text()
     targets = re.findall(r"\]\(([^)]+)\)", markdown)
-    assert set(targets) == BUNDLE_FILES - {"report.md"}
+    assert set(targets) == BUNDLE_FILES - {"report.md", "report.html"}
     assert all((out / target).is_file() for target in targets)
     assert all(not Path(target).is_absolute() for target in targets)
 
@@ -99,10 +100,15 @@ def test_writing_the_bundle_leaves_the_export_unchanged(bundled):
     assert sorted(p.name for p in export.parent.iterdir()) == ["decode.sqlite"]
 
 
-def test_a_second_run_into_the_same_folder_rewrites_it(bundled):
+def test_a_second_run_into_the_same_folder_is_refused_unless_forced(bundled):
     export, out, _, _ = bundled
     (out / "report.md").write_text("stale")
-    write_bundle(export, out)
+    refused = CliRunner().invoke(app, ["report", str(export), "-o", str(out)])
+    assert (
+        refused.exit_code == 1 and "is not empty" in refused.output and "--force" in refused.output
+    )
+    assert (out / "report.md").read_text() == "stale"
+    write_bundle(export, out, "--force")
     assert (out / "report.md").read_text().startswith("# trace-gaps report")
 
 
@@ -160,3 +166,56 @@ def test_a_bundle_of_several_processes_draws_them_on_one_axis_and_says_what_each
     assert markdown.count("Covers process 100 only (the lowest pid with steps).") == 1
     assert "Covers every process, one panel each: 100, 200." in markdown
     assert all((out / t).is_file() for t in re.findall(r"\]\(([^)]+)\)", markdown))
+
+
+def test_report_html_is_self_contained_with_the_verdict_before_the_tables(bundled):
+    # Headless Chromium is not installed here: the page is checked structurally.
+    from html.parser import HTMLParser
+
+    _, out, _, _ = bundled
+    page = (out / "report.html").read_text()
+
+    class Collect(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.tags: list[tuple[str, dict[str, str | None]]] = []
+
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            self.tags.append((tag, dict(attrs)))
+
+    parsed = Collect()
+    parsed.feed(page)
+    images = [attrs for tag, attrs in parsed.tags if tag == "img"]
+    assert len(images) == 3  # median, slowest, steps
+    assert all(str(a["src"]).startswith("data:image/png;base64,") for a in images)
+    # Nothing is fetched: no URL, no link or script, and a policy that forbids any request.
+    assert not re.search(r"https?://", page)
+    assert not {tag for tag, _ in parsed.tags} & {"script", "link", "iframe", "object"}
+    policy = next(a for t, a in parsed.tags if t == "meta" and a.get("http-equiv"))
+    assert "default-src 'none'" in str(policy["content"])
+    headline = json.loads((out / "report.json").read_text())["processes"][0]["headline"]
+    assert page.index('id="verdict"') < page.index(headline[:40]) < page.index("<table")
+    assert page.index("<img") < page.index("<table") < page.index("Capture settings")
+    assert "secret-token" not in page and "alice" not in page
+
+
+def test_report_md_says_at_its_top_how_to_attach_the_pictures(bundled):
+    _, out, _, _ = bundled
+    lines = (out / "report.md").read_text().splitlines()
+    assert "drag the PNGs" in lines[2] and "report.html" in lines[2]
+
+
+def test_a_forced_run_removes_the_pictures_of_an_earlier_run_and_keeps_other_files(tmp_path):
+    from tests.test_plot import two_ranks
+
+    ranks = two_ranks(ExportBuilder(tmp_path)).write("ranks.sqlite")
+    out = tmp_path / "bundle"
+    write_bundle(ranks, out)
+    assert (out / "timeline-median-ranks.png").is_file()
+    (out / "notes.txt").write_text("mine")
+    (tmp_path / "single").mkdir()
+    single = decode_loop(ExportBuilder(tmp_path / "single")).write("decode.sqlite")
+    write_bundle(single, out, "--force")
+    assert not (out / "timeline-median-ranks.png").exists()
+    assert (out / "notes.txt").read_text() == "mine"
+    assert "ranks.sqlite" not in (out / "report.html").read_text()

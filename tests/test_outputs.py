@@ -91,9 +91,11 @@ def test_a_report_folder_holding_the_export_under_a_bundle_name_is_refused(name,
     assert sorted(p.name for p in export.parent.iterdir()) == sorted(["r.sqlite", name])
 
 
-def test_a_report_folder_beside_the_export_is_fine(export, tmp_path):
+def test_a_report_folder_beside_the_export_is_fine_when_forced(export, tmp_path):
     before = sha256(export)
     result = invoke(["report", str(export), "-o", str(export.parent)])
+    assert result.exit_code == 1 and "is not empty" in result.stderr
+    result = invoke(["report", str(export), "-o", str(export.parent), "--force"])
     assert result.exit_code == 0, result.output
     assert sha256(export) == before
     assert (export.parent / "report.md").is_file()

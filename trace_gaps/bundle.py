@@ -5,6 +5,7 @@ DIR/report.json           the Report as JSON, as `trace-gaps analyze -f json` wr
 DIR/timeline-median.png   the analysed step nearest the median wall time
 DIR/timeline-worst.png    the slowest analysed step
 DIR/steps.png             every step's ledger as a stacked bar
+DIR/report.html           all of it in one page, the pictures inlined: opens offline (page.py)
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ RANKS_VIEW = TimelineRequest(StepPick.MEDIAN, all_processes=True)
 BUNDLE_VIEWS = (TimelineRequest(StepPick.MEDIAN), TimelineRequest(StepPick.WORST), RANKS_VIEW)
 REPORT_MD = "report.md"
 REPORT_JSON = "report.json"
+REPORT_HTML = "report.html"
 STEPS_PNG = "steps.png"
 
 _HASH_CHUNK = 1 << 20
@@ -103,14 +105,29 @@ BUNDLE_FILES = (
     STEPS_PNG,
     REPORT_JSON,
     REPORT_MD,
+    REPORT_HTML,
 )
+
+ATTACH_LINE = (
+    "_Pictures are linked by relative path: in a GitHub issue, drag the PNGs of this folder "
+    "in (or attach report.html, which holds them all)._"
+)
+
+
+def check_bundle_folder(directory: Path, *, force: bool) -> None:
+    """Refuse a folder that holds files, unless force (before any work is done)."""
+    if directory.is_dir() and not force and any(directory.iterdir()):
+        raise TraceGapsError(
+            f"{directory} is not empty. Choose a new folder, or pass --force to replace the "
+            "report there (files trace-gaps did not write are kept)."
+        )
 
 
 def render_bundle_markdown(report: Report, provenances: Sequence[Provenance]) -> str:
     """report.md: the answer (headline and verdict per process), provenance (every export's),
     the pictures by relative path, then the report one level down."""
     files = ", ".join(escape_markdown(p.file) for p in provenances)
-    out = [f"# trace-gaps report: {files}", ""]
+    out = [f"# trace-gaps report: {files}", "", ATTACH_LINE, ""]
     out += ["## Verdict", ""]
     out += [f"**{escape_markdown(line)}**  " for line in unreliable_lines(report.unreliable)]
     out += [""] if report.unreliable else []
@@ -227,13 +244,17 @@ def _drawn_pids(report: Report) -> list[int]:
     return sorted({t.pid for t in timelines}, key=lambda pid: (pid != first, pid))
 
 
-def _ranks_picture(report: Report, pids: list[int]) -> list[str]:
+def _ranks_caption(report: Report, pids: list[int]) -> str:
     first = next(t for t in report.timelines if t.view == RANKS_VIEW.view)
     name = first.step_name or "whole process"
-    caption = (
+    return (
         f"Every process on one time axis: {name} #{first.step_index} "
         f"(the median step of process {pids[0]}) of processes {', '.join(map(str, pids))}"
     )
+
+
+def _ranks_picture(report: Report, pids: list[int]) -> list[str]:
+    caption = _ranks_caption(report, pids)
     image = timeline_file(RANKS_VIEW.view)
     return [
         f"**{escape_markdown(caption)}**",
@@ -265,10 +286,17 @@ def bundle_figures(report: Report) -> dict[str, Figure]:
     return figures | {STEPS_PNG: plot_steps(report)}
 
 
-def write_bundle(report: Report, provenances: Sequence[Provenance], directory: Path) -> list[Path]:
-    """Write the bundle into `directory` (created when missing); return the files written."""
+def write_bundle(
+    report: Report, provenances: Sequence[Provenance], directory: Path, *, force: bool = False
+) -> list[Path]:
+    """Write the bundle into `directory` (created when missing); return the files written.
+
+    A folder that holds files is refused unless force; then the bundle files of an earlier
+    run that this one does not write (a picture of processes no longer there) are removed.
+    """
     if directory.exists() and not directory.is_dir():
         raise TraceGapsError(f"{directory} is a file. Give -o a folder to write the report into.")
+    check_bundle_folder(directory, force=force)
     texts: list[Path] = []
     try:
         directory.mkdir(parents=True, exist_ok=True)
@@ -285,11 +313,45 @@ def write_bundle(report: Report, provenances: Sequence[Provenance], directory: P
                 texts.append(directory / name)
         finally:
             written = pictures()
+        write_text_atomically(
+            directory / REPORT_HTML, render_bundle_page(report, provenances, directory)
+        )
+        texts.append(directory / REPORT_HTML)
+        for stale in set(BUNDLE_FILES) - {path.name for path in [*written, *texts]}:
+            (directory / stale).unlink(missing_ok=True)
     except OSError as error:
         raise TraceGapsError(
             f"cannot write into {directory}: {error.strerror}. Choose another -o folder."
         ) from error
     return [*written, *texts]
+
+
+def render_bundle_page(report: Report, provenances: Sequence[Provenance], directory: Path) -> str:
+    """report.html, its pictures read back from the folder they were just written to."""
+    from trace_gaps.page import render_page
+
+    pictures = [
+        (caption, name, (directory / name).read_bytes()) for caption, name in picture_list(report)
+    ]
+    return escape_control_characters(render_page(report, provenances, pictures))
+
+
+def picture_list(report: Report) -> list[tuple[str, str]]:
+    """(caption, file) of each picture of the bundle, once each, in the order report.md shows
+    them."""
+    pids = _drawn_pids(report)
+    shown: list[tuple[str, str]] = []
+    drawn: set[int] = set()
+    for request in BUNDLE_VIEWS:
+        if request == RANKS_VIEW:
+            if len(pids) > 1:
+                shown.append((_ranks_caption(report, pids), timeline_file(request.view)))
+            continue
+        caption, step_id = _caption(report, request.view)
+        if step_id not in drawn:
+            drawn.add(step_id)
+            shown.append((caption, timeline_file(request.view)))
+    return [*shown, ("Every step's wall time by stage, busy and idle", STEPS_PNG)]
 
 
 def write_figures(report: Report, directory: Path) -> list[Path]:

@@ -981,18 +981,29 @@ def report_command(
             "report.md (left out by default: they can hold tokens or private paths).",
         ),
     ] = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="Write into a folder that is not empty.")
+    ] = False,
     quiet: QuietOpt = False,
 ) -> None:
-    """Write a folder for a bug report: report.md (provenance, pictures), report.json, PNGs."""
+    """Write a folder for a bug report: report.md (provenance, pictures), report.html (all in
+    one page), report.json, PNGs."""
     with user_errors():
         from trace_gaps.analysis.pipeline import AnalysisOptions
-        from trace_gaps.bundle import BUNDLE_FILES, BUNDLE_VIEWS, build_provenance, write_bundle
+        from trace_gaps.bundle import (
+            BUNDLE_FILES,
+            BUNDLE_VIEWS,
+            build_provenance,
+            check_bundle_folder,
+            write_bundle,
+        )
 
         bundle_files = [output, *(output / name for name in BUNDLE_FILES)]
         paths = expand_exports(exports)
         if demo and paths:
             raise TraceGapsError("--demo reports the shipped trace: give no export with it.")
         refuse_inputs_as_outputs(bundle_files, paths)
+        check_bundle_folder(output, force=force)
         options = AnalysisOptions(
             step_name=step,
             skip=skip,
@@ -1019,7 +1030,7 @@ def report_command(
             trace, report = load_and_report(path, options, top=top, timelines=BUNDLE_VIEWS)
             infos = [trace.info]
         provenances = [build_provenance(i, include_command=include_command) for i in infos]
-        for written in write_bundle(report, provenances, output):
+        for written in write_bundle(report, provenances, output, force=force):
             if not quiet:
                 say(f"wrote {written}")
         if len(paths) > 1 and result.failed:
