@@ -119,8 +119,12 @@ def _provenance(provenance: Provenance) -> list[str]:
     out = ["<h2>Provenance</h2>", *_table(Table("", ["", ""], ["left", "left"], rows))]
     if not provenance.capture_settings:
         return [*out, "<p>The export records no capture settings.</p>"]
-    left_out = "environment variables left out" + (
-        "" if provenance.command_included else ", and the program's arguments"
+    # The same words as report.md's (bundle.render_bundle_markdown).
+    left_out = "environment variables and the user's name left out" + (
+        ""
+        if provenance.command_included
+        else ", and the host name, working directory, program path and arguments: "
+        "--include-command keeps them"
     )
     settings = Table(
         "", ["setting", "value"], ["left", "left"], [list(s) for s in provenance.capture_settings]
