@@ -27,7 +27,7 @@ def with_server(work: Callable[[ClientSession], Awaitable[Any]], cwd: Path) -> A
 
     async def main() -> Any:
         params = StdioServerParameters(
-            command=sys.executable, args=["-m", "trace_gaps", "mcp"], cwd=cwd
+            command=sys.executable, args=["-m", "trace_gaps", "mcp", "--quiet"], cwd=cwd
         )
         async with stdio_client(params) as streams, ClientSession(*streams) as session:
             await session.initialize()

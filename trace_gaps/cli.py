@@ -1085,10 +1085,10 @@ def export_perfetto_command(
 
 
 @app.command("mcp")
-def mcp_command() -> None:
+def mcp_command(quiet: QuietOpt = False) -> None:
     """Serve info, analyze, diff and the JSON Schemas as tools of an MCP server on stdio, for
     coding agents (needs pip install 'trace-gaps[mcp]'); see docs/mcp.md."""
     with user_errors():
         from trace_gaps.server import serve
 
-        serve()
+        serve(quiet=quiet)

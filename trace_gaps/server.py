@@ -92,15 +92,20 @@ def analysis_options(
     return [*options, f"--depth={depth}"]
 
 
-def build_server() -> Any:
+def build_server(*, quiet: bool = False) -> Any:
     """The MCP server with the tools info, analyze, diff and schema, and the schemas as
-    resources."""
+    resources. quiet: the SDK logs only errors on stderr (not each request and tool error)."""
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
 
     from trace_gaps.schema import SCHEMAS, json_schema
 
-    server = MCPServer("trace-gaps", version=__version__, instructions=INSTRUCTIONS)
+    server = MCPServer(
+        "trace-gaps",
+        version=__version__,
+        instructions=INSTRUCTIONS,
+        log_level="ERROR" if quiet else "INFO",
+    )
 
     def call(command: str, options: list[str], paths: list[str]) -> dict[str, Any]:
         """run_command, its user errors the tool's error (the agent reads the message)."""
@@ -170,10 +175,10 @@ def build_server() -> Any:
     return server
 
 
-def serve() -> None:
+def serve(*, quiet: bool = False) -> None:
     """Serve on stdin and stdout until the client closes them."""
     try:
-        server = build_server()
+        server = build_server(quiet=quiet)
     except ImportError:
         raise TraceGapsError(
             "the MCP server needs the MCP SDK, which is not installed: "
