@@ -986,8 +986,7 @@ def report_command(
     ] = False,
     quiet: QuietOpt = False,
 ) -> None:
-    """Write a folder for a bug report: report.md (provenance, pictures), report.html (all in
-    one page), report.json, PNGs."""
+    """Write a folder for a bug report: report.md, report.html (one page), report.json, PNGs."""
     with user_errors():
         from trace_gaps.analysis.pipeline import AnalysisOptions
         from trace_gaps.bundle import (
@@ -1067,8 +1066,10 @@ def export_perfetto_command(
     top: Annotated[int, typer.Option("--top", min=1, help="How many candidates to rank.")] = 10,
     quiet: QuietOpt = False,
 ) -> None:
-    """Write steps, stages, CUDA calls, GPU ops, idle by cause and the top candidates as a
-    Chrome trace (JSON) for ui.perfetto.dev; several exports on one clock."""
+    """Write a Chrome trace (JSON) of the analysis for ui.perfetto.dev.
+
+    Steps, stages, CUDA calls, GPU ops, idle, top candidates; exports on one clock.
+    """
     with user_errors():
         from trace_gaps.analysis.pipeline import AnalysisOptions
         from trace_gaps.perfetto import clocked_reports, render_perfetto, steps_request
@@ -1086,8 +1087,10 @@ def export_perfetto_command(
 
 @app.command("mcp")
 def mcp_command(quiet: QuietOpt = False) -> None:
-    """Serve info, analyze, diff and the JSON Schemas as tools of an MCP server on stdio, for
-    coding agents (needs pip install 'trace-gaps[mcp]'); see docs/mcp.md."""
+    """Serve info, analyze, diff and their Schemas as MCP tools on stdio, for coding agents.
+
+    Needs pip install 'trace-gaps\\[mcp]'; see docs/mcp.md.
+    """
     with user_errors():
         from trace_gaps.server import serve
 
