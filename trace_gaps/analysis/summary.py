@@ -475,7 +475,12 @@ def rank_by_saving(
             )
         )
     priced.sort(key=lambda c: (-(c.saving_ns or 0), c.explained_rank))
-    return [replace(c, rank=i) for i, c in enumerate(priced[:top], start=1)]
+    kept = priced[:top]
+    # The candidate that explains most time stays listed (last, if its lever saves little).
+    first = next((c for c in priced if c.explained_rank == 1), None)
+    if first is not None and first not in kept and kept:
+        kept[-1] = first
+    return [replace(c, rank=i) for i, c in enumerate(kept, start=1)]
 
 
 def _unsplit_collective_ns(evidence: Evidence, waits: RankSummary | None) -> int:
