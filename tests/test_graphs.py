@@ -141,3 +141,35 @@ def test_graph_updates_and_launches_every_step_are_named_graph_dispatch(export_b
         "200.0 updates per step" in idle.verdict
         and "cuGraphExecKernelNodeSetParams" in idle.verdict
     )
+
+
+def test_a_capture_under_an_unrelated_range_is_linked_to_its_stage_by_its_nodes(export_builder):
+    #   setup_graphs captures a graph of 60 nodes (CUDA_GRAPH_NODE_EVENTS rows) and never
+    #   replays it; verify_forward launches 60 eager kernels a step, draft_forward 30.
+    import sqlite3
+
+    from tests.builders import global_tid
+
+    b = export_builder()
+    capture(b, 100_000, range_name="setup_graphs")
+    for i in range(4):
+        o = 1_000_000 + i * 1_200_000
+        b.range("decode_step", o, o + 1_000_000).range("draft_forward", o, o + 400_000)
+        b.range("verify_forward", o + 400_000, o + 1_000_000)
+        launches(b, o + 1_000, 30, every_ns=10_000)
+        launches(b, o + 401_000, 60, every_ns=10_000)
+    path = b.write()
+    with sqlite3.connect(path) as connection:
+        connection.execute("CREATE TABLE CUDA_GRAPH_NODE_EVENTS (start INTEGER, globalTid INTEGER)")
+        connection.executemany(
+            "INSERT INTO CUDA_GRAPH_NODE_EVENTS VALUES (?, ?)",
+            [(100_000 + 2_500 + k * 100, global_tid(100, 100)) for k in range(60)],
+        )
+    connection.close()
+    process = report_of(path, skip=0).processes[0]
+    [found] = process.graphs.captures
+    assert (found.stage, found.node_count) == ("verify_forward", 60)
+    verify = next(
+        c for c in process.candidates if (c.stage, c.bucket) == ("verify_forward", "idle")
+    )
+    assert "captured one (in setup_graphs, 60 nodes)" in verify.verdict
