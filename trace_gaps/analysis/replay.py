@@ -178,7 +178,11 @@ def step_model(
     # The process's ops in the step: launched by its calls, or running in it.
     o_start, o_end = projected[START_NS].to_numpy(), projected[END_NS].to_numpy()
     call_row = projected[CALL_ROW].to_numpy()
-    launched_here = np.where(call_row >= 0, position[np.maximum(call_row, 0)], _NONE)
+    launched_here = (
+        np.where(call_row >= 0, position[np.maximum(call_row, 0)], _NONE)
+        if len(position)
+        else np.full(len(call_row), _NONE)  # no call in the export: no op launched here
+    )
     of_pid = projected[PID].to_numpy() == pid
     take = of_pid & ((launched_here >= 0) | ((o_end > start) & (o_start < end)))
     at = np.flatnonzero(take)
