@@ -585,7 +585,9 @@ def test_control_characters_are_escaped_in_an_output_file_and_its_path(export, t
 
 @pytest.fixture
 def two_exports(export: Path) -> list[Path]:
-    return [export, Path(shutil.copy(export, export.with_name("s.sqlite")))]
+    # Two different captures: one export given twice is refused before any scheduler is tried.
+    other = SAMPLE.with_name("spec_sync.sqlite")
+    return [export, Path(shutil.copy(other, export.with_name("s.sqlite")))]
 
 
 @pytest.fixture
