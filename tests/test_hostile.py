@@ -608,6 +608,16 @@ def silent_server() -> Iterator[str]:
         connection.close()
 
 
+def another_session(path: Path) -> Path:
+    """The copy of an export made a capture of its own (another session start, a row more):
+    one export given twice is refused before anything else is tried."""
+    return edit(
+        path,
+        "UPDATE TARGET_INFO_SESSION_START_TIME SET utcEpochNs = utcEpochNs + 1000000000",
+        "INSERT INTO StringIds (id, value) VALUES (999999991, 'another capture')",
+    )
+
+
 def scheduler_error(args: list[object]) -> str:
     result = invoke([str(a) for a in args])
     assert result.exit_code == 1, result.output
@@ -855,7 +865,7 @@ def test_a_sound_exports_csv_has_no_unreliable_column():
 
 def test_report_exits_1_naming_an_export_that_failed_and_reports_the_others(export, tmp_path):
     bad = edit(
-        Path(shutil.copy(export, tmp_path / "bad.sqlite")),
+        another_session(Path(shutil.copy(export, tmp_path / "bad.sqlite"))),
         "DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL",
         "DELETE FROM CUPTI_ACTIVITY_KIND_MEMCPY",
     )
@@ -920,7 +930,9 @@ def test_an_export_whose_ops_all_have_impossible_times_is_reported_beside_a_good
 ):
     if jobs:
         pytest.importorskip("dask.distributed")
-    bad = no_step_and_no_possible_op(Path(shutil.copy(export, tmp_path / "bad.sqlite")))
+    bad = no_step_and_no_possible_op(
+        another_session(Path(shutil.copy(export, tmp_path / "bad.sqlite")))
+    )
     note = json_report(bad)["notes"][-1]
     assert note.startswith("6632 GPU ops had impossible times") and "(100 % of 6632 rows)" in note
     report = json.loads(ok(["analyze", export, bad, "-f", "json", *jobs]).stdout)
@@ -949,7 +961,11 @@ def test_jobs_beyond_the_cores_are_capped_and_said(several, export, tmp_path, mo
     if several:
         pytest.importorskip("dask.distributed")
     monkeypatch.setattr("trace_gaps.parallel.usable_cores", lambda: 2)
-    exports = [export, shutil.copy(export, tmp_path / "s.sqlite")] if several else [export]
+    exports = (
+        [export, another_session(Path(shutil.copy(export, tmp_path / "s.sqlite")))]
+        if several
+        else [export]
+    )
     result = ok(["analyze", *exports, "--jobs", "64", "-f", "json"])
     assert result.stderr == "note: --jobs 64 capped at 2, the cores this machine gives trace-gaps\n"
     quiet = ok(["analyze", *exports, "--jobs", "64", "-f", "json", "-q"])
