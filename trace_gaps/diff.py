@@ -178,7 +178,7 @@ def _run_change(before: Report, after: Report, rng: np.random.Generator) -> RunC
             change_pct=round(100 * change / mean_before, 2) if mean_before else None,
             ci_ns=intervals[0] if intervals else None,
             ci_pct=relative,
-            is_beyond_noise=intervals[0].excludes_zero if intervals else None,
+            is_beyond_noise=_beyond(intervals[0], change, mean_before) if intervals else None,
         ),
     )
 
