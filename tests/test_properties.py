@@ -26,7 +26,7 @@ from tests.builders import ExportBuilder, projected_frames
 from trace_gaps.analysis import grouped
 from trace_gaps.analysis.ledger import BUCKET, DURATION_NS, _sums_by_key
 from trace_gaps.analysis.metrics import LEDGER
-from trace_gaps.analysis.pipeline import Analysis, AnalysisOptions, analyse_rows, analyse_trace
+from trace_gaps.analysis.pipeline import Analysis, AnalysisOptions, analyse_trace
 from trace_gaps.analysis.stages import STAGE
 from trace_gaps.analysis.steps import STEP_ID
 from trace_gaps.model import Bucket, NeedsWholeTrace
@@ -35,6 +35,7 @@ from trace_gaps.nsys.load import load_trace
 from trace_gaps.nsys.stream import stream_export
 from trace_gaps.render.json import render_json
 from trace_gaps.report import build_report
+from trace_gaps.run import analyse_stream
 
 STAGE_NAMES = ["draft", "verify", "accept"]
 OP_KINDS = ["eager", "eager", "graph_replay", "graph_nodes", "memcpy", "no_call", "untimed"]
@@ -246,9 +247,7 @@ def test_any_cut_into_windows_gives_the_whole_trace_report(loop, window_rows, ch
             event("refused in memory")  # the CLI analyses it whole, which is `whole`
         with patch.object(read, "CHUNK_ROWS", chunk_rows), stream_export(path) as export:
             try:
-                streamed = analyse_rows(
-                    export.head, export.sources, options, window_rows=window_rows
-                )
+                streamed = analyse_stream(export, options, window_rows=window_rows)
             except NeedsWholeTrace:
                 event("refused streamed")
                 return

@@ -28,7 +28,7 @@ from trace_gaps.nsys.load import load_trace
 from trace_gaps.nsys.stream import stream_export
 from trace_gaps.render.json import render_json
 from trace_gaps.report import Report, build_report
-from trace_gaps.run import analyse_export
+from trace_gaps.run import analyse_export, analyse_stream
 
 VIEWS = (TimelineRequest(StepPick.MEDIAN), TimelineRequest(StepPick.WORST))
 
@@ -47,16 +47,12 @@ def streamed(
     jobs: int = 1,
     read_ahead: bool = True,
 ) -> tuple[Report, Analysis]:
-    """The Report of the export streamed in small chunks and windows (no fallback)."""
+    """The Report of the export streamed in small chunks and windows (no fallback), every kind
+    of step analysed as analyse_export does."""
     monkeypatch.setattr(read, "CHUNK_ROWS", chunk_rows)
     with stream_export(path, read_ahead=read_ahead) as export:
-        analysis = analyse_rows(
-            export.head,
-            export.sources,
-            options,
-            timelines=VIEWS,
-            window_rows=window_rows,
-            jobs=jobs,
+        analysis = analyse_stream(
+            export, options, timelines=VIEWS, window_rows=window_rows, jobs=jobs
         )
         return build_report(export.trace(), analysis), analysis
 

@@ -25,7 +25,7 @@ from trace_gaps.analysis.windows import WINDOW_ROWS
 from trace_gaps.errors import TraceGapsError
 from trace_gaps.model import NeedsWholeTrace, Trace
 from trace_gaps.nsys.load import load_trace
-from trace_gaps.nsys.stream import stream_export
+from trace_gaps.nsys.stream import ExportStream, stream_export
 from trace_gaps.parallel import default_jobs
 
 if TYPE_CHECKING:
@@ -56,28 +56,16 @@ def analyse_export(
     python_string_storage()
     try:
         with stream_export(path, read_now=True, read_ahead=read_ahead) as stream:
-            tallied = None
-
-            def analyse(chosen: AnalysisOptions) -> Analysis:
-                nonlocal tallied
-                analysis = analyse_rows(
-                    stream.head,
-                    stream.sources,
-                    chosen,
-                    timelines=timelines,
-                    window_rows=window_rows,
-                    on_window=on_window,
-                    collectives=collectives,
-                    jobs=default_jobs() if jobs is None else jobs,
-                    on_steps=on_steps,
-                )
-                # Each kind reads the rows again: the export's counts are those of one read.
-                tallied = stream.tally.snapshot() if tallied is None else tallied
-                return analysis
-
-            analysis = analyse_kinds(analyse, options)
-            if tallied is not None:
-                stream.tally.restore(tallied)
+            analysis = analyse_stream(
+                stream,
+                options,
+                timelines=timelines,
+                window_rows=window_rows,
+                on_window=on_window,
+                collectives=collectives,
+                jobs=default_jobs() if jobs is None else jobs,
+                on_steps=on_steps,
+            )
             return stream.trace(), analysis
     except NeedsWholeTrace:
         trace = load_trace(path)
@@ -91,3 +79,41 @@ def analyse_export(
                 "re-export it, and report it with the nsys version if that does not help",
                 path=path,
             ) from error
+
+
+def analyse_stream(
+    stream: ExportStream,
+    options: AnalysisOptions,
+    *,
+    timelines: tuple[TimelineRequest, ...] = (),
+    window_rows: int | None = WINDOW_ROWS,
+    on_window: Callable[[int, int], None] | None = None,
+    collectives: CollectiveMatch | None = None,
+    jobs: int = 1,
+    on_steps: Callable[[pd.DataFrame], None] | None = None,
+) -> Analysis:
+    """The Analysis of a streamed export, every kind of step on its own (analyse_kinds): each
+    kind reads the rows again, and the export's counts are left as those of one read.
+    Raises NeedsWholeTrace where the rows break the windows' assumptions."""
+    tallied = None
+
+    def analyse(chosen: AnalysisOptions) -> Analysis:
+        nonlocal tallied
+        analysis = analyse_rows(
+            stream.head,
+            stream.sources,
+            chosen,
+            timelines=timelines,
+            window_rows=window_rows,
+            on_window=on_window,
+            collectives=collectives,
+            jobs=jobs,
+            on_steps=on_steps,
+        )
+        tallied = stream.tally.snapshot() if tallied is None else tallied
+        return analysis
+
+    analysis = analyse_kinds(analyse, options)
+    if tallied is not None:
+        stream.tally.restore(tallied)
+    return analysis
