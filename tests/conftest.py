@@ -69,6 +69,15 @@ def sample_trace_paths() -> list[Path]:
     return sorted(SAMPLE_TRACES.glob("*.sqlite")) + corpus_trace_paths()
 
 
+def shipped_trace(name: str) -> Path:
+    """The sample or corpus export of this stem; the repository ships it, so a missing one
+    fails the test (a skip would let a renamed or deleted capture pass unseen)."""
+    found = next((p for p in sample_trace_paths() if p.stem == name), None)
+    if found is None:
+        pytest.fail(f"the shipped capture {name} is missing from sample_traces/")
+    return found
+
+
 def corpus_trace_paths() -> list[Path]:
     """The corpus of captures made by other people's code (sample_traces/corpus/*.sqlite.xz),
     decompressed once into a cache folder named by the archives' contents."""

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from tests.conftest import corpus_trace_paths
+from tests.conftest import shipped_trace
 from trace_gaps.analysis.collectives import collective_library, family_of
 from trace_gaps.analysis.pipeline import AnalysisOptions
 from trace_gaps.cli import app
@@ -63,10 +63,7 @@ def test_look_alike_kernels_are_not_collectives(name):
 
 
 def _corpus(name: str) -> Path:
-    found = next((p for p in corpus_trace_paths() if p.stem == name), None)
-    if found is None:
-        pytest.skip(f"corpus {name} absent")
-    return found
+    return shipped_trace(name)
 
 
 def renamed(source: Path, target: Path, name: str) -> Path:

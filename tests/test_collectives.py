@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from tests.builders import ExportBuilder
-from tests.conftest import corpus_trace_paths
+from tests.conftest import corpus_trace_paths, shipped_trace
 from trace_gaps.analysis.pipeline import AnalysisOptions, analyse_trace
 from trace_gaps.cli import app
 from trace_gaps.nsys.load import load_trace
@@ -133,11 +133,8 @@ def test_a_collective_where_no_one_waits_has_no_wait_and_no_pace_setter(export_b
 def test_exports_without_collectives_have_no_wait_and_no_ranks():
     # The real two-process sample spec_two_ranks syncs its ranks over gloo on the host: no
     # collective kernel, so no ranks view and no wait, only the slowest-process table.
-    from tests.conftest import SAMPLE_TRACES
 
-    path = SAMPLE_TRACES / "spec_two_ranks.sqlite"
-    if not path.exists():
-        pytest.skip("sample spec_two_ranks absent")
+    path = shipped_trace("spec_two_ranks")
     report = report_of(path)
     assert len(report.processes) == 2
     assert report.ranks.processes == [] and report.ranks.pace_setter_pid is None

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from tests.conftest import corpus_trace_paths
+from tests.conftest import shipped_trace
 from trace_gaps.cli import app
 from trace_gaps.duplicates import refuse_duplicate_exports
 from trace_gaps.errors import TraceGapsError
@@ -20,17 +20,13 @@ runner = CliRunner()
 
 @pytest.fixture
 def rank0(tmp_path: Path) -> Path:
-    source = next((p for p in corpus_trace_paths() if p.stem == "tp_rank0"), None)
-    if source is None:
-        pytest.skip("corpus tp_rank0 absent")
+    source = shipped_trace("tp_rank0")
     return Path(shutil.copyfile(source, tmp_path / "rank0.sqlite"))
 
 
 @pytest.fixture
 def rank1() -> Path:
-    source = next((p for p in corpus_trace_paths() if p.stem == "tp_rank1"), None)
-    if source is None:
-        pytest.skip("corpus tp_rank1 absent")
+    source = shipped_trace("tp_rank1")
     return source
 
 

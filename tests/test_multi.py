@@ -10,16 +10,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from tests.conftest import PEER_TRACES, corpus_trace_paths
+from tests.conftest import PEER_TRACES, shipped_trace
 from trace_gaps.analysis.pipeline import AnalysisOptions
 from trace_gaps.cli import app
 from trace_gaps.multi import align, analyse_exports, read_side
 
 runner = CliRunner()
-
-
-def _corpus(name: str) -> Path | None:
-    return next((p for p in corpus_trace_paths() if p.stem == name), None)
 
 
 def another_session(export: Path) -> Path:
@@ -69,9 +65,7 @@ SHIFT_NS = 123_456_789  # a known clock offset between the two "sessions"
 
 @pytest.fixture
 def split_tp_eager(tmp_path: Path) -> tuple[Path, Path]:
-    source = _corpus("tp_eager")
-    if source is None:
-        pytest.skip("corpus tp_eager absent")
+    source = shipped_trace("tp_eager")
     return (
         split_process(source, tmp_path / "rank0.sqlite", 2604, 0),
         split_process(source, tmp_path / "rank1.sqlite", 2605, SHIFT_NS),
@@ -89,7 +83,7 @@ def test_alignment_recovers_a_known_offset_from_collective_ends(split_tp_eager):
 def test_split_exports_give_the_single_export_waits(split_tp_eager):
     options = AnalysisOptions()
     split = analyse_exports(list(split_tp_eager), options).report
-    source = _corpus("tp_eager")
+    source = shipped_trace("tp_eager")
     assert source is not None
     whole = analyse_exports([source], options).report
     assert split.ranks.pace_setter_pid == whole.ranks.pace_setter_pid == 2604
@@ -113,9 +107,7 @@ def test_alignment_on_a_peer_two_gpu_export_split_per_process(tmp_path):
 
 
 def test_the_real_per_rank_sessions_are_aligned_by_session_start_and_collectives():
-    paths = [_corpus("tp_rank0"), _corpus("tp_rank1")]
-    if None in paths:
-        pytest.skip("corpus tp_rank0/1 absent")
+    paths = [shipped_trace("tp_rank0"), shipped_trace("tp_rank1")]
     alignment = align([read_side(p) for p in paths])  # type: ignore[arg-type]
     assert alignment.method == "session start + collective ends"
     assert alignment.residual_p99_ns is not None and alignment.residual_p99_ns < 5_000
@@ -138,9 +130,7 @@ def test_dask_local_cluster_gives_the_serial_report(split_tp_eager):
 
 
 def test_a_repeated_pid_is_labelled_with_its_file(tmp_path):
-    source = _corpus("tp_rank0")
-    if source is None:
-        pytest.skip("corpus absent")
+    source = shipped_trace("tp_rank0")
     a, b = tmp_path / "a.sqlite", tmp_path / "b.sqlite"
     shutil.copyfile(source, a)
     another_session(Path(shutil.copyfile(source, b)))  # another node's process of the same pid
@@ -183,7 +173,7 @@ def test_report_and_diff_take_several_exports_of_one_run(split_tp_eager, tmp_pat
     assert {p["pid"] for p in data["processes"]} == {2604, 2605}
     assert data["ranks"]["pace_setter_pid"] == 2604
     assert [e["file"] for e in data["other_exports"]] == ["rank1.sqlite"]
-    source = _corpus("tp_eager")
+    source = shipped_trace("tp_eager")
     assert source is not None
     result = runner.invoke(app, ["diff", pattern, str(source), "-f", "json"])
     assert result.exit_code == 0, result.output

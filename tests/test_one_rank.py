@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from tests.conftest import corpus_trace_paths
+from tests.conftest import shipped_trace
 from tests.test_collectives import ALLREDUCE, STEP_NS, US, report_of, tensor_parallel
 from trace_gaps.analysis.pipeline import AnalysisOptions
 from trace_gaps.cli import app
@@ -20,10 +20,7 @@ GPU_BOUND_WORDS = "only faster or fewer kernels"
 
 
 def _corpus(name: str) -> Path:
-    found = next((p for p in corpus_trace_paths() if p.stem == name), None)
-    if found is None:
-        pytest.skip(f"corpus {name} absent")
-    return found
+    return shipped_trace(name)
 
 
 def _alone(name: str) -> dict:

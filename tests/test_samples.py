@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import assert_matches_schema, sample_trace_paths
+from tests.conftest import assert_matches_schema, sample_trace_paths, shipped_trace
 from trace_gaps.analysis.pipeline import AnalysisOptions, analyse_trace
 from trace_gaps.nsys.load import load_trace
 from trace_gaps.render.json import render_json
@@ -82,9 +82,7 @@ def test_every_step_ledger_adds_up_on_real_traces(path: Path) -> None:
 
 
 def by_stage(path_name: str) -> dict[str, object]:
-    path = next((p for p in SAMPLES if p.stem == path_name), None)
-    if path is None:
-        pytest.skip(f"{path_name} not present")
+    path = shipped_trace(path_name)
     return {stage.name: stage for stage in sample_report(path).processes[0].stages}
 
 
@@ -102,9 +100,7 @@ def test_graph_samples_replay_verify_from_one_graph_launch_per_step():
 
 
 def test_bypassed_graph_sample_tells_only_verify_that_it_captured_a_graph():
-    path = next((p for p in SAMPLES if p.stem == "spec_graph_bypassed"), None)
-    if path is None:
-        pytest.skip("spec_graph_bypassed not present")
+    path = shipped_trace("spec_graph_bypassed")
     process = sample_report(path).processes[0]
     said = {c.stage for c in process.candidates if "although it captured one" in c.verdict}
     assert said == {"verify_forward"}
@@ -133,10 +129,7 @@ def test_every_sample_has_a_headline_first():
 
 
 def corpus_report(name: str) -> Report:
-    path = next((p for p in SAMPLES if p.stem == name), None)
-    if path is None:
-        pytest.skip(f"{name} not present")
-    return sample_report(path)
+    return sample_report(shipped_trace(name))
 
 
 def test_assisted_generation_top_finding_is_long_host_gaps_ending_in_a_library_load():

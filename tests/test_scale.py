@@ -41,7 +41,7 @@ def _check(name: str, text: str, update_golden: bool) -> None:
         golden.write_bytes(gzip.compress(text.encode(), mtime=0))
         return
     if not golden.exists():
-        pytest.skip(f"no golden file {golden.name}; run with --update-golden")
+        pytest.fail(f"no golden file {golden.name}: write it with --update-golden and review it")
     expected = gzip.decompress(golden.read_bytes()).decode()
     if text != expected:
         diff = difflib.unified_diff(
