@@ -17,7 +17,7 @@ import pytest
 
 import trace_gaps.analysis.windows as windows
 import trace_gaps.nsys.read as read
-import trace_gaps.nsys.stream as stream_module
+import trace_gaps.nsys.read_ahead as read_ahead
 import trace_gaps.parallel as parallel
 from tests.builders import ExportBuilder
 from tests.conftest import ROOT, peer_trace_paths, sample_trace_paths
@@ -96,7 +96,7 @@ def test_streamed_without_read_ahead_threads_equals_the_whole_trace(monkeypatch)
 
     options = AnalysisOptions()
     expected = whole_report(path, options)
-    monkeypatch.setattr(stream_module, "_ReadAhead", no_thread)
+    monkeypatch.setattr(read_ahead, "ReadAhead", no_thread)
     report, analysis = streamed(
         path, options, window_rows=3_000, monkeypatch=monkeypatch, read_ahead=False
     )
@@ -341,7 +341,7 @@ def test_read_turns_go_to_the_stream_furthest_behind_in_time():
     import threading
     import time
 
-    turns = stream_module._Turns()
+    turns = read_ahead.Turns()
     order: list[int] = []
     holder = object()
     with turns.turn(holder, 0):

@@ -39,6 +39,7 @@ from trace_gaps.model import (
 from trace_gaps.nsys import queries
 from trace_gaps.nsys.export import LOST_EVENTS, table_count
 from trace_gaps.nsys.read import read_frame
+from trace_gaps.nsys.sql import query_frame, query_row, query_rows, query_value
 
 
 def read_head(
@@ -113,7 +114,7 @@ def _read_if(
     """A query's rows, or an empty frame when the export lacks its table."""
     if table not in tables:
         return empty_frame(columns)
-    return pd.read_sql_query(sql, connection, dtype=columns)
+    return query_frame(connection, sql, columns)
 
 
 def name_text(value: object) -> str:
@@ -126,12 +127,12 @@ def name_text(value: object) -> str:
 def read_strings(connection: sqlite3.Connection, sql: str) -> pd.DataFrame:
     """name_id → name rows of StringIds; an id written twice (a damaged table, since nsys
     declares it a primary key) keeps its first value, so every reader resolves it the same."""
-    names = pd.read_sql_query(sql, connection, dtype={"name_id": "int64"})
+    names = query_frame(connection, sql, {"name_id": "int64"})
     return names.drop_duplicates("name_id", keep="first").reset_index(drop=True)
 
 
 def table_columns(connection: sqlite3.Connection, table: str) -> set[str]:
-    return {row[0] for row in connection.execute(queries.TABLE_COLUMNS, (table,))}
+    return {str(row[0]) for row in query_rows(connection, queries.TABLE_COLUMNS, (table,))}
 
 
 # Columns newer exports have that the loader reads around when they are absent.
@@ -181,7 +182,7 @@ def _lost_event_messages(
     if queries.DIAGNOSTIC_TABLE not in tables:
         return ()
     try:
-        texts = [str(row[0]) for row in connection.execute(queries.DIAGNOSTICS)]
+        texts = [str(row[0]) for row in query_rows(connection, queries.DIAGNOSTICS)]
     except sqlite3.Error:  # an older schema: no diagnostics to quote
         return ()
     return tuple(dict.fromkeys(t for t in texts if LOST_EVENTS.search(t)))
@@ -211,7 +212,7 @@ def _session_start(connection: sqlite3.Connection, tables: tuple[str, ...]) -> i
     if queries.SESSION_START_TABLE not in tables:
         return None
     try:
-        row = connection.execute(queries.SESSION_START).fetchone()
+        row = query_row(connection, queries.SESSION_START)
     except sqlite3.Error:  # a schema without the column
         return None
     value = row[0] if row else None
@@ -223,7 +224,7 @@ def capture_stop(connection: sqlite3.Connection, tables: tuple[str, ...]) -> int
     if queries.ANALYSIS_TABLE not in tables:
         return None
     try:
-        value = connection.execute(queries.CAPTURE_STOP).fetchone()[0]
+        value = query_value(connection, queries.CAPTURE_STOP)
     except sqlite3.Error:  # an older schema without the column
         return None
     return int(value) if isinstance(value, int) and value > 0 else None
@@ -234,7 +235,7 @@ def capture_duration(connection: sqlite3.Connection, tables: tuple[str, ...]) ->
     if queries.ANALYSIS_TABLE not in tables:
         return None
     try:
-        value = connection.execute(queries.CAPTURE_DURATION).fetchone()[0]
+        value = query_value(connection, queries.CAPTURE_DURATION)
     except sqlite3.Error:  # an older schema without the column: no capture-length check
         return None
     return int(value) if isinstance(value, int) and value > 0 else None
@@ -252,7 +253,7 @@ def _read_nvtx_ranges(
     )
     int_dtypes = {n: d for n, d in NVTX_RANGE_COLUMNS.items() if d not in ("category", "object")}
     ranges = read_frame(path, sql, int_dtypes)
-    unclosed = int(connection.execute(queries.UNCLOSED_NVTX_RANGES).fetchone()[0])
+    unclosed = int(query_value(connection, queries.UNCLOSED_NVTX_RANGES) or 0)
     ranges[DOMAIN] = _domain_names(connection, ranges)
     ranges[NAME] = ranges[NAME].astype(object)
     if pd.api.types.infer_dtype(ranges[NAME], skipna=True) not in ("string", "empty"):
@@ -269,7 +270,7 @@ def _domain_names(connection: sqlite3.Connection, ranges: pd.DataFrame) -> np.nd
     names = names.astype(object)
     if not (domain_ids != 0).any():
         return names
-    created = pd.read_sql_query(queries.NVTX_DOMAINS, connection)
+    created = query_frame(connection, queries.NVTX_DOMAINS)
     created = created.drop_duplicates(["pid", "domain_id"], keep="last")
     keys = pd.MultiIndex.from_arrays([ranges[PID].to_numpy(), domain_ids])
     found = (
@@ -289,14 +290,14 @@ def _read_threads(connection: sqlite3.Connection, tables: tuple[str, ...]) -> pd
     if queries.THREAD_TABLE not in tables:
         return empty_frame(THREAD_COLUMNS)
     dtypes = {n: d for n, d in THREAD_COLUMNS.items() if d != "object"}
-    threads = pd.read_sql_query(queries.THREADS, connection, dtype=dtypes)
+    threads = query_frame(connection, queries.THREADS, dtypes)
     return threads.drop_duplicates("global_tid", keep="last").reset_index(drop=True)
 
 
 def _read_processes(connection: sqlite3.Connection, tables: tuple[str, ...]) -> dict[int, str]:
     if queries.PROCESS_TABLE not in tables:
         return {}
-    rows = connection.execute(queries.PROCESSES).fetchall()
+    rows = query_rows(connection, queries.PROCESSES)
     return {int(pid): str(name or "") for pid, name in rows if pid is not None}
 
 
@@ -332,7 +333,7 @@ def _read_os_calls(
 def _read_gpus(connection: sqlite3.Connection, tables: tuple[str, ...]) -> tuple[GpuInfo, ...]:
     if queries.GPU_TABLE not in tables:
         return ()
-    rows = connection.execute(queries.GPUS).fetchall()
+    rows = query_rows(connection, queries.GPUS)
     return tuple(GpuInfo(device_id=int(i), name=str(n)) for i, n in rows)
 
 
@@ -344,7 +345,7 @@ def _read_pairs(connection: sqlite3.Connection, table: str | None) -> tuple[tupl
     if table is None:
         return ()
     sql = queries.EXPORT_META.get(table, queries.CAPTURE_META)
-    return tuple((str(k), "" if v is None else str(v)) for k, v in connection.execute(sql))
+    return tuple((str(k), "" if v is None else str(v)) for k, v in query_rows(connection, sql))
 
 
 def _graph_trace_mode(
@@ -373,4 +374,4 @@ def _any(
     table: str,
     query: Callable[[str], str],
 ) -> bool:
-    return table in tables and connection.execute(query(table)).fetchone() is not None
+    return table in tables and query_row(connection, query(table)) is not None

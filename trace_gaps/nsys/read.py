@@ -14,15 +14,14 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import re
 from collections.abc import Generator, Iterator
 from pathlib import Path
 
 import pandas as pd
 
-from trace_gaps.errors import NotAnExportError
 from trace_gaps.nsys import queries
 from trace_gaps.nsys.export import export_uri, open_export, reading_export
+from trace_gaps.nsys.sql import typed_frame
 
 # Set to 1 to read through sqlite3 even when the Arrow driver is installed.
 ARROW_READER_ENV = "TRACE_GAPS_NO_ARROW"
@@ -145,40 +144,3 @@ def _exact(batch: object, pa: object) -> bool:
         elif column.null_count:
             return False  # NULL where a value belongs: sqlite3 reads it and typed_frame names it
     return True
-
-
-def typed_frame(frame: pd.DataFrame, dtype: dict[str, str], sql: str) -> pd.DataFrame:
-    """The frame with these dtypes; a NULL or text where a number belongs raises a
-    NotAnExportError naming the table, the column and how many rows hold it."""
-    # Only the columns not already of their dtype (Arrow's integers mostly are): astype
-    # on a whole chunk costs the GIL that the analysis thread waits for.
-    have = frame.dtypes
-    differ = {c: d for c, d in dtype.items() if c in have.index and str(have[c]) != d}
-    try:
-        return frame.astype(differ) if differ else frame
-    except (ValueError, TypeError, OverflowError) as error:
-        for column in dtype:
-            if column not in frame.columns or dtype[column] in ("object", "category"):
-                continue
-            values = frame[column]
-            nulls = int(values.isna().sum())
-            text = int((pd.to_numeric(values, errors="coerce").isna() & values.notna()).sum())
-            if nulls or text:
-                what = f"NULL in {nulls:,}" if nulls else f"text in {text:,}"
-                raise NotAnExportError(
-                    f"has {what} rows of {_source_column(sql, column)}, where nsys always "
-                    "writes a number; the export is damaged or from an unsupported nsys "
-                    "version: re-export it, and report it with the nsys version if that does "
-                    "not help"
-                ) from error
-        raise
-
-
-def _source_column(sql: str, alias: str) -> str:
-    """TABLE.column behind a query's `column AS alias` (the alias when it is an expression)."""
-    table = re.search(r"\bFROM\s+(\w+)", sql)
-    column = re.search(rf"([\w.\"]+)\s+AS\s+{re.escape(alias)}\b", sql)
-    name = column.group(1).split(".")[-1].strip('"') if column else alias
-    if not re.fullmatch(r"[A-Za-z_]\w*", name):
-        name = alias
-    return f"{table.group(1)}.{name}" if table else name

@@ -10,7 +10,6 @@ carries its names as categoricals shared by every chunk.
 
 from __future__ import annotations
 
-import queue
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
@@ -40,7 +39,7 @@ from trace_gaps.model import (
     empty_frame,
 )
 from trace_gaps.nsys import queries
-from trace_gaps.nsys.calls import classify_call, strip_version_suffix
+from trace_gaps.nsys.calls import classify_call
 from trace_gaps.nsys.export import (
     check_is_cuda_export,
     list_tables,
@@ -54,42 +53,42 @@ from trace_gaps.nsys.head import (
     capture_duration,
     capture_stop,
     impossible_times,
-    name_text,
     read_head,
-    read_strings,
     table_columns,
 )
+from trace_gaps.nsys.names import UNKNOWN, Names, codes_by_id, unique_index
 from trace_gaps.nsys.read import read_chunks
+from trace_gaps.nsys.read_ahead import Readers, Started, lazily
+from trace_gaps.nsys.sql import query_frame, query_row, query_rows, query_value
 
-# Resolve names from the whole string table when it is at most this long (one quick read);
-# longer tables are searched for the ids in use.
-WHOLE_STRING_TABLE = 500_000
-
-_UNKNOWN = "?"
 _OP_INTS = {n: d for n, d in GPU_OP_COLUMNS.items() if d not in ("category", "object")}
 # The columns of queries.RUNTIME_CALLS (the pid comes after: with_pid).
 _CALL_READ = {
     **{n: d for n, d in API_CALL_COLUMNS.items() if d not in ("category", "object") and n != PID},
     "name_id": "int64",
 }
-_MEMCPY_NAMES = ("memcpy HtoD", "memcpy DtoH", "memcpy DtoD", "memcpy PtoP", "memcpy")
+
+
+@dataclass(slots=True)
+class _Rows:
+    """The timed rows of the op tables, or of the CUDA API table, read and left out."""
+
+    read: int = 0  # timed rows read, before any was left out
+    impossible: int = 0  # times no capture can hold (head.impossible_times)
+    duplicated: int = 0  # copies of an earlier row
 
 
 @dataclass(slots=True)
 class _Tally:
     """What the chunks showed on their way past: op counts per device, the earliest start,
-    and rows left out as untimed."""
+    and rows left out as untimed, impossible or copies."""
 
     device_ops: list[pd.DataFrame] = field(default_factory=list)
     earliest: int = np.iinfo(np.int64).max
     untimed: int = 0
-    impossible: int = 0
-    impossible_calls: int = 0
-    op_rows: int = 0  # timed rows read, before any was left out
-    call_rows: int = 0
+    op_rows: _Rows = field(default_factory=_Rows)
+    call_rows: _Rows = field(default_factory=_Rows)
     unresolved_calls: int = 0  # calls whose name id is not in StringIds
-    duplicated_ops: int = 0
-    duplicated_calls: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)  # streams count on threads
 
     def snapshot(self) -> dict[str, object]:
@@ -97,6 +96,8 @@ class _Tally:
         with self.lock:
             counts = {f: getattr(self, f) for f in self.__dataclass_fields__ if f != "lock"}
             counts["device_ops"] = list(self.device_ops)
+            counts["op_rows"] = replace(self.op_rows)
+            counts["call_rows"] = replace(self.call_rows)
             return counts
 
     def restore(self, counts: dict[str, object]) -> None:
@@ -126,12 +127,12 @@ class ExportStream:
         info = replace(
             self.head.info,
             untimed_events=self.tally.untimed,
-            impossible_ops=self.tally.impossible,
-            impossible_calls=self.tally.impossible_calls,
-            duplicated_ops=self.tally.duplicated_ops,
-            duplicated_calls=self.tally.duplicated_calls,
-            op_rows=self.tally.op_rows,
-            call_rows=self.tally.call_rows,
+            impossible_ops=self.tally.op_rows.impossible,
+            impossible_calls=self.tally.call_rows.impossible,
+            duplicated_ops=self.tally.op_rows.duplicated,
+            duplicated_calls=self.tally.call_rows.duplicated,
+            op_rows=self.tally.op_rows.read,
+            call_rows=self.tally.call_rows.read,
             unresolved_calls=self.tally.unresolved_calls,
         )
         return replace(self.head, info=info)
@@ -156,15 +157,15 @@ def stream_export(
             op_queries = _op_queries(connection, tables)
             capture = (capture_duration(connection, tables), capture_stop(connection, tables))
         tally = _Tally()
-        names = _Names(connection, path, tables)
-        readers = _Readers(threads=read_ahead)
+        names = Names(connection, path, tables)
+        readers = Readers(threads=read_ahead)
         starts = [
             (table, _op_chunks(path, sql, names, tally, capture, readers))
             for table, sql in op_queries
         ]
         starts.append(("CUDA API", _call_chunks(path, tables, names, tally, capture, readers)))
         sources = [
-            (table, _Started(start) if read_now else _lazy_source(start)) for table, start in starts
+            (table, Started(start) if read_now else _lazy_source(start)) for table, start in starts
         ]
         try:
             with reading_export(path):
@@ -176,7 +177,7 @@ def stream_export(
 
 
 def _lazy_source(start: Callable[[], Iterator[pd.DataFrame]]) -> ChunkSource:
-    return lambda: _lazily(start)
+    return lambda: lazily(start)
 
 
 def _export_stream(
@@ -184,7 +185,7 @@ def _export_stream(
     path: Path,
     tables: tuple[str, ...],
     head: Trace,
-    names: _Names,
+    names: Names,
     tally: _Tally,
     rows: int,
     chunk_sources: list[tuple[str, ChunkSource]],  # the op tables', then the calls'
@@ -245,10 +246,10 @@ def _check_has_timed_ops(
 ) -> None:
     with reading_export(path):
         for table in queries.OP_TABLES:
-            if table in tables and connection.execute(queries.any_timed(table)).fetchone():
+            if table in tables and query_row(connection, queries.any_timed(table)):
                 return
         untimed = sum(
-            int(connection.execute(queries.count_untimed(table)).fetchone()[0])
+            int(query_value(connection, queries.count_untimed(table)) or 0)
             for table in queries.OP_TABLES
             if table in tables
         )
@@ -259,252 +260,10 @@ def _rows(connection: sqlite3.Connection, tables: tuple[str, ...]) -> int:
     """Ops and calls in the export, from the largest rowid of each table (no scan)."""
     streamed = [*queries.OP_TABLES, queries.RUNTIME_TABLE]
     return sum(
-        int(connection.execute(queries.largest_rowid(table)).fetchone()[0] or 0)
+        int(query_value(connection, queries.largest_rowid(table)) or 0)
         for table in streamed
         if table in tables
     )
-
-
-class _Names:
-    """Name ids to the categorical names of ops and calls, shared by every chunk."""
-
-    def __init__(self, connection: sqlite3.Connection, path: Path, tables: tuple[str, ...]) -> None:
-        self.connection = connection
-        self.path = path
-        self.tables = tables
-        self._strings: pd.Series | None = None
-
-    def strings(self, ids_in_use: str) -> pd.Series:
-        """Text by string id: the whole table when short, else the ids the query lists."""
-        with reading_export(self.path):
-            if self._strings is None:
-                largest = self.connection.execute(queries.largest_string_id()).fetchone()[0]
-                if int(largest or 0) <= WHOLE_STRING_TABLE:
-                    self._strings = _string_series(self.connection, queries.ALL_STRINGS)
-            if self._strings is not None:
-                return self._strings
-            return _string_series(self.connection, ids_in_use)
-
-    def op_categories(self) -> pd.Index:
-        kernel_names: list[object] = (
-            self.strings(queries.KERNEL_NAMES).tolist()
-            if queries.KERNEL_TABLE in self.tables
-            else []
-        )
-        graphs = (
-            [row[0] for row in self.connection.execute(queries.GRAPH_NAMES)]
-            if queries.GRAPH_TRACE_TABLE in self.tables
-            else []
-        )
-        extra = [*_MEMCPY_NAMES, "memset", *graphs, _UNKNOWN]
-        return _unique_index([*kernel_names, *extra])
-
-    def call_names(self) -> pd.Series:
-        return self.strings(queries.RUNTIME_NAMES).map(strip_version_suffix)
-
-
-def _string_series(connection: sqlite3.Connection, sql: str) -> pd.Series:
-    frame = read_strings(connection, sql)
-    return frame.set_index("name_id")[NAME].map(name_text).astype(object)
-
-
-def _unique_index(values: list[object]) -> pd.Index:
-    """The values, first occurrence of each, as an Index (categories)."""
-    return pd.Index(list(dict.fromkeys(values)), dtype=object)
-
-
-def _codes_by_id(strings: pd.Series, categories: pd.Index) -> Callable[[np.ndarray], np.ndarray]:
-    """A function from string ids to category codes (ids not in strings get '?')."""
-    unknown = int(categories.get_indexer(pd.Index([_UNKNOWN]))[0])
-    ids = strings.index.to_numpy().astype(np.int64)
-    codes = categories.get_indexer(pd.Index(strings.tolist(), dtype=object))
-    if not len(ids):  # an empty StringIds: every name is unknown
-
-        def unknown_only(wanted: np.ndarray) -> np.ndarray:
-            return np.full(len(wanted), unknown, dtype=np.int64)
-
-        return unknown_only
-    table = np.full(int(ids.max(initial=-1)) + 2, unknown, dtype=np.int64)
-    if len(ids) and ids.min() >= 0 and ids.max() < 4 * len(ids) + 1_000_000:
-        table[ids] = codes
-
-        def from_table(wanted: np.ndarray) -> np.ndarray:
-            inside = (wanted >= 0) & (wanted < len(table))
-            result: np.ndarray = np.where(
-                inside, table[np.clip(wanted, 0, len(table) - 1)], unknown
-            )
-            return result
-
-        return from_table
-    order = pd.Index(ids)
-
-    def from_index(wanted: np.ndarray) -> np.ndarray:
-        at = order.get_indexer(pd.Index(wanted))
-        result: np.ndarray = np.where(at >= 0, codes[np.maximum(at, 0)], unknown)
-        return result
-
-    return from_index
-
-
-# Chunks read ahead of the analysis, per stream (each a read.CHUNK_ROWS frame: a few MB).
-READ_AHEAD = 2
-
-
-class _Turns:
-    """Whose turn it is to read a chunk: one stream at a time, and among the streams waiting
-    for a turn, the one whose rows are furthest behind in time (on a tie, the first to ask).
-
-    The analysis needs every stream read up to the same time: the CUDA API table holds about
-    twice the kernel table's rows per second, so turns taken in any order leave it behind
-    while the kernel stream reads ahead, and the first windows wait for it.
-    """
-
-    def __init__(self) -> None:
-        self._changed = threading.Condition()
-        self._busy = False
-        self._waiting: dict[object, tuple[int, int]] = {}  # reader -> (reached, ask order)
-        self._asked = 0
-
-    @contextmanager
-    def turn(self, reader: object, reached: int) -> Iterator[None]:
-        """Hold the turn while reading one chunk; reached: the start of the reader's last row."""
-        with self._changed:
-            self._asked += 1
-            self._waiting[reader] = (reached, self._asked)
-            while self._busy or min(self._waiting.values()) != self._waiting[reader]:
-                self._changed.wait()
-            del self._waiting[reader]
-            self._busy = True
-        try:
-            yield
-        finally:
-            with self._changed:
-                self._busy = False
-                self._changed.notify_all()
-
-
-class _ReadAhead:
-    """produce()'s chunks, made on a thread of their own up to READ_AHEAD chunks ahead,
-    from the moment this is made.
-
-    An exception raised there is raised here, at the chunk it replaced. close() stops the
-    thread after the chunk it is reading. One chunk is made at a time among the streams
-    sharing `turns` (reading them all at once would only add their working memory up).
-    """
-
-    def __init__(self, produce: Callable[[], Iterator[pd.DataFrame]], turns: _Turns) -> None:
-        self._turns = turns
-        self._made: queue.Queue[tuple[str, object]] = queue.Queue(maxsize=READ_AHEAD)
-        self._stop = threading.Event()
-        self._finished = False
-        self._thread = threading.Thread(
-            target=self._work, args=(produce,), name="trace-gaps read-ahead", daemon=True
-        )
-        self._thread.start()
-
-    def _hand_over(self, kind: str, value: object) -> bool:
-        while not self._stop.is_set():
-            try:
-                self._made.put((kind, value), timeout=0.05)
-            except queue.Full:
-                continue
-            return True
-        return False
-
-    def _work(self, produce: Callable[[], Iterator[pd.DataFrame]]) -> None:
-        chunks = produce()
-        try:
-            reached = np.iinfo(np.int64).min  # the start of the last row handed over
-            while True:
-                with self._turns.turn(self, reached):
-                    chunk = next(chunks, None)
-                if chunk is None:
-                    break
-                if len(chunk):
-                    reached = int(chunk[START_NS].iloc[-1])
-                if not self._hand_over("chunk", chunk):
-                    return
-            self._hand_over("end", None)
-        except BaseException as error:  # noqa: BLE001 - raised again in the reading thread
-            self._hand_over("error", error)
-        finally:
-            close = getattr(chunks, "close", None)
-            if close is not None:
-                close()
-
-    def __iter__(self) -> _ReadAhead:
-        return self
-
-    def __next__(self) -> pd.DataFrame:
-        if self._finished:
-            raise StopIteration
-        kind, value = self._made.get()
-        if kind == "chunk":
-            assert isinstance(value, pd.DataFrame)
-            return value
-        self.close()
-        if kind == "error":
-            assert isinstance(value, BaseException)
-            raise value
-        raise StopIteration
-
-    def close(self) -> None:
-        self._finished = True
-        self._stop.set()
-        self._thread.join()
-
-
-class _Readers:
-    """The read-ahead threads of one open export: they take turns, and stop with it.
-
-    Both readers read ahead. Arrow spends its time in C, without the GIL. The sqlite3 path
-    builds Python rows under the GIL, but SQLite's own stepping releases it: on the 1M
-    capture a thread took the sqlite3 path from 7.76 to 6.87 s for +88 MB (100,000-row
-    chunks; with 250,000-row chunks it had gained little for +0.2 GB).
-    """
-
-    def __init__(self, *, threads: bool = True) -> None:
-        self._threads = threads
-        self._turns = _Turns()
-        self._started: list[_ReadAhead] = []
-
-    def start(self, produce: Callable[[], Iterator[pd.DataFrame]]) -> Iterator[pd.DataFrame]:
-        if not self._threads:
-            return produce()
-        self._started.append(_ReadAhead(produce, self._turns))
-        return self._started[-1]
-
-    def close(self) -> None:
-        for started in self._started:
-            started.close()
-
-
-class _Started:
-    """A ChunkSource whose first chunks are read from the moment this is made (while the
-    head is analysed); later calls start afresh. An error in starting it is raised where
-    the chunks are first asked for, as without the early start."""
-
-    def __init__(self, start: Callable[[], Iterator[pd.DataFrame]]) -> None:
-        self._start = start
-        self._first: Iterator[pd.DataFrame] | None
-        try:
-            self._first = start()
-        except Exception as error:  # noqa: BLE001 - raised when the chunks are asked for
-            self._first = _raising(error)
-
-    def __call__(self) -> Iterator[pd.DataFrame]:
-        first, self._first = self._first, None
-        return first if first is not None else _lazily(self._start)
-
-
-def _raising(error: Exception) -> Iterator[pd.DataFrame]:
-    raise error
-    yield  # a generator: the error comes with the first chunk
-
-
-def _lazily(start: Callable[[], Iterator[pd.DataFrame]]) -> Iterator[pd.DataFrame]:
-    """start()'s chunks, started when the first is asked for."""
-    yield from start()
 
 
 def _repeated_rows(chunk: pd.DataFrame, keys: list[str]) -> np.ndarray:
@@ -544,6 +303,30 @@ def _drop_untimed(chunk: pd.DataFrame, tally: _Tally) -> pd.DataFrame:
     return chunk if fresh else chunk.reset_index(drop=True)
 
 
+def _cleaned(
+    chunk: pd.DataFrame,
+    tally: _Tally,
+    rows: _Rows,
+    capture: tuple[int | None, int | None],
+    key: list[str],
+) -> pd.DataFrame:
+    """The chunk without its untimed rows, impossible times and copies, each counted."""
+    chunk = _drop_untimed(chunk, tally)
+    impossible = impossible_times(chunk, *capture)
+    with tally.lock:
+        rows.read += len(chunk)
+    if impossible.any():
+        with tally.lock:
+            rows.impossible += int(impossible.sum())
+        chunk = chunk.loc[~impossible].reset_index(drop=True)
+    repeated = _repeated_rows(chunk, key)
+    if repeated.any():
+        with tally.lock:
+            rows.duplicated += int(repeated.sum())
+        chunk = chunk.loc[~repeated].reset_index(drop=True)
+    return chunk
+
+
 def with_pid(calls: pd.DataFrame) -> pd.DataFrame:
     """The calls with their pid, from the upper bits of their global thread id (as nsys
     packs them): derived here, not in the query (queries.RUNTIME_CALLS)."""
@@ -554,10 +337,10 @@ def with_pid(calls: pd.DataFrame) -> pd.DataFrame:
 def _op_chunks(
     path: Path,
     query: tuple[str, OpKind],
-    names: _Names,
+    names: Names,
     tally: _Tally,
     capture: tuple[int | None, int | None],  # its duration and stop (ANALYSIS_DETAILS)
-    readers: _Readers,
+    readers: Readers,
 ) -> Callable[[], Iterator[pd.DataFrame]]:
     """A function that starts reading the op table and returns its chunks."""
     sql, kind = query
@@ -565,7 +348,7 @@ def _op_chunks(
     def start() -> Iterator[pd.DataFrame]:
         categories = names.op_categories()
         by_id = (
-            _codes_by_id(names.strings(queries.KERNEL_NAMES), categories)
+            codes_by_id(names.strings(queries.KERNEL_NAMES), categories)
             if kind is OpKind.KERNEL
             else None
         )
@@ -583,19 +366,7 @@ def _op_chunks(
         kind_code = list(OpKind).index(kind)
         for chunk in read:
             # Values are checked as they are read (typed_frame in read_chunks).
-            chunk = _drop_untimed(chunk, tally)
-            impossible = impossible_times(chunk, *capture)
-            with tally.lock:
-                tally.op_rows += len(chunk)
-            if impossible.any():
-                with tally.lock:
-                    tally.impossible += int(impossible.sum())
-                chunk = chunk.loc[~impossible].reset_index(drop=True)
-            repeated = _repeated_rows(chunk, OP_ROW_KEY)
-            if repeated.any():
-                with tally.lock:
-                    tally.duplicated_ops += int(repeated.sum())
-                chunk = chunk.loc[~repeated].reset_index(drop=True)
+            chunk = _cleaned(chunk, tally, tally.op_rows, capture, OP_ROW_KEY)
             if by_id is not None:
                 codes = by_id(chunk.pop("name_id").to_numpy())
             else:
@@ -628,10 +399,10 @@ def _ops_per_device(chunk: pd.DataFrame) -> pd.DataFrame:
 def _call_chunks(
     path: Path,
     tables: tuple[str, ...],
-    names: _Names,
+    names: Names,
     tally: _Tally,
     capture: tuple[int | None, int | None],  # its duration and stop (ANALYSIS_DETAILS)
-    readers: _Readers,
+    readers: Readers,
 ) -> Callable[[], Iterator[pd.DataFrame]]:
     """A function that starts reading the CUDA API table and returns its chunks."""
 
@@ -639,13 +410,13 @@ def _call_chunks(
         if queries.RUNTIME_TABLE not in tables:
             return iter(())
         call_names = names.call_names()
-        categories = _unique_index([*call_names.tolist(), _UNKNOWN])
-        by_id = _codes_by_id(call_names, categories)
+        categories = unique_index([*call_names.tolist(), UNKNOWN])
+        by_id = codes_by_id(call_names, categories)
         kinds = [c.value for c in CallCategory]
         category_of = np.array([kinds.index(classify_call(n).value) for n in categories])
         read = read_chunks(path, queries.RUNTIME_CALLS, _CALL_READ)
         # Read and decoded on a thread of their own (the names above are looked up here).
-        unknown = int(categories.get_indexer(pd.Index([_UNKNOWN]))[0])
+        unknown = int(categories.get_indexer(pd.Index([UNKNOWN]))[0])
         return readers.start(lambda: decoded(read, categories, by_id, kinds, category_of, unknown))
 
     def decoded(
@@ -657,20 +428,7 @@ def _call_chunks(
         unknown: int,
     ) -> Iterator[pd.DataFrame]:
         for chunk in read:
-            chunk = _drop_untimed(chunk, tally)
-            impossible = impossible_times(chunk, *capture)
-            with tally.lock:
-                tally.call_rows += len(chunk)
-            if impossible.any():
-                with tally.lock:
-                    tally.impossible_calls += int(impossible.sum())
-                chunk = chunk.loc[~impossible].reset_index(drop=True)
-            repeated = _repeated_rows(chunk, CALL_ROW_KEY)
-            if repeated.any():
-                with tally.lock:
-                    tally.duplicated_calls += int(repeated.sum())
-                chunk = chunk.loc[~repeated].reset_index(drop=True)
-            chunk = with_pid(chunk)
+            chunk = with_pid(_cleaned(chunk, tally, tally.call_rows, capture, CALL_ROW_KEY))
             codes = by_id(chunk.pop("name_id").to_numpy())
             unresolved = int(np.count_nonzero(codes == unknown))
             if unresolved:
@@ -689,7 +447,7 @@ def _module_loads(
     connection: sqlite3.Connection,
     path: Path,
     tables: tuple[str, ...],
-    names: _Names,
+    names: Names,
     until_ns: int,
 ) -> pd.DataFrame:
     """The module-load calls starting at or before until_ns (for the warm-up rule).
@@ -708,10 +466,8 @@ def _module_loads(
         return empty_frame(API_CALL_COLUMNS)
     with reading_export(path):
         bound = _first_rowid_after(connection, queries.RUNTIME_TABLE, until_ns)
-        calls = pd.read_sql_query(
-            queries.runtime_calls_named(loading.index.tolist(), bound),
-            connection,
-            dtype=_CALL_READ,
+        calls = query_frame(
+            connection, queries.runtime_calls_named(loading.index.tolist(), bound), _CALL_READ
         )
     calls = with_pid(calls[calls[START_NS] <= until_ns])
     calls[NAME] = pd.Categorical(calls.pop("name_id").map(loading))
@@ -723,7 +479,7 @@ def _launches_per_thread(
     connection: sqlite3.Connection,
     path: Path,
     tables: tuple[str, ...],
-    names: _Names,
+    names: Names,
     from_ns: int,
     until_ns: int,
 ) -> pd.DataFrame:
@@ -741,10 +497,10 @@ def _launches_per_thread(
     with reading_export(path):
         lo = _first_rowid_after(connection, queries.RUNTIME_TABLE, from_ns - 1)
         hi = _first_rowid_after(connection, queries.RUNTIME_TABLE, until_ns)
-        counts = pd.read_sql_query(
-            queries.launches_per_thread(launching.index.tolist(), lo, hi),
+        counts = query_frame(
             connection,
-            dtype={GLOBAL_TID: "int64", "launches": "int64"},
+            queries.launches_per_thread(launching.index.tolist(), lo, hi),
+            {GLOBAL_TID: "int64", "launches": "int64"},
         )
     tids = counts[GLOBAL_TID].to_numpy(dtype=np.int64)
     return pd.DataFrame(
@@ -760,7 +516,7 @@ def _collectives(
     connection: sqlite3.Connection,
     path: Path,
     tables: tuple[str, ...],
-    names: _Names,
+    names: Names,
     chooser: Callable[[pd.Index], np.ndarray],
 ) -> pd.DataFrame:
     """The kernels whose names `chooser` picks (start, end, pid, device_id, name)."""
@@ -772,10 +528,10 @@ def _collectives(
     if picked.empty:
         return empty_frame({**columns, NAME: "object"})
     with reading_export(path):
-        found = pd.read_sql_query(
-            queries.kernels_named(picked.index.tolist()),
+        found = query_frame(
             connection,
-            dtype={**columns, "name_id": "int64"},
+            queries.kernels_named(picked.index.tolist()),
+            {**columns, "name_id": "int64"},
         )
     found[NAME] = found.pop("name_id").map(picked).astype(str)
     return found
@@ -783,12 +539,12 @@ def _collectives(
 
 def _first_rowid_after(connection: sqlite3.Connection, table: str, time_ns: int) -> int:
     """The smallest rowid whose row starts after time_ns, in a table sorted by start."""
-    largest = int(connection.execute(queries.largest_rowid(table)).fetchone()[0] or 0)
+    largest = int(query_value(connection, queries.largest_rowid(table)) or 0)
     lo, hi = 0, largest + 1  # the answer lies in (lo, hi]
     probe = queries.start_at_rowid(table)
     while hi - lo > 1:
         middle = (lo + hi) // 2
-        row = connection.execute(probe, (middle,)).fetchone()
+        row = query_row(connection, probe, (middle,))
         if row is None or row[0] is None or int(row[0]) > time_ns:
             hi = middle
         else:
@@ -801,7 +557,7 @@ def _known_pids(connection: sqlite3.Connection, path: Path, tables: tuple[str, .
         found: set[int] = set()
         for table in [*queries.OP_TABLES, queries.RUNTIME_TABLE]:
             if table in tables:
-                found.update(int(row[0]) for row in connection.execute(queries.pids_in(table)))
+                found.update(int(row[0]) for row in query_rows(connection, queries.pids_in(table)))
     return sorted(found)
 
 
@@ -811,7 +567,7 @@ def _calls_per_thread(
     if queries.RUNTIME_TABLE not in tables:
         return pd.Series(dtype="int64")
     with reading_export(path):
-        counts = pd.read_sql_query(
-            queries.calls_per_thread(), connection, dtype={"global_tid": "int64", "calls": "int64"}
+        counts = query_frame(
+            connection, queries.calls_per_thread(), {"global_tid": "int64", "calls": "int64"}
         )
     return counts.set_index("global_tid")["calls"].astype("int64")
