@@ -23,7 +23,6 @@ from trace_gaps.analysis.replay import Lever, LeverError, parse_levers, replay
 from trace_gaps.analysis.steps import STEP_ID, STEP_KIND
 from trace_gaps.analysis.summary import (
     LedgerEntry,
-    StageSummary,
     StepLedgerEntry,
     StepRow,
     StepSummary,
@@ -48,6 +47,7 @@ from trace_gaps.analysis.whatif import (
     predict,
     priced_subset,
 )
+from trace_gaps.figures import StageSummary
 from trace_gaps.model import GLOBAL_TID, PID, Trace
 from trace_gaps.timeline import StepTimeline, build_timelines
 from trace_gaps.verdicts import write_headline

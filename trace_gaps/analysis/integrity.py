@@ -27,6 +27,7 @@ from trace_gaps.analysis.steps import (
     WARMUP_RULE,
     step_at,
 )
+from trace_gaps.figures import Total
 from trace_gaps.model import (
     DEVICE_ID,
     DOMAIN,
@@ -117,11 +118,13 @@ def _lost_records(messages: tuple[str, ...], analysis: Analysis) -> list[str]:
     """Launch calls whose ops are missing, and nsys's own words about lost events."""
     notes: list[str] = []
     stats = analysis.metrics[STAGE_STATS]
-    missing = int(stats["launches_without_op"].sum())
+    missing = int(stats[Total.LAUNCHES_WITHOUT_OP].sum())
     if missing:
         launch_columns = ["kernel_launches", "graph_launches", "memcpy_launches", "memset_launches"]
         launches = int(stats[launch_columns].to_numpy().sum())
-        by_stage = stats.groupby(STAGE)["launches_without_op"].sum().sort_values(ascending=False)
+        by_stage = (
+            stats.groupby(STAGE)[Total.LAUNCHES_WITHOUT_OP].sum().sort_values(ascending=False)
+        )
         names = analysis.stage_map.names
         stages = ", ".join(repr(names[code]) for code in by_stage[by_stage > 0].index[:3])
         notes.append(

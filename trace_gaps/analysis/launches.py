@@ -1,4 +1,5 @@
-"""Launch overhead, queue time, host syncs, unexpected work and execution mode per stage."""
+"""Launch overhead, queue time, host syncs and unexpected work per stage: the totals the
+per-stage figures (trace_gaps/figures.py) are computed from."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from trace_gaps.analysis.stages import (
     LaunchIndex,
 )
 from trace_gaps.analysis.steps import IS_WARMUP, STEP_ID, step_at
+from trace_gaps.figures import UNEXPECTED_TOTALS, Total
 from trace_gaps.model import (
     CALL_CATEGORY,
     CORRELATION_ID,
@@ -24,43 +26,20 @@ from trace_gaps.model import (
     PID,
     START_NS,
     CallCategory,
-    ExecutionMode,
 )
 
-# Per-stage totals over the analysed steps (divide by the step count for per-step figures).
-STAGE_STAT_COLUMNS = [
-    "kernel_launches",
-    "launches_without_op",  # launch calls none of whose ops is in the export: records lost
-    "graph_launches",
-    "memcpy_launches",
-    "memset_launches",
-    "launch_api_ns",
-    "queue_ns",
-    "queued_launches",
-    "syncs",
-    "sync_ns",
-    "module_loads",
-    "module_load_ns",
-    "lookups",
-    "lookup_ns",
-    "allocs",
-    "alloc_ns",
-    "graph_setups",
-    "graph_setup_ns",
-    "graph_ops",
-    "eager_ops",
-]
+# Per-stage totals over the analysed steps (the figures divide them by the step count).
+STAGE_STAT_COLUMNS = [total.value for total in Total]
 
-_COUNT_AND_TIME = {
-    CallCategory.LAUNCH_KERNEL: ("kernel_launches", None),
-    CallCategory.LAUNCH_GRAPH: ("graph_launches", None),
-    CallCategory.LAUNCH_MEMCPY: ("memcpy_launches", None),
-    CallCategory.LAUNCH_MEMSET: ("memset_launches", None),
-    CallCategory.SYNC: ("syncs", "sync_ns"),
-    CallCategory.MODULE_LOAD: ("module_loads", "module_load_ns"),
-    CallCategory.LOOKUP: ("lookups", "lookup_ns"),
-    CallCategory.ALLOC: ("allocs", "alloc_ns"),
-    CallCategory.GRAPH_SETUP: ("graph_setups", "graph_setup_ns"),
+# The calls each category's count (and time) totals count.
+_COUNT_AND_TIME: dict[CallCategory, tuple[Total, Total | None]] = {
+    CallCategory.LAUNCH_KERNEL: (Total.KERNEL_LAUNCHES, None),
+    CallCategory.LAUNCH_GRAPH: (Total.GRAPH_LAUNCHES, None),
+    CallCategory.LAUNCH_MEMCPY: (Total.MEMCPY_LAUNCHES, None),
+    CallCategory.LAUNCH_MEMSET: (Total.MEMSET_LAUNCHES, None),
+    CallCategory.SYNC: (Total.SYNCS, Total.SYNC_NS),
+    CallCategory.LOOKUP: (Total.LOOKUPS, Total.LOOKUP_NS),
+    **UNEXPECTED_TOTALS,
 }
 
 
@@ -176,7 +155,7 @@ def summarise_stages(
     table = np.zeros((len(keys), len(STAGE_STAT_COLUMNS)), dtype=np.int64)
     column = {name: i for i, name in enumerate(STAGE_STAT_COLUMNS)}
 
-    def add(name: str, rows: np.ndarray, values: np.ndarray | None = None) -> None:
+    def add(name: Total, rows: np.ndarray, values: np.ndarray | None = None) -> None:
         table[:, column[name]] += sums_per_bin(rows, values, len(keys))
 
     # The counted calls' counts and times, every category at once: a bin per (row, entry).
@@ -189,13 +168,13 @@ def summarise_stages(
         if time_name:
             table[:, column[time_name]] = times[:, entry]
     launch_rows = call_rows[chosen_launches]
-    add("launch_api_ns", launch_rows, duration[chosen_launches])
-    add("launches_without_op", launch_rows[~has_op])
-    add("queue_ns", launch_rows, queue)
-    add("queued_launches", launch_rows[queue > 0])
+    add(Total.LAUNCH_API_NS, launch_rows, duration[chosen_launches])
+    add(Total.LAUNCHES_WITHOUT_OP, launch_rows[~has_op])
+    add(Total.QUEUE_NS, launch_rows, queue)
+    add(Total.QUEUED_LAUNCHES, launch_rows[queue > 0])
     op_rows = np.searchsorted(keys, op_keys)
-    add("graph_ops", op_rows[from_graph])
-    add("eager_ops", op_rows[~from_graph])
+    add(Total.GRAPH_OPS, op_rows[from_graph])
+    add(Total.EAGER_OPS, op_rows[~from_graph])
     return pd.DataFrame(
         {
             PID: keys >> _STAGE_BITS,
@@ -215,17 +194,6 @@ def _pid_stage_keys(frame: pd.DataFrame) -> np.ndarray:
         STAGE
     ].to_numpy().astype(np.int64)
     return keys
-
-
-def execution_mode(graph_ops: int, eager_ops: int) -> ExecutionMode:
-    """Name how a stage's ops were launched."""
-    if graph_ops and eager_ops:
-        return ExecutionMode.MIXED
-    if graph_ops:
-        return ExecutionMode.GRAPH
-    if eager_ops:
-        return ExecutionMode.EAGER
-    return ExecutionMode.NONE
 
 
 def ops_in_analysed_steps(projected_ops: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
