@@ -20,7 +20,6 @@ from trace_gaps.analysis.metrics import LEDGER
 from trace_gaps.analysis.pipeline import Analysis
 from trace_gaps.analysis.stages import STAGE
 from trace_gaps.analysis.steps import IS_WARMUP, STEP_ID
-from trace_gaps.analysis.summary import WallStats
 from trace_gaps.changes import (
     BucketChange,
     NsInterval,
@@ -31,8 +30,8 @@ from trace_gaps.changes import (
 )
 from trace_gaps.errors import TraceGapsError
 from trace_gaps.model import END_NS, PID, START_NS, Bucket, CandidateStatus, Presence
+from trace_gaps.records import ProcessReport, Report, WallStats
 from trace_gaps.repeats import RunSpread
-from trace_gaps.report import ProcessReport, Report
 from trace_gaps.side_draws import SideMeans
 from trace_gaps.verdicts import write_diff_verdict
 

@@ -9,13 +9,11 @@ import typing
 from enum import StrEnum
 from typing import Any
 
-from trace_gaps.analysis.candidates import Candidate, Evidence
-from trace_gaps.analysis.summary import LedgerEntry, StepLedgerEntry
 from trace_gaps.changes import StageSide
 from trace_gaps.diff import Diff
 from trace_gaps.figures import LAUNCH_TOTALS, UNEXPECTED_TOTALS, StageSummary
 from trace_gaps.model import WAIT_CAUSE, Bucket, ExecutionMode, IdleCause, VerdictKind
-from trace_gaps.report import Report
+from trace_gaps.records import Candidate, Evidence, LedgerEntry, Report, StepLedgerEntry
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 

@@ -26,12 +26,16 @@ from trace_gaps.model import (
 from trace_gaps.units import format_count, format_duration, format_rate
 
 if TYPE_CHECKING:
-    from trace_gaps.analysis.candidates import Candidate, Evidence
-    from trace_gaps.analysis.long_gaps import LongGapFinding
-    from trace_gaps.analysis.ranks import RankSummary, UnsplitCollectives
     from trace_gaps.changes import BucketChange, StageChange, WallChange
     from trace_gaps.diff import RunChange
     from trace_gaps.figures import StageSummary
+    from trace_gaps.records import (
+        Candidate,
+        Evidence,
+        LongGapFinding,
+        RankSummary,
+        UnsplitCollectives,
+    )
     from trace_gaps.repeats import RunSpread
 
 # A stage issuing at least this many eager launches per step is called launch-heavy.

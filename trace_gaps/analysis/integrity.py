@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from enum import StrEnum
-
 import numpy as np
 import pandas as pd
 
@@ -46,28 +43,11 @@ from trace_gaps.model import (
     Trace,
 )
 from trace_gaps.nsys import queries
+from trace_gaps.records import Figures, UnreliableFigures
 from trace_gaps.units import format_duration
 
 # Above this share of a table's rows left out or unnamed, the figures they feed are flagged.
 UNRELIABLE_SHARE = 0.01
-
-
-class Figures(StrEnum):
-    """Report figures that damaged rows can make unreliable (UnreliableFigures.figures)."""
-
-    GPU_TIME = "gpu_time"  # GPU busy and idle time, the ledger, top kernels
-    LAUNCHES = "launches"  # launch counts, launches per step, idle split by cause, verdicts
-
-
-@dataclass(frozen=True, slots=True)
-class UnreliableFigures:
-    """Figures flagged: more than UNRELIABLE_SHARE of the rows they come from are damaged."""
-
-    figures: Figures
-    table: str  # "gpu_ops" or "api_calls"
-    problem: str  # "impossible_times" or "unresolved_names"
-    rows: int
-    of_rows: int
 
 
 def unreliable_figures(info: ExportInfo) -> list[UnreliableFigures]:

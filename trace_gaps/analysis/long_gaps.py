@@ -16,7 +16,6 @@ inside); only the short ones are launch overhead that a CUDA graph removes.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -326,28 +325,6 @@ def select_long_gaps(candidates: pd.DataFrame, thresholds: pd.DataFrame) -> pd.D
     threshold = joined["threshold_ns"].fillna(LONG_GAP_MIN_NS).to_numpy()
     duration = (joined[END_NS] - joined[START_NS]).to_numpy()
     return joined[duration > threshold].reset_index(drop=True)
-
-
-@dataclass(frozen=True, slots=True)
-class LongGapFinding:
-    """Long host gaps of one stage that share a pattern, per analysed step.
-
-    The pattern: the CUDA call before and after each gap ("" for the step's start or end)
-    and the OS calls inside it (names, sorted).
-    """
-
-    stage: str
-    call_before: str
-    call_after: str
-    os_calls: list[str]
-    nvtx_path: list[str]  # the ranges open where the longest of them starts, outermost first
-    gaps_per_step: float
-    ns_per_step: int  # their length
-    idle_ns_per_step: int  # the GPU-idle host time inside them: what the ledger charges
-    os_ns_per_step: int  # the time inside OS calls in them (outermost calls only)
-    typical_ns: int  # median length
-    longest_ns: int
-    ends_in_code_load: bool  # the call after loads or builds code (cuLibraryLoadData, ...)
 
 
 PATTERN = [PID, STAGE, CALL_BEFORE, CALL_AFTER, OS_CALLS]

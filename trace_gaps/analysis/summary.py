@@ -11,17 +11,12 @@ import numpy as np
 import pandas as pd
 
 from trace_gaps.analysis.candidates import (
-    CallShare,
-    Candidate,
-    Evidence,
-    GapEvidence,
-    KernelShare,
     host_ns_per_launch,
     idle_split,
     rank_candidates,
     round_per_step,
 )
-from trace_gaps.analysis.graphs import GraphFacts, describe_captures, find_captures
+from trace_gaps.analysis.graphs import describe_captures, find_captures
 from trace_gaps.analysis.ledger import BUCKET, CAUSE, DURATION_NS
 from trace_gaps.analysis.long_gaps import (
     CALL_AFTER,
@@ -30,7 +25,6 @@ from trace_gaps.analysis.long_gaps import (
     IDLE_HOST_NS,
     LONG_GAP_MIN_NS,
     OS_CALLS,
-    LongGapFinding,
     group_long_gaps,
     select_long_gaps,
     spacing_thresholds,
@@ -49,7 +43,6 @@ from trace_gaps.analysis.metrics import (
 )
 from trace_gaps.analysis.pipeline import Analysis
 from trace_gaps.analysis.ranges import open_range_path
-from trace_gaps.analysis.ranks import RankSummary
 from trace_gaps.analysis.stages import STAGE
 from trace_gaps.analysis.steps import IS_WARMUP, SKIP_REASON, STEP_ID, STEP_INDEX, StepSelection
 from trace_gaps.analysis.whatif import lever_for
@@ -68,6 +61,21 @@ from trace_gaps.model import (
     VerdictKind,
 )
 from trace_gaps.nsys.queries import GRAPH_NODE_EVENTS_TABLE
+from trace_gaps.records import (
+    CallShare,
+    Candidate,
+    Evidence,
+    GapEvidence,
+    GraphFacts,
+    KernelShare,
+    LedgerEntry,
+    LongGapFinding,
+    RankSummary,
+    StepLedgerEntry,
+    StepRow,
+    StepSummary,
+    WallStats,
+)
 from trace_gaps.verdicts import (
     StageFacts,
     Verdict,
@@ -75,73 +83,6 @@ from trace_gaps.verdicts import (
     wait_verdict,
     write_verdict,
 )
-
-
-@dataclass(frozen=True, slots=True)
-class WallStats:
-    """Step wall time over the analysed steps."""
-
-    mean_ns: int
-    p50_ns: int
-    p90_ns: int
-    max_ns: int
-    min_ns: int
-
-
-@dataclass(frozen=True, slots=True)
-class StepSummary:
-    """Which range is the step, how many were analysed and skipped, and their wall time."""
-
-    name: str | None
-    reason: str
-    steps_analysed: int
-    steps_skipped: int
-    skip_reasons: dict[str, int]
-    threads: int
-    wall: WallStats
-
-
-@dataclass(frozen=True, slots=True)
-class LedgerEntry:
-    """Mean ns per analysed step charged to one (stage, bucket, cause)."""
-
-    stage: str
-    bucket: str
-    cause: str | None
-    ns_per_step: int
-
-
-@dataclass(frozen=True, slots=True)
-class StepRow:
-    """One step (analysed or warm-up) and its ledger by stage and bucket."""
-
-    step_id: int
-    thread: int
-    step_index: int
-    start_offset_ns: int
-    wall_ns: int
-    is_warmup: bool
-    skip_reason: str
-    busy_ns: int
-    idle_ns: int
-    wait_ns: int = 0  # GPU held by collectives waiting for a peer
-
-
-@dataclass(frozen=True, slots=True)
-class StepLedgerEntry:
-    """ns of one step charged to one (stage, bucket, cause)."""
-
-    step_id: int
-    stage: str
-    bucket: str
-    cause: str | None
-    duration_ns: int
-
-    def __reduce__(self) -> tuple[type[StepLedgerEntry], tuple[int, str, str, str | None, int]]:
-        # Pickled as its fields, in order (a diff's side sends a report of ~25 per step):
-        # 2.6x faster to load than the dataclass default, which looks up its fields each time.
-        fields = (self.step_id, self.stage, self.bucket, self.cause, self.duration_ns)
-        return StepLedgerEntry, fields
 
 
 @dataclass(frozen=True, slots=True)

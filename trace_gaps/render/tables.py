@@ -10,7 +10,7 @@ from trace_gaps.figures import LEFT as LEFT
 from trace_gaps.figures import RIGHT as RIGHT
 from trace_gaps.figures import stage_columns
 from trace_gaps.model import CAUSE_ORDER, Bucket
-from trace_gaps.report import ExportSummary, ProcessReport, Report
+from trace_gaps.records import ExportSummary, ProcessReport, Report
 from trace_gaps.units import format_count, format_duration, format_ms
 
 
