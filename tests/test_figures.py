@@ -5,19 +5,27 @@ from __future__ import annotations
 import dataclasses
 import re
 
+import numpy as np
+import pandas as pd
 import pytest
 
 from tests.conftest import ROOT
+from trace_gaps.analysis.launches import stage_step_values
+from trace_gaps.analysis.long_gaps import LAUNCH_GAP_NS, launch_gaps
+from trace_gaps.analysis.stages import STAGE
+from trace_gaps.analysis.steps import STEP_ID
 from trace_gaps.changes import StageSide, stage_side
 from trace_gaps.figures import (
     STAGE_FIGURES,
     StageInputs,
     StageSummary,
+    StepValue,
     Total,
     figures_doc,
     stage_columns,
     summarise_stage,
 )
+from trace_gaps.model import CALL_CATEGORY, END_NS, PID, START_NS, CallCategory
 
 JSON_DOC = ROOT / "docs" / "json.md"
 BLOCK = re.compile(r"(<!-- stage figures: begin -->\n)(.*?)(<!-- stage figures: end -->)", re.S)
@@ -25,7 +33,8 @@ BLOCK = re.compile(r"(<!-- stage figures: begin -->\n)(.*?)(<!-- stage figures: 
 
 def inputs(**totals: int) -> StageInputs:
     every = dict.fromkeys(Total, 0) | {Total(name): value for name, value in totals.items()}
-    return StageInputs("verify", 4, every, 3_000, 1_000, 20_000, 1_000_000, 0.8, 2, 600_000)
+    p90s = {StepValue.HOST_GAP_P90_NS: (10_000, 30_001)}  # two of the four steps have gaps
+    return StageInputs("verify", 4, every, 3_000, 1_000, 20_000, 1_000_000, 0.8, 2, 600_000, p90s)
 
 
 def test_a_misspelt_figure_name_raises_instead_of_reading_zero() -> None:
@@ -69,6 +78,34 @@ def test_figures_are_computed_from_totals_per_analysed_step() -> None:
     assert stage.nodes_per_replay == 5.0
     assert stage.queue_delay_mean_ns_per_launch == 1_000
     assert stage.long_gaps_per_step == 0.5
+    assert stage.host_ns_per_launch_p90 == 20_000  # the mean over the steps that have one
+
+
+def test_the_p90_of_a_stage_s_launch_gaps_is_numpy_s_nearest_percentile_per_step() -> None:
+    # Two steps of one thread; launches of stages 0 and 1 interleaved, random host gaps.
+    rng = np.random.default_rng(7)
+    rows = []
+    for step_id in (1, 2):
+        at = step_id * 10_000_000
+        for i in range(int(rng.integers(2, 40))):
+            at += int(rng.integers(0, 50_000))
+            rows.append((step_id, i % 2, at, at + 3_000))
+            at += 3_000
+    calls = pd.DataFrame(rows, columns=[STEP_ID, STAGE, START_NS, END_NS]).assign(
+        **{PID: 5, CALL_CATEGORY: CallCategory.LAUNCH_KERNEL.value}
+    )
+    gaps = launch_gaps(calls)
+    expected = {
+        key: int(np.percentile(group[LAUNCH_GAP_NS], 90, method="nearest"))
+        for key, group in gaps.groupby([PID, STAGE, STEP_ID])
+    }
+    found = stage_step_values(calls)
+    assert {
+        (pid, stage, step): p90
+        for pid, stage, step, p90 in found[
+            [PID, STAGE, STEP_ID, StepValue.HOST_GAP_P90_NS]
+        ].itertuples(index=False)
+    } == expected
 
 
 def test_the_stage_table_columns_have_one_place_each() -> None:

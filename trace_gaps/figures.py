@@ -15,7 +15,7 @@ raise (KeyError, AttributeError), never read as 0.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -52,6 +52,13 @@ class Total(StrEnum):
     EAGER_OPS = "eager_ops"
 
 
+class StepValue(StrEnum):
+    """A per-(stage, step) value, computed per window (analysis/launches.py,
+    stage_step_values); the figures reduce it over the steps."""
+
+    HOST_GAP_P90_NS = "host_gap_p90_ns"  # 90th percentile of the host gaps before its launches
+
+
 # Launches per step by what they launch, in the JSON's key order.
 LAUNCH_TOTALS: dict[OpKind, Total] = {
     OpKind.KERNEL: Total.KERNEL_LAUNCHES,
@@ -82,6 +89,7 @@ class StageInputs:
     even_gap_fraction: float | None
     long_gaps: int  # over the analysed steps
     long_gap_idle_ns: int
+    step_values: Mapping[str, Sequence[int]]  # every StepValue: one per step that has one
 
     def total(self, *totals: Total) -> int:
         """The sum of the given totals (KeyError for one the frame lacks)."""
@@ -99,6 +107,11 @@ class StageInputs:
 def per_step(total: float, steps: int) -> float:
     """A total per step, two decimals (0 without steps)."""
     return round(float(total) / steps, 2) if steps else 0.0
+
+
+def mean_over_steps(values: Sequence[int]) -> int | None:
+    """The mean of a per-step value over the steps that have one, whole ns (None: none has)."""
+    return int(round(sum(values) / len(values))) if values else None
 
 
 def execution_mode(graph_ops: int, eager_ops: int) -> ExecutionMode:
@@ -315,6 +328,13 @@ class StageSummary:
         "DISPATCH_FACTOR x the median spacing: per-op dispatch when high (null: no launch)",
         lambda s: s.even_gap_fraction,
         reduced=OVER_STEPS,
+    )
+    host_ns_per_launch_p90: int | None = figure(
+        "ns",
+        "per step, the 90th percentile of the host time before the stage's launches (from the "
+        "thread's previous launch call's return; null: no such gap)",
+        lambda s: mean_over_steps(s.step_values[StepValue.HOST_GAP_P90_NS]),
+        reduced="mean over the analysed steps that have it",
     )
 
 

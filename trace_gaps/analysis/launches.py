@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 
 from trace_gaps.analysis.grouped import is_one_of, summed_by, sums_per_bin
+from trace_gaps.analysis.long_gaps import LAUNCH_GAP_NS, launch_gaps
 from trace_gaps.analysis.stages import (
     CALL_ROW,
     CALL_START_NS,
@@ -16,7 +17,7 @@ from trace_gaps.analysis.stages import (
     LaunchIndex,
 )
 from trace_gaps.analysis.steps import IS_WARMUP, STEP_ID, step_at
-from trace_gaps.figures import UNEXPECTED_TOTALS, Total
+from trace_gaps.figures import UNEXPECTED_TOTALS, StepValue, Total
 from trace_gaps.model import (
     CALL_CATEGORY,
     CORRELATION_ID,
@@ -30,6 +31,9 @@ from trace_gaps.model import (
 
 # Per-stage totals over the analysed steps (the figures divide them by the step count).
 STAGE_STAT_COLUMNS = [total.value for total in Total]
+
+# Per (pid, stage, analysed step): the values the figures reduce over the steps.
+STAGE_STEP_COLUMNS = [PID, STAGE, STEP_ID, *(value.value for value in StepValue)]
 
 # The calls each category's count (and time) totals count.
 _COUNT_AND_TIME: dict[CallCategory, tuple[Total, Total | None]] = {
@@ -212,6 +216,28 @@ def _in_analysed_steps(
     ids = step_at(analysed, rows[tid].to_numpy()[within], times[within])
     inside = ids >= 0
     return rows.iloc[within[inside]].assign(**{STEP_ID: ids[inside]})
+
+
+def stage_step_values(analysed_calls: pd.DataFrame) -> pd.DataFrame:
+    """Per (pid, stage, analysed step) with a launch gap (long_gaps.launch_gaps): the
+    StepValue columns."""
+    keys = [PID, STAGE, STEP_ID]
+    gaps = launch_gaps(analysed_calls).sort_values([*keys, LAUNCH_GAP_NS], kind="stable")
+    values = gaps[LAUNCH_GAP_NS].to_numpy()
+    columns = [gaps[key].to_numpy() for key in keys]
+    changes = np.zeros(max(len(values) - 1, 0), dtype=bool)
+    for column in columns:
+        changes |= column[1:] != column[:-1]
+    starts = np.flatnonzero(np.r_[True, changes]) if len(values) else np.zeros(0, np.int64)
+    sizes = np.diff(np.r_[starts, len(values)])
+    # numpy's "nearest" percentile: the value of rank (n - 1) x 0.9, rounded half to even.
+    p90 = values[starts + np.rint((sizes - 1) * 0.9).astype(np.int64)]
+    return pd.DataFrame(
+        {
+            **{key: column[starts] for key, column in zip(keys, columns, strict=True)},
+            StepValue.HOST_GAP_P90_NS.value: p90,
+        }
+    )[STAGE_STEP_COLUMNS]
 
 
 def kernel_totals(analysed_ops: pd.DataFrame) -> pd.DataFrame:

@@ -38,6 +38,7 @@ from trace_gaps.analysis.metrics import (
     LEDGER,
     LONGEST_GAPS,
     STAGE_STATS,
+    STAGE_STEP_VALUES,
     TOP_KERNELS,
     Metric,
 )
@@ -46,7 +47,14 @@ from trace_gaps.analysis.ranges import open_range_path
 from trace_gaps.analysis.stages import STAGE
 from trace_gaps.analysis.steps import IS_WARMUP, SKIP_REASON, STEP_ID, STEP_INDEX, StepSelection
 from trace_gaps.analysis.whatif import lever_for
-from trace_gaps.figures import StageInputs, StageSummary, Total, per_step, summarise_stage
+from trace_gaps.figures import (
+    StageInputs,
+    StageSummary,
+    StepValue,
+    Total,
+    per_step,
+    summarise_stage,
+)
 from trace_gaps.model import (
     DEVICE_ID,
     END_NS,
@@ -102,6 +110,7 @@ class ProcessFrames:
     blocked: pd.DataFrame  # stage, name, total, count: OS calls during idle host time
     thresholds: pd.DataFrame  # spacing_thresholds rows indexed by stage name
     long_gaps: pd.DataFrame  # select_long_gaps rows of analysed steps, with a "stage" name
+    step_values: pd.DataFrame  # stage_step_values rows indexed by stage name
 
     @property
     def n(self) -> int:
@@ -225,6 +234,7 @@ def process_frames(analysis: Analysis, pid: int) -> ProcessFrames:
         api_calls=api_calls,
         gaps=gaps,
         blocked=blocked_totals,
+        step_values=named(of_process(STAGE_STEP_VALUES)).set_index("stage"),
     )
 
 
@@ -463,6 +473,8 @@ def _stage_summary(
         else [0] * len(stats.columns)
     )
     has_spacing = stage in frames.thresholds.index
+    per_step_rows = frames.step_values
+    rows = per_step_rows.loc[[stage]] if stage in per_step_rows.index else per_step_rows.iloc[:0]
     return summarise_stage(
         StageInputs(
             name=stage,
@@ -479,6 +491,7 @@ def _stage_summary(
             else None,
             long_gaps=int(long_by_stage["count"].get(stage, 0)) if len(long_by_stage) else 0,
             long_gap_idle_ns=int(long_by_stage["idle"].get(stage, 0)) if len(long_by_stage) else 0,
+            step_values={value: tuple(rows[value].tolist()) for value in StepValue},
         )
     )
 
@@ -570,5 +583,17 @@ def _stage_facts(
 
 # A stage with no launch, no call and no time: what a candidate without a stage summary has.
 _EMPTY_STAGE = summarise_stage(
-    StageInputs("", 0, dict.fromkeys(Total, 0), 0, 0, None, LONG_GAP_MIN_NS, None, 0, 0)
+    StageInputs(
+        name="",
+        steps=0,
+        totals=dict.fromkeys(Total, 0),
+        busy_ns_per_step=0,
+        idle_ns_per_step=0,
+        launch_spacing_ns=None,
+        long_gap_threshold_ns=LONG_GAP_MIN_NS,
+        even_gap_fraction=None,
+        long_gaps=0,
+        long_gap_idle_ns=0,
+        step_values=dict.fromkeys(StepValue, ()),
+    )
 )
