@@ -13,7 +13,8 @@ from tests.conftest import corpus_trace_paths, shipped_trace
 from trace_gaps.analysis.pipeline import AnalysisOptions, analyse_trace
 from trace_gaps.cli import app
 from trace_gaps.nsys.load import load_trace
-from trace_gaps.report import Report, build_report
+from trace_gaps.records import Report
+from trace_gaps.report import build_report
 
 runner = CliRunner()
 ALLREDUCE = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL"

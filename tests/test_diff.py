@@ -13,7 +13,6 @@ from typer.testing import CliRunner
 from tests.builders import ExportBuilder
 from tests.conftest import PEER_TRACES, assert_matches_schema, sample_trace_paths
 from trace_gaps.analysis.pipeline import AnalysisOptions, analyse_trace
-from trace_gaps.analysis.summary import WallStats
 from trace_gaps.changes import (
     BucketChange,
     NsInterval,
@@ -25,8 +24,9 @@ from trace_gaps.changes import (
 from trace_gaps.cli import app
 from trace_gaps.diff import Diff, ProcessDiff, Side, diff_reports
 from trace_gaps.nsys.load import load_trace
+from trace_gaps.records import Report, WallStats
 from trace_gaps.render.diff import render_diff_markdown
-from trace_gaps.report import Report, build_report
+from trace_gaps.report import build_report
 
 runner = CliRunner()
 

@@ -21,7 +21,8 @@ from trace_gaps.plot import plot_steps, plot_timeline
 from trace_gaps.plot.lanes import merge_spans
 from trace_gaps.plot.palette import stage_colours
 from trace_gaps.plot.steps import MAX_BARS, WARMUP_ALPHA
-from trace_gaps.report import Report, build_report
+from trace_gaps.records import Report
+from trace_gaps.report import build_report
 from trace_gaps.timeline import StepPick, TimelineRequest
 
 STEP_SPACING_NS = 1_600_000

@@ -16,9 +16,10 @@ import pytest
 from tests.conftest import assert_matches_schema, sample_trace_paths, shipped_trace
 from trace_gaps.analysis.pipeline import AnalysisOptions, analyse_trace
 from trace_gaps.nsys.load import load_trace
+from trace_gaps.records import Report
 from trace_gaps.render.json import render_json
 from trace_gaps.render.markdown import escape_markdown, render_markdown
-from trace_gaps.report import Report, build_report
+from trace_gaps.report import build_report
 
 GOLDEN = Path(__file__).parent / "golden" / "samples"
 SAMPLES = sample_trace_paths()

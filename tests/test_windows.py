@@ -26,8 +26,9 @@ from trace_gaps.analysis.pipeline import Analysis, AnalysisOptions, analyse_rows
 from trace_gaps.model import NeedsWholeTrace
 from trace_gaps.nsys.load import load_trace
 from trace_gaps.nsys.stream import stream_export
+from trace_gaps.records import Report
 from trace_gaps.render.json import render_json
-from trace_gaps.report import Report, build_report
+from trace_gaps.report import build_report
 from trace_gaps.run import analyse_export, analyse_stream
 
 VIEWS = (TimelineRequest(StepPick.MEDIAN), TimelineRequest(StepPick.WORST))

@@ -20,19 +20,18 @@ from trace_gaps.analysis.metrics import LEDGER
 from trace_gaps.analysis.pipeline import Analysis
 from trace_gaps.analysis.stages import STAGE
 from trace_gaps.analysis.steps import IS_WARMUP, STEP_ID
-from trace_gaps.analysis.summary import StageSummary, WallStats
 from trace_gaps.changes import (
     BucketChange,
     NsInterval,
     PctInterval,
     StageChange,
-    StageSide,
     WallChange,
+    stage_side,
 )
 from trace_gaps.errors import TraceGapsError
 from trace_gaps.model import END_NS, PID, START_NS, Bucket, CandidateStatus, Presence
+from trace_gaps.records import ProcessReport, Report, WallStats
 from trace_gaps.repeats import RunSpread
-from trace_gaps.report import ProcessReport, Report
 from trace_gaps.side_draws import SideMeans
 from trace_gaps.verdicts import write_diff_verdict
 
@@ -471,23 +470,6 @@ def _presence(stage: str, before: set[str], after: set[str]) -> str:
     return Presence.BEFORE_ONLY if stage in before else Presence.AFTER_ONLY
 
 
-def _stage_side(summary: StageSummary | None, ns_per_step: int) -> StageSide:
-    if summary is None:
-        return StageSide(ns_per_step, "none", 0.0, 0.0)
-    launches = summary.launches_per_step
-    return StageSide(
-        ns_per_step=ns_per_step,
-        execution=summary.execution,
-        eager_launches_per_step=round(
-            launches["kernel"] + launches["memcpy"] + launches["memset"], 2
-        ),
-        graph_launches_per_step=launches["graph"],
-        kernel_launches_per_step=launches["kernel"],
-        copy_launches_per_step=round(launches["memcpy"] + launches["memset"], 2),
-        nodes_per_replay=summary.nodes_per_replay,
-    )
-
-
 def _stage_changes(
     before: ProcessReport, after: ProcessReport, buckets: list[BucketChange]
 ) -> list[StageChange]:
@@ -512,10 +494,10 @@ def _stage_changes(
             presence=presence[stage],
             before=None
             if presence[stage] == Presence.AFTER_ONLY
-            else _stage_side(summaries["before"].get(stage), ns[0]),
+            else stage_side(summaries["before"].get(stage), ns[0]),
             after=None
             if presence[stage] == Presence.BEFORE_ONLY
-            else _stage_side(summaries["after"].get(stage), ns[1]),
+            else stage_side(summaries["after"].get(stage), ns[1]),
             change_ns_per_step=ns[1] - ns[0],
         )
         for stage, ns in totals.items()

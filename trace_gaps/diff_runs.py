@@ -15,8 +15,9 @@ from trace_gaps.analysis.pipeline import AnalysisOptions
 from trace_gaps.diff import Diff, diff_reports, practical_threshold_ns
 from trace_gaps.errors import TraceGapsError
 from trace_gaps.nsys.head import capture_window
+from trace_gaps.records import Report
 from trace_gaps.repeats import captured_together, run_spread
-from trace_gaps.report import Report, build_report
+from trace_gaps.report import build_report
 from trace_gaps.run import analyse_export
 
 

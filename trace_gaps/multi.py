@@ -43,11 +43,12 @@ from trace_gaps.analysis.collectives import (
 )
 from trace_gaps.analysis.picks import StepPick, TimelineRequest
 from trace_gaps.analysis.pipeline import Analysis, AnalysisOptions
-from trace_gaps.analysis.ranks import RankSource, RanksView, build_ranks_across
+from trace_gaps.analysis.ranks import RankSource, build_ranks_across
 from trace_gaps.errors import TraceGapsError, about_file
 from trace_gaps.model import END_NS, NAME, PID, START_NS, ExportInfo, Trace
 from trace_gaps.nsys.stream import stream_export
-from trace_gaps.report import Report, build_report, slowest_ranks
+from trace_gaps.records import RanksView, Report
+from trace_gaps.report import build_report, slowest_ranks
 from trace_gaps.run import analyse_export
 
 T = TypeVar("T")

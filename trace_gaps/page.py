@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from html import escape
 from typing import TYPE_CHECKING
 
+from trace_gaps.records import Report
 from trace_gaps.render.tables import (
     RIGHT,
     Table,
@@ -29,7 +30,6 @@ from trace_gaps.render.tables import (
     process_title,
     stage_table,
 )
-from trace_gaps.report import Report
 
 if TYPE_CHECKING:
     from trace_gaps.bundle import Provenance

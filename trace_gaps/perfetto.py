@@ -30,8 +30,8 @@ from trace_gaps import __version__
 from trace_gaps.analysis.picks import StepPick, TimelineRequest, choose_request
 from trace_gaps.analysis.pipeline import AnalysisOptions
 from trace_gaps.errors import TraceGapsError, about_file
-from trace_gaps.report import ProcessReport, Report, build_report
-from trace_gaps.timeline import Spans, StepTimeline
+from trace_gaps.records import ProcessReport, Report, Spans, StepTimeline
+from trace_gaps.report import build_report
 
 DEFAULT_STEPS = 20
 STEP_CATEGORY = "step"

@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
-from trace_gaps.analysis.candidates import Candidate
-from trace_gaps.analysis.graphs import GraphFacts
-from trace_gaps.analysis.integrity import UnreliableFigures, integrity_notes, unreliable_figures
+from trace_gaps.analysis.integrity import integrity_notes, unreliable_figures
 from trace_gaps.analysis.kinds import (
     MEAN_NS,
     SHARE_PCT,
@@ -15,18 +11,12 @@ from trace_gaps.analysis.kinds import (
     kind_label,
     ordered_kinds,
 )
-from trace_gaps.analysis.long_gaps import LongGapFinding
 from trace_gaps.analysis.metrics import REPLAY_MODELS
 from trace_gaps.analysis.pipeline import Analysis
-from trace_gaps.analysis.ranks import RanksView, build_ranks
+from trace_gaps.analysis.ranks import build_ranks
 from trace_gaps.analysis.replay import Lever, LeverError, parse_levers, replay
 from trace_gaps.analysis.steps import STEP_ID, STEP_KIND
 from trace_gaps.analysis.summary import (
-    LedgerEntry,
-    StageSummary,
-    StepLedgerEntry,
-    StepRow,
-    StepSummary,
     assemble_candidates,
     busy_ns_per_step,
     graph_facts,
@@ -39,94 +29,18 @@ from trace_gaps.analysis.summary import (
     summarise_stages,
     summarise_steps,
 )
-from trace_gaps.analysis.whatif import (
-    Prediction,
-    ReplayCheck,
-    check_replay,
-    ends,
-    models_of,
-    predict,
-    priced_subset,
-)
+from trace_gaps.analysis.whatif import check_replay, ends, models_of, predict, priced_subset
 from trace_gaps.model import GLOBAL_TID, PID, Trace
-from trace_gaps.timeline import StepTimeline, build_timelines
+from trace_gaps.records import (
+    ExportSummary,
+    KindRow,
+    ProcessReport,
+    RanksView,
+    SlowestRank,
+)
+from trace_gaps.records import Report as Report  # cli.py and bundle.py import it from here
+from trace_gaps.timeline import build_timelines
 from trace_gaps.verdicts import write_headline
-
-SCHEMA_VERSION = 2  # 2: keys renamed to one rule (docs/json.md, "Naming")
-
-
-@dataclass(frozen=True, slots=True)
-class ExportSummary:
-    """Provenance of the export."""
-
-    file: str
-    size_bytes: int
-    nsys_version: str | None
-    schema_version: str | None
-    graph_trace_mode: str
-    gpus: list[str]
-    trace_start_ns: int  # report timestamps are offsets from this
-
-
-@dataclass(frozen=True, slots=True)
-class ProcessReport:
-    """Everything about one process (rank)."""
-
-    pid: int
-    name: str
-    headline: str  # one line: step time, GPU busy %, the biggest lever and why
-    steps: StepSummary
-    ledger: list[LedgerEntry]
-    stages: list[StageSummary]
-    candidates: list[Candidate]
-    long_host_gaps: list[LongGapFinding]  # every stage's, largest first
-    graphs: GraphFacts
-    step_rows: list[StepRow]
-    step_ledger: list[StepLedgerEntry]
-    label: str = ""  # "file:pid" when several exports share this pid, else ""
-    kind: str = ""  # the kind of step this section analyses, "" where steps have no kinds
-    replay: ReplayCheck | None = None  # the what-if replay of unchanged steps vs measured
-    what_if: Prediction | None = None  # analyze --what-if: the levers' predicted step
-    export_file: str = ""  # the export it comes from, when the report has several; else ""
-
-
-@dataclass(frozen=True, slots=True)
-class SlowestRank:
-    """For a stage present in several processes, the one where it takes longest."""
-
-    stage: str
-    pid: int
-    ns_per_step: int
-    others_ns_per_step: dict[str, int]
-
-
-@dataclass(frozen=True, slots=True)
-class KindRow:
-    """One kind of step on one thread: how many, how long, what share of the thread's time."""
-
-    pid: int
-    kind: str
-    steps: int  # analysed
-    skipped: int  # as warm-up
-    mean_ns: int
-    share_pct: float  # of the thread's analysed step time, every kind
-
-
-@dataclass(frozen=True, slots=True)
-class Report:
-    """The analysis of one export, ready to render."""
-
-    export: ExportSummary
-    processes: list[ProcessReport]
-    slowest_rank_by_stage: list[SlowestRank]
-    notes: list[str]
-    schema_version: int = field(default=SCHEMA_VERSION)
-    timelines: list[StepTimeline] = field(default_factory=list)  # only when asked for
-    ranks: RanksView = field(default_factory=lambda: RanksView(None, [], 0, 0))
-    other_exports: list[ExportSummary] = field(default_factory=list)  # analysed with `export`
-    kinds: list[KindRow] = field(default_factory=list)  # where steps come in several kinds
-    # Figures made unreliable by damaged rows (integrity.UNRELIABLE_SHARE): flagged, not dropped.
-    unreliable: list[UnreliableFigures] = field(default_factory=list)
 
 
 def build_report(

@@ -9,12 +9,11 @@ import typing
 from enum import StrEnum
 from typing import Any
 
-from trace_gaps.analysis.candidates import Candidate, Evidence
-from trace_gaps.analysis.summary import LedgerEntry, StageSummary, StepLedgerEntry
 from trace_gaps.changes import StageSide
 from trace_gaps.diff import Diff
+from trace_gaps.figures import LAUNCH_TOTALS, UNEXPECTED_TOTALS, StageSummary
 from trace_gaps.model import WAIT_CAUSE, Bucket, ExecutionMode, IdleCause, VerdictKind
-from trace_gaps.report import Report
+from trace_gaps.records import Candidate, Evidence, LedgerEntry, Report, StepLedgerEntry
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 
@@ -34,8 +33,8 @@ VOCABULARY: dict[tuple[type, str], list[str]] = {
 
 # Dict fields whose keys are a fixed set (a dict may hold fewer: an evidence without a stage
 # summary has none).
-_LAUNCH_KINDS = ["kernel", "graph", "memcpy", "memset"]
-_UNEXPECTED = ["module_load", "alloc", "graph_setup"]
+_LAUNCH_KINDS = [kind.value for kind in LAUNCH_TOTALS]
+_UNEXPECTED = [category.value for category in UNEXPECTED_TOTALS]
 DICT_KEYS: dict[tuple[type, str], list[str]] = {
     (StageSummary, "launches_per_step"): _LAUNCH_KINDS,
     (StageSummary, "unexpected_calls_per_step"): _UNEXPECTED,

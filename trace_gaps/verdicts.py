@@ -16,19 +16,26 @@ from trace_gaps.analysis.whatif import lever_words
 from trace_gaps.model import (
     DISPATCH_FACTOR,
     Bucket,
+    CallCategory,
     ExecutionMode,
     IdleCause,
+    OpKind,
     Presence,
     VerdictKind,
 )
 from trace_gaps.units import format_count, format_duration, format_rate
 
 if TYPE_CHECKING:
-    from trace_gaps.analysis.candidates import Candidate, Evidence
-    from trace_gaps.analysis.long_gaps import LongGapFinding
-    from trace_gaps.analysis.ranks import RankSummary, UnsplitCollectives
     from trace_gaps.changes import BucketChange, StageChange, WallChange
     from trace_gaps.diff import RunChange
+    from trace_gaps.figures import StageSummary
+    from trace_gaps.records import (
+        Candidate,
+        Evidence,
+        LongGapFinding,
+        RankSummary,
+        UnsplitCollectives,
+    )
     from trace_gaps.repeats import RunSpread
 
 # A stage issuing at least this many eager launches per step is called launch-heavy.
@@ -46,23 +53,11 @@ VERDICT_CHANGES = 3
 
 @dataclass(frozen=True, slots=True)
 class StageFacts:
-    """What the verdict needs to know about one stage, per analysed step."""
+    """What the verdict needs to know about one stage: its figures, and where it stands."""
 
-    execution: ExecutionMode
-    eager_launches_per_step: float
-    graph_launches_per_step: float
-    launch_api_ns_per_step: int
-    syncs_per_step: float
-    sync_ns_per_step: int
-    module_loads_per_step: float
-    allocs_per_step: float
-    graph_setups_per_step: float
+    stage: StageSummary
     captured_here: tuple[str, ...] = ()  # NVTX ranges of the graph captures matching this stage
     gpu_shared_with: tuple[int, ...] = ()  # other processes with ops on this process's GPUs
-    module_load_ns_per_step: int = 0  # inside the load calls
-    long_gap_idle_ns_per_step: int = 0  # GPU-idle host time inside long host gaps
-    even_gap_fraction: float | None = None  # StageSummary.even_gap_fraction
-    launch_spacing_ns: int | None = None  # median launch spacing
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +82,7 @@ def write_verdict(
             ExecutionMode.GRAPH: " (replayed from a CUDA graph)",
             ExecutionMode.EAGER: " (eager launches)",
             ExecutionMode.MIXED: " (eager and graph launches)",
-        }.get(facts.execution, "")
+        }.get(ExecutionMode(facts.stage.execution), "")
         return Verdict(
             VerdictKind.GPU_BOUND,
             f"{stage}: GPU busy {amount}/step{how}{kernel} — GPU-bound here: only faster or "
@@ -112,11 +107,11 @@ def write_verdict(
 
 def _unreplayed_capture_words(facts: StageFacts) -> str:
     """Said only of the stage a capture belongs to, when it replays no graph."""
-    if not facts.captured_here or facts.graph_launches_per_step:
+    if not facts.captured_here or facts.stage.launches_per_step[OpKind.GRAPH]:
         return ""
     return (
         f"it captured a CUDA graph (in {facts.captured_here[0]}) but replays none: "
-        f"{format_count(facts.eager_launches_per_step)} eager launches/step take the eager path"
+        f"{format_count(facts.stage.eager_launches_per_step)} eager launches/step take the eager path"
     )
 
 
@@ -192,15 +187,15 @@ def _idle_verdict(
     graph_dispatch = _graph_dispatch_verdict(head, ns, launch, evidence, facts)
     if graph_dispatch is not None:
         return graph_dispatch
-    if facts.eager_launches_per_step >= MANY_LAUNCHES_PER_STEP and dominant in (
+    if facts.stage.eager_launches_per_step >= MANY_LAUNCHES_PER_STEP and dominant in (
         IdleCause.LAUNCH.value,
         IdleCause.HOST.value,
     ):
-        even = facts.even_gap_fraction
-        spread = _spread_words(even, facts.launch_spacing_ns)
+        even = facts.stage.even_gap_fraction
+        spread = _spread_words(even, facts.stage.launch_spacing_ns)
         if even is not None and even < DISPATCH_EVEN_FRACTION:
             text = (
-                f"{head} while the host launches {format_count(facts.eager_launches_per_step)} eager "
+                f"{head} while the host launches {format_count(facts.stage.eager_launches_per_step)} eager "
                 f"ops/step, but the host code between the launches is concentrated in a few "
                 f"gaps ({spread}): host-bound: {format_duration(host)} of host code between "
                 "the launches computes something else (input preparation, Python logic); a "
@@ -218,11 +213,11 @@ def _idle_verdict(
         per = f", {format_duration(per_launch)} of host time per launch" if per_launch else ""
         shape = f" ({spread}: per-op dispatch)" if spread else ""
         text = (
-            f"{head} while the host launches {format_count(facts.eager_launches_per_step)} eager ops/step — "
+            f"{head} while the host launches {format_count(facts.stage.eager_launches_per_step)} eager ops/step — "
             f"launch-bound: {format_duration(launch)} with the GPU idle inside launch calls and "
             f"{format_duration(host)} of host code in the short gaps between them{per}{shape}"
         )
-        if facts.graph_launches_per_step == 0:
+        if facts.stage.launches_per_step[OpKind.GRAPH] == 0:
             graph = "it does not replay a CUDA graph"
             if facts.captured_here:
                 graph += (
@@ -235,15 +230,15 @@ def _idle_verdict(
             VerdictKind.LAUNCH_BOUND,
             text,
             launch + host,
-            f"{format_count(facts.eager_launches_per_step)} eager launches/step keep the GPU waiting: a CUDA "
-            "graph or fused kernels remove it",
+            f"{format_count(facts.stage.eager_launches_per_step)} eager launches/step keep the GPU "
+            "waiting: a CUDA graph or fused kernels remove it",
         )
     if dominant == IdleCause.SYNC.value:
         sync = split[IdleCause.SYNC.value]
         return Verdict(
             VerdictKind.SYNC_BOUND,
             f"{head}, {format_duration(sync)} of it inside "
-            f"{format_rate(facts.syncs_per_step, 'host syncs')} — sync-bound: the host waits "
+            f"{format_rate(facts.stage.syncs_per_step, 'host syncs')} — sync-bound: the host waits "
             "for the GPU, then the GPU waits for the host to refill the queue",
             ns,
             "host syncs drain the GPU's queue",
@@ -314,14 +309,15 @@ def _graph_dispatch_verdict(
     """JAX/XLA-style graph dispatch: most idle time in graph-update calls and graph launches."""
     updates = [call for call in evidence.top_api_calls if _GRAPH_UPDATE.match(call.name)]
     update_ns = sum(call.ns_per_step for call in updates)
-    if not facts.graph_launches_per_step or not updates or 2 * (update_ns + launch) < ns:
+    replays = facts.stage.launches_per_step[OpKind.GRAPH]
+    if not replays or not updates or 2 * (update_ns + launch) < ns:
         return None
     count = sum(call.count_per_step for call in updates)
     text = (
         f"{head}, {format_duration(update_ns)} of it in graph-update calls "
         f"({format_rate(count, 'updates')}, mostly {updates[0].name}) and "
         f"{format_duration(launch)} inside launch calls with "
-        f"{format_rate(facts.graph_launches_per_step, 'graph launches')} — graph dispatch (as "
+        f"{format_rate(replays, 'graph launches')} — graph dispatch (as "
         "JAX/XLA does): the host re-parameterises and launches CUDA graphs every step; fewer, "
         "larger graphs or parameters that need no update remove it"
     )
@@ -344,17 +340,20 @@ def _spread_words(even: float | None, spacing_ns: int | None) -> str:
 
 
 def _unexpected_words(facts: StageFacts, *, loads: bool = True) -> str:
+    calls = facts.stage.unexpected_calls_per_step
     found = []
-    if loads and facts.module_loads_per_step:
+    if loads and calls[CallCategory.MODULE_LOAD]:
         found.append(
-            f"{format_rate(facts.module_loads_per_step, 'code loads')} "
-            f"({format_duration(facts.module_load_ns_per_step)}/step inside them) — code is "
+            f"{format_rate(calls[CallCategory.MODULE_LOAD], 'code loads')} "
+            f"({format_duration(facts.stage.module_load_ns_per_step)}/step inside them) — code is "
             "loaded or built in steady state, not only at warm-up"
         )
-    if facts.allocs_per_step:
-        found.append(format_rate(facts.allocs_per_step, "device allocations"))
-    if facts.graph_setups_per_step:
-        found.append(format_rate(facts.graph_setups_per_step, "graph capture/instantiate calls"))
+    if calls[CallCategory.ALLOC]:
+        found.append(format_rate(calls[CallCategory.ALLOC], "device allocations"))
+    if calls[CallCategory.GRAPH_SETUP]:
+        found.append(
+            format_rate(calls[CallCategory.GRAPH_SETUP], "graph capture/instantiate calls")
+        )
     return "; ".join(found)
 
 

@@ -3,81 +3,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import numpy as np
 import pandas as pd
 
 from trace_gaps.analysis.ledger import BUCKET, CAUSE
-from trace_gaps.analysis.long_gaps import LongGapFinding
 from trace_gaps.model import CAUSE_ORDER, Bucket, IdleCause
-
-
-@dataclass(frozen=True, slots=True)
-class KernelShare:
-    """An op name's GPU time in a stage."""
-
-    name: str
-    ns_per_step: int
-    count_per_step: float
-
-
-@dataclass(frozen=True, slots=True)
-class CallShare:
-    """A CUDA API name's host time in a stage."""
-
-    name: str
-    ns_per_step: int
-    count_per_step: float
-
-
-@dataclass(frozen=True, slots=True)
-class GapEvidence:
-    """One idle run, as an offset from the trace start."""
-
-    step_index: int
-    start_offset_ns: int
-    duration_ns: int
-    cause: str
-
-
-@dataclass(frozen=True, slots=True)
-class Evidence:
-    """The facts beside a candidate."""
-
-    idle_by_cause_ns_per_step: dict[str, int]
-    launches_per_step: float
-    syncs_per_step: float
-    host_ns_per_launch: int | None  # short-gap host time per launch (long gaps left out)
-    top_kernels: list[KernelShare]
-    top_api_calls: list[CallShare]
-    longest_gaps: list[GapEvidence]
-    unexpected_calls_per_step: dict[str, float]
-    host_blocked_in: list[CallShare] = field(default_factory=list)  # OS calls during idle host time
-    long_host_gaps: list[LongGapFinding] = field(
-        default_factory=list
-    )  # this stage's, largest first
-    long_gap_idle_ns_per_step: int = 0  # GPU-idle host time inside all of this stage's long gaps
-
-
-@dataclass(frozen=True, slots=True)
-class Candidate:
-    """One (stage, bucket) and the time per step it explains."""
-
-    rank: int
-    stage: str
-    bucket: str
-    ns_per_step: int
-    share_fraction: float
-    kind: str  # VerdictKind
-    lever_ns_per_step: int  # the time per step the verdict's cause explains
-    why: str  # the verdict's reason in one clause (the headline's)
-    verdict: str
-    evidence: Evidence
-    lever: str = ""  # the what-if lever that fits its kind (whatif.lever_for), "" when none
-    predicted_step_ns: int | None = None  # the mean step with that lever pulled (replay.py)
-    saving_ns: int | None = None  # the measured mean step minus predicted_step_ns
-    explained_rank: int = 0  # its place by the time it explains (rank is by saving)
 
 
 def round_per_step(totals: pd.Series, steps: int) -> pd.Series:

@@ -14,13 +14,13 @@ replay it.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from trace_gaps.analysis.ranges import open_range_path
 from trace_gaps.model import END_NS, GLOBAL_TID, NAME, PID, START_NS
+from trace_gaps.records import GraphCapture
 
 _BEGIN = re.compile(r"^cu(da)?StreamBeginCapture")
 _END = re.compile(r"^cu(da)?StreamEndCapture")
@@ -30,31 +30,6 @@ GENERIC_WORDS = frozenset(
     {"capture", "captured", "capturing", "graph", "graphs", "cuda", "cudagraph", "cudagraphs"}
     | {"record", "recording", "warmup", "warm", "up", "build", "make", "create"}
 )
-
-
-@dataclass(frozen=True, slots=True)
-class GraphCapture:
-    """One stream capture: cudaStreamBeginCapture … EndCapture on one thread."""
-
-    thread: int
-    begin_offset_ns: int  # BeginCapture's start, from the trace start
-    duration_ns: int  # from BeginCapture's start to EndCapture's end
-    nvtx_path: list[str]  # ranges open at BeginCapture, outermost first
-    stage: str | None  # the stage it belongs to (match_stage); None: no stage matches
-    instantiations: int  # instantiate calls on the thread after it, before the next capture
-    node_count: int | None  # CUDA_GRAPH_NODE_EVENTS rows on the thread during it; None: no table
-    replays_per_step: float | None  # graph launches/step of its stage; 0 when none in the process
-
-
-@dataclass(frozen=True, slots=True)
-class GraphFacts:
-    """A process's CUDA graphs: captures, instantiations, graph events and replays."""
-
-    captures: list[GraphCapture]
-    instantiations: int
-    graph_events: int  # CUDA_GRAPH_EVENTS rows of the process (graphs created, cloned, ...)
-    replays_per_step: float  # graph launches per analysed step, all stages
-    unmatched_captures: int  # captures no analysed stage matches: stated at process level
 
 
 def name_words(name: str) -> set[str]:

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from enum import StrEnum
-
 import numpy as np
 import pandas as pd
 
@@ -27,6 +24,7 @@ from trace_gaps.analysis.steps import (
     WARMUP_RULE,
     step_at,
 )
+from trace_gaps.figures import Total
 from trace_gaps.model import (
     DEVICE_ID,
     DOMAIN,
@@ -45,28 +43,11 @@ from trace_gaps.model import (
     Trace,
 )
 from trace_gaps.nsys import queries
+from trace_gaps.records import Figures, UnreliableFigures
 from trace_gaps.units import format_duration
 
 # Above this share of a table's rows left out or unnamed, the figures they feed are flagged.
 UNRELIABLE_SHARE = 0.01
-
-
-class Figures(StrEnum):
-    """Report figures that damaged rows can make unreliable (UnreliableFigures.figures)."""
-
-    GPU_TIME = "gpu_time"  # GPU busy and idle time, the ledger, top kernels
-    LAUNCHES = "launches"  # launch counts, launches per step, idle split by cause, verdicts
-
-
-@dataclass(frozen=True, slots=True)
-class UnreliableFigures:
-    """Figures flagged: more than UNRELIABLE_SHARE of the rows they come from are damaged."""
-
-    figures: Figures
-    table: str  # "gpu_ops" or "api_calls"
-    problem: str  # "impossible_times" or "unresolved_names"
-    rows: int
-    of_rows: int
 
 
 def unreliable_figures(info: ExportInfo) -> list[UnreliableFigures]:
@@ -117,11 +98,13 @@ def _lost_records(messages: tuple[str, ...], analysis: Analysis) -> list[str]:
     """Launch calls whose ops are missing, and nsys's own words about lost events."""
     notes: list[str] = []
     stats = analysis.metrics[STAGE_STATS]
-    missing = int(stats["launches_without_op"].sum())
+    missing = int(stats[Total.LAUNCHES_WITHOUT_OP].sum())
     if missing:
         launch_columns = ["kernel_launches", "graph_launches", "memcpy_launches", "memset_launches"]
         launches = int(stats[launch_columns].to_numpy().sum())
-        by_stage = stats.groupby(STAGE)["launches_without_op"].sum().sort_values(ascending=False)
+        by_stage = (
+            stats.groupby(STAGE)[Total.LAUNCHES_WITHOUT_OP].sum().sort_values(ascending=False)
+        )
         names = analysis.stage_map.names
         stages = ", ".join(repr(names[code]) for code in by_stage[by_stage > 0].index[:3])
         notes.append(

@@ -1,4 +1,5 @@
-"""Launch overhead, queue time, host syncs, unexpected work and execution mode per stage."""
+"""Launch overhead, queue time, host syncs and unexpected work per stage: the totals the
+per-stage figures (trace_gaps/figures.py) are computed from."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import numpy as np
 import pandas as pd
 
 from trace_gaps.analysis.grouped import is_one_of, summed_by, sums_per_bin
+from trace_gaps.analysis.long_gaps import LAUNCH_GAP_NS, launch_gaps
 from trace_gaps.analysis.stages import (
     CALL_ROW,
     CALL_START_NS,
@@ -15,6 +17,7 @@ from trace_gaps.analysis.stages import (
     LaunchIndex,
 )
 from trace_gaps.analysis.steps import IS_WARMUP, STEP_ID, step_at
+from trace_gaps.figures import UNEXPECTED_TOTALS, StepValue, Total
 from trace_gaps.model import (
     CALL_CATEGORY,
     CORRELATION_ID,
@@ -24,43 +27,23 @@ from trace_gaps.model import (
     PID,
     START_NS,
     CallCategory,
-    ExecutionMode,
 )
 
-# Per-stage totals over the analysed steps (divide by the step count for per-step figures).
-STAGE_STAT_COLUMNS = [
-    "kernel_launches",
-    "launches_without_op",  # launch calls none of whose ops is in the export: records lost
-    "graph_launches",
-    "memcpy_launches",
-    "memset_launches",
-    "launch_api_ns",
-    "queue_ns",
-    "queued_launches",
-    "syncs",
-    "sync_ns",
-    "module_loads",
-    "module_load_ns",
-    "lookups",
-    "lookup_ns",
-    "allocs",
-    "alloc_ns",
-    "graph_setups",
-    "graph_setup_ns",
-    "graph_ops",
-    "eager_ops",
-]
+# Per-stage totals over the analysed steps (the figures divide them by the step count).
+STAGE_STAT_COLUMNS = [total.value for total in Total]
 
-_COUNT_AND_TIME = {
-    CallCategory.LAUNCH_KERNEL: ("kernel_launches", None),
-    CallCategory.LAUNCH_GRAPH: ("graph_launches", None),
-    CallCategory.LAUNCH_MEMCPY: ("memcpy_launches", None),
-    CallCategory.LAUNCH_MEMSET: ("memset_launches", None),
-    CallCategory.SYNC: ("syncs", "sync_ns"),
-    CallCategory.MODULE_LOAD: ("module_loads", "module_load_ns"),
-    CallCategory.LOOKUP: ("lookups", "lookup_ns"),
-    CallCategory.ALLOC: ("allocs", "alloc_ns"),
-    CallCategory.GRAPH_SETUP: ("graph_setups", "graph_setup_ns"),
+# Per (pid, stage, analysed step): the values the figures reduce over the steps.
+STAGE_STEP_COLUMNS = [PID, STAGE, STEP_ID, *(value.value for value in StepValue)]
+
+# The calls each category's count (and time) totals count.
+_COUNT_AND_TIME: dict[CallCategory, tuple[Total, Total | None]] = {
+    CallCategory.LAUNCH_KERNEL: (Total.KERNEL_LAUNCHES, None),
+    CallCategory.LAUNCH_GRAPH: (Total.GRAPH_LAUNCHES, None),
+    CallCategory.LAUNCH_MEMCPY: (Total.MEMCPY_LAUNCHES, None),
+    CallCategory.LAUNCH_MEMSET: (Total.MEMSET_LAUNCHES, None),
+    CallCategory.SYNC: (Total.SYNCS, Total.SYNC_NS),
+    CallCategory.LOOKUP: (Total.LOOKUPS, Total.LOOKUP_NS),
+    **UNEXPECTED_TOTALS,
 }
 
 
@@ -176,7 +159,7 @@ def summarise_stages(
     table = np.zeros((len(keys), len(STAGE_STAT_COLUMNS)), dtype=np.int64)
     column = {name: i for i, name in enumerate(STAGE_STAT_COLUMNS)}
 
-    def add(name: str, rows: np.ndarray, values: np.ndarray | None = None) -> None:
+    def add(name: Total, rows: np.ndarray, values: np.ndarray | None = None) -> None:
         table[:, column[name]] += sums_per_bin(rows, values, len(keys))
 
     # The counted calls' counts and times, every category at once: a bin per (row, entry).
@@ -189,13 +172,13 @@ def summarise_stages(
         if time_name:
             table[:, column[time_name]] = times[:, entry]
     launch_rows = call_rows[chosen_launches]
-    add("launch_api_ns", launch_rows, duration[chosen_launches])
-    add("launches_without_op", launch_rows[~has_op])
-    add("queue_ns", launch_rows, queue)
-    add("queued_launches", launch_rows[queue > 0])
+    add(Total.LAUNCH_API_NS, launch_rows, duration[chosen_launches])
+    add(Total.LAUNCHES_WITHOUT_OP, launch_rows[~has_op])
+    add(Total.QUEUE_NS, launch_rows, queue)
+    add(Total.QUEUED_LAUNCHES, launch_rows[queue > 0])
     op_rows = np.searchsorted(keys, op_keys)
-    add("graph_ops", op_rows[from_graph])
-    add("eager_ops", op_rows[~from_graph])
+    add(Total.GRAPH_OPS, op_rows[from_graph])
+    add(Total.EAGER_OPS, op_rows[~from_graph])
     return pd.DataFrame(
         {
             PID: keys >> _STAGE_BITS,
@@ -217,17 +200,6 @@ def _pid_stage_keys(frame: pd.DataFrame) -> np.ndarray:
     return keys
 
 
-def execution_mode(graph_ops: int, eager_ops: int) -> ExecutionMode:
-    """Name how a stage's ops were launched."""
-    if graph_ops and eager_ops:
-        return ExecutionMode.MIXED
-    if graph_ops:
-        return ExecutionMode.GRAPH
-    if eager_ops:
-        return ExecutionMode.EAGER
-    return ExecutionMode.NONE
-
-
 def ops_in_analysed_steps(projected_ops: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
     """Ops whose launching call started inside an analysed step."""
     return _in_analysed_steps(projected_ops, steps, LAUNCH_TID, CALL_START_NS)
@@ -244,6 +216,28 @@ def _in_analysed_steps(
     ids = step_at(analysed, rows[tid].to_numpy()[within], times[within])
     inside = ids >= 0
     return rows.iloc[within[inside]].assign(**{STEP_ID: ids[inside]})
+
+
+def stage_step_values(analysed_calls: pd.DataFrame) -> pd.DataFrame:
+    """Per (pid, stage, analysed step) with a launch gap (long_gaps.launch_gaps): the
+    StepValue columns."""
+    keys = [PID, STAGE, STEP_ID]
+    gaps = launch_gaps(analysed_calls).sort_values([*keys, LAUNCH_GAP_NS], kind="stable")
+    values = gaps[LAUNCH_GAP_NS].to_numpy()
+    columns = [gaps[key].to_numpy() for key in keys]
+    changes = np.zeros(max(len(values) - 1, 0), dtype=bool)
+    for column in columns:
+        changes |= column[1:] != column[:-1]
+    starts = np.flatnonzero(np.r_[True, changes]) if len(values) else np.zeros(0, np.int64)
+    sizes = np.diff(np.r_[starts, len(values)])
+    # numpy's "nearest" percentile: the value of rank (n - 1) x 0.9, rounded half to even.
+    p90 = values[starts + np.rint((sizes - 1) * 0.9).astype(np.int64)]
+    return pd.DataFrame(
+        {
+            **{key: column[starts] for key, column in zip(keys, columns, strict=True)},
+            StepValue.HOST_GAP_P90_NS.value: p90,
+        }
+    )[STAGE_STEP_COLUMNS]
 
 
 def kernel_totals(analysed_ops: pd.DataFrame) -> pd.DataFrame:

@@ -16,7 +16,6 @@ inside); only the short ones are launch overhead that a CUDA graph removes.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -51,6 +50,7 @@ IDLE_HOST_NS = "idle_host_ns"  # GPU-idle host time inside the gap (the ledger's
 OS_CALLS = "os_calls"  # the outermost OS calls inside, names sorted, ", "-joined
 OS_NS = "os_ns"
 GAP_US = "gap_us"
+LAUNCH_GAP_NS = "launch_gap_ns"
 LAUNCHES = "launches"
 
 HOST_GAP_COLUMNS = [
@@ -172,13 +172,11 @@ def _texts(column: pd.Series, order: np.ndarray, rows: np.ndarray) -> np.ndarray
     return np.where(rows >= 0, text, NO_CALL).astype(object)
 
 
-def launch_spacing(analysed_calls: pd.DataFrame) -> pd.DataFrame:
-    """Per (pid, stage, whole µs): how many launch calls came that long after the thread's
-    previous launch call returned, in the same step (the step's first launch is left out).
-
-    Counts, not gaps, so that windows add up and the median stays exact to the µs. A launch
-    call nested in another (the driver call inside cudaLaunchKernel) is not a launch of its own.
-    """
+def launch_gaps(analysed_calls: pd.DataFrame) -> pd.DataFrame:
+    """Per launch call of an analysed step: its pid, stage and step id, and LAUNCH_GAP_NS, the
+    host time since the thread's previous launch call in the step returned (the step's first
+    launch is left out). A launch call nested in another (the driver call inside
+    cudaLaunchKernel) is not a launch of its own."""
     launch = np.flatnonzero(is_one_of(analysed_calls[CALL_CATEGORY], _LAUNCH))
     step_ids, starts, ends = (
         analysed_calls[column].to_numpy()[launch] for column in (STEP_ID, START_NS, END_NS)
@@ -190,13 +188,24 @@ def launch_spacing(analysed_calls: pd.DataFrame) -> pd.DataFrame:
     previous_end = np.r_[0, _running_max(ends, first)[:-1]] if len(ends) else ends
     keep = ~first & (starts >= previous_end)
     at = launch[order[keep]]
-    spaced = pd.DataFrame(
+    return pd.DataFrame(
         {
             PID: analysed_calls[PID].to_numpy()[at],
             STAGE: analysed_calls[STAGE].to_numpy()[at],
-            GAP_US: (starts[keep] - previous_end[keep]) // 1_000,
+            STEP_ID: step_ids[keep],
+            LAUNCH_GAP_NS: starts[keep] - previous_end[keep],
         }
     )
+
+
+def launch_spacing(analysed_calls: pd.DataFrame) -> pd.DataFrame:
+    """Per (pid, stage, whole µs): how many launch calls came that long after the thread's
+    previous launch call returned, in the same step (launch_gaps).
+
+    Counts, not gaps, so that windows add up and the median stays exact to the µs.
+    """
+    gaps = launch_gaps(analysed_calls)
+    spaced = gaps[[PID, STAGE]].assign(**{GAP_US: gaps[LAUNCH_GAP_NS].to_numpy() // 1_000})
     return summed_by(spaced, [PID, STAGE, GAP_US], {}, LAUNCHES)[SPACING_COLUMNS]
 
 
@@ -326,28 +335,6 @@ def select_long_gaps(candidates: pd.DataFrame, thresholds: pd.DataFrame) -> pd.D
     threshold = joined["threshold_ns"].fillna(LONG_GAP_MIN_NS).to_numpy()
     duration = (joined[END_NS] - joined[START_NS]).to_numpy()
     return joined[duration > threshold].reset_index(drop=True)
-
-
-@dataclass(frozen=True, slots=True)
-class LongGapFinding:
-    """Long host gaps of one stage that share a pattern, per analysed step.
-
-    The pattern: the CUDA call before and after each gap ("" for the step's start or end)
-    and the OS calls inside it (names, sorted).
-    """
-
-    stage: str
-    call_before: str
-    call_after: str
-    os_calls: list[str]
-    nvtx_path: list[str]  # the ranges open where the longest of them starts, outermost first
-    gaps_per_step: float
-    ns_per_step: int  # their length
-    idle_ns_per_step: int  # the GPU-idle host time inside them: what the ledger charges
-    os_ns_per_step: int  # the time inside OS calls in them (outermost calls only)
-    typical_ns: int  # median length
-    longest_ns: int
-    ends_in_code_load: bool  # the call after loads or builds code (cuLibraryLoadData, ...)
 
 
 PATTERN = [PID, STAGE, CALL_BEFORE, CALL_AFTER, OS_CALLS]

@@ -40,8 +40,10 @@ from trace_gaps.analysis.grouped import summed_by
 from trace_gaps.analysis.host import BLOCKED_COLUMNS, OsCallIndex, find_blocked_host_time
 from trace_gaps.analysis.launches import (
     STAGE_STAT_COLUMNS,
+    STAGE_STEP_COLUMNS,
     api_call_totals,
     kernel_totals,
+    stage_step_values,
     summarise_stages,
     top_kernels,
 )
@@ -398,6 +400,12 @@ STAGE_STATS = declare(
         frames.analysed_calls,
     ),
     summed([PID, STAGE], STAGE_STAT_COLUMNS),
+)
+# per (pid, stage, analysed step): the values stage figures reduce over the steps
+STAGE_STEP_VALUES = declare(
+    "stage_step_values",
+    lambda frames: stage_step_values(frames.analysed_calls),
+    concatenated(STAGE_STEP_COLUMNS),
 )
 # per (pid, stage): the ops with most GPU time (analysed steps)
 TOP_KERNELS = declare(

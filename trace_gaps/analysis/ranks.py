@@ -31,6 +31,7 @@ from trace_gaps.analysis.stages import ThreadStages
 from trace_gaps.analysis.steps import IS_WARMUP
 from trace_gaps.intervals import covered_time
 from trace_gaps.model import DEVICE_ID, END_NS, GLOBAL_TID, NAME, NO_STAGE, PID, START_NS
+from trace_gaps.records import PeerWait, RankSummary, RanksView, UnsplitCollectives
 
 # A peer's stages listed in a verdict: the few it spent most time in.
 PEER_STAGES_SHOWN = 3
@@ -39,61 +40,6 @@ PEER_STAGES_SHOWN = 3
 # waiting. Checked on the real per-rank pair against the wait measured with both exports
 # (docs/definitions.md, "One rank's export alone").
 TRANSFER_CEILING_FACTOR = 2
-
-
-@dataclass(frozen=True, slots=True)
-class UnsplitCollectives:
-    """A process's collective time that no peer in the analysis splits into waiting and
-    transfer (one rank's export alone), per analysed step."""
-
-    collective_ns_per_step: int
-    # Time beyond TRANSFER_CEILING_FACTOR x the shortest instance of the kernel's name on its
-    # GPU, summed: at least this much is waiting. None: no bound (no_bound_reason says why).
-    wait_lower_bound_ns_per_step: int | None
-    no_bound_reason: str  # "" when there is a bound
-    names: list[str]  # its collective kernels, most time first
-    exports_to_add: str  # a glob of the other ranks' exports, guessed from the file name ("")
-
-
-@dataclass(frozen=True, slots=True)
-class PeerWait:
-    """Time per step a process waits in collectives for one peer (the last to arrive)."""
-
-    pid: int
-    ns_per_step: int
-    last_arrivals_per_step: float  # instances per step in which that peer arrived last
-    # What the peer's step thread was in while this process waited: stage -> ns per step.
-    peer_stages_ns_per_step: dict[str, int]
-    label: str = ""  # "file:pid" where pids repeat across exports, else the pid
-    # Of that wait, how long the peer's GPU sat idle, by cause (same export only): the peer is
-    # late because of its host (launch, host, sync ...) rather than its own GPU work.
-    peer_idle_ns_per_step: dict[str, int] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class RankSummary:
-    """One process's collectives, per analysed step."""
-
-    pid: int
-    collectives_per_step: float
-    collective_ns_per_step: int  # the collective kernels' time, waits included
-    wait_ns_per_step: int  # of it, waiting for a peer
-    last_arrival_fraction: float  # of its matched collectives, the share in which it arrived last
-    waits_for: list[PeerWait]
-    label: str = ""  # "file:pid" where pids repeat across exports, else the pid
-    # Set when none of its collectives has a participant elsewhere in the analysis.
-    unsplit: UnsplitCollectives | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class RanksView:
-    """Who waits for whom. pace_setter_pid is None without matched collectives."""
-
-    pace_setter_pid: int | None
-    processes: list[RankSummary]
-    matched_instances: int
-    unmatched_instances: int
-    pace_setter: str | None = None  # its label
 
 
 @dataclass(frozen=True, slots=True)

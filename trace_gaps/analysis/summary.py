@@ -11,18 +11,12 @@ import numpy as np
 import pandas as pd
 
 from trace_gaps.analysis.candidates import (
-    CallShare,
-    Candidate,
-    Evidence,
-    GapEvidence,
-    KernelShare,
     host_ns_per_launch,
     idle_split,
     rank_candidates,
     round_per_step,
 )
-from trace_gaps.analysis.graphs import GraphFacts, describe_captures, find_captures
-from trace_gaps.analysis.launches import execution_mode
+from trace_gaps.analysis.graphs import describe_captures, find_captures
 from trace_gaps.analysis.ledger import BUCKET, CAUSE, DURATION_NS
 from trace_gaps.analysis.long_gaps import (
     CALL_AFTER,
@@ -31,7 +25,6 @@ from trace_gaps.analysis.long_gaps import (
     IDLE_HOST_NS,
     LONG_GAP_MIN_NS,
     OS_CALLS,
-    LongGapFinding,
     group_long_gaps,
     select_long_gaps,
     spacing_thresholds,
@@ -45,15 +38,23 @@ from trace_gaps.analysis.metrics import (
     LEDGER,
     LONGEST_GAPS,
     STAGE_STATS,
+    STAGE_STEP_VALUES,
     TOP_KERNELS,
     Metric,
 )
 from trace_gaps.analysis.pipeline import Analysis
 from trace_gaps.analysis.ranges import open_range_path
-from trace_gaps.analysis.ranks import RankSummary
 from trace_gaps.analysis.stages import STAGE
 from trace_gaps.analysis.steps import IS_WARMUP, SKIP_REASON, STEP_ID, STEP_INDEX, StepSelection
 from trace_gaps.analysis.whatif import lever_for
+from trace_gaps.figures import (
+    StageInputs,
+    StageSummary,
+    StepValue,
+    Total,
+    per_step,
+    summarise_stage,
+)
 from trace_gaps.model import (
     DEVICE_ID,
     END_NS,
@@ -63,10 +64,26 @@ from trace_gaps.model import (
     START_NS,
     Bucket,
     ExecutionMode,
+    OpKind,
     Trace,
     VerdictKind,
 )
 from trace_gaps.nsys.queries import GRAPH_NODE_EVENTS_TABLE
+from trace_gaps.records import (
+    CallShare,
+    Candidate,
+    Evidence,
+    GapEvidence,
+    GraphFacts,
+    KernelShare,
+    LedgerEntry,
+    LongGapFinding,
+    RankSummary,
+    StepLedgerEntry,
+    StepRow,
+    StepSummary,
+    WallStats,
+)
 from trace_gaps.verdicts import (
     StageFacts,
     Verdict,
@@ -74,104 +91,6 @@ from trace_gaps.verdicts import (
     wait_verdict,
     write_verdict,
 )
-
-
-@dataclass(frozen=True, slots=True)
-class WallStats:
-    """Step wall time over the analysed steps."""
-
-    mean_ns: int
-    p50_ns: int
-    p90_ns: int
-    max_ns: int
-    min_ns: int
-
-
-@dataclass(frozen=True, slots=True)
-class StepSummary:
-    """Which range is the step, how many were analysed and skipped, and their wall time."""
-
-    name: str | None
-    reason: str
-    steps_analysed: int
-    steps_skipped: int
-    skip_reasons: dict[str, int]
-    threads: int
-    wall: WallStats
-
-
-@dataclass(frozen=True, slots=True)
-class LedgerEntry:
-    """Mean ns per analysed step charged to one (stage, bucket, cause)."""
-
-    stage: str
-    bucket: str
-    cause: str | None
-    ns_per_step: int
-
-
-@dataclass(frozen=True, slots=True)
-class StageSummary:
-    """One stage's launch economics and time, per analysed step."""
-
-    name: str
-    execution: str
-    busy_ns_per_step: int
-    idle_ns_per_step: int
-    launches_per_step: dict[str, float]
-    eager_launches_per_step: float  # kernel, memcpy and memset launches
-    launch_api_ns_per_step: int  # time inside launch calls, all of it (GPU busy or idle)
-    queue_delay_mean_ns_per_launch: int  # mean over the launches of (op start - call end)+
-    queue_delay_sum_ns_per_step: int  # the sum of those per-launch delays: can exceed the step
-    queued_launches_per_step: float
-    syncs_per_step: float
-    sync_ns_per_step: int
-    unexpected_calls_per_step: dict[str, float]
-    unexpected_ns_per_step: int
-    module_load_ns_per_step: int  # inside the load calls
-    lookups_per_step: float  # kernel/function handle lookups: counted, never loads
-    lookup_ns_per_step: int
-    nodes_per_replay: float | None  # ops per graph launch, where the export has node rows
-    launch_spacing_ns: int | None  # median host time from one launch call to the next (whole µs)
-    long_gap_threshold_ns: int  # host gaps longer than this are long (docs/definitions.md)
-    long_gaps_per_step: float
-    long_gap_idle_ns_per_step: int  # GPU-idle host time inside them
-    # Of the host time in short gaps between launches, the share in gaps within
-    # DISPATCH_FACTOR x the median spacing (None: no launch spacing): per-op dispatch when high.
-    even_gap_fraction: float | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class StepRow:
-    """One step (analysed or warm-up) and its ledger by stage and bucket."""
-
-    step_id: int
-    thread: int
-    step_index: int
-    start_offset_ns: int
-    wall_ns: int
-    is_warmup: bool
-    skip_reason: str
-    busy_ns: int
-    idle_ns: int
-    wait_ns: int = 0  # GPU held by collectives waiting for a peer
-
-
-@dataclass(frozen=True, slots=True)
-class StepLedgerEntry:
-    """ns of one step charged to one (stage, bucket, cause)."""
-
-    step_id: int
-    stage: str
-    bucket: str
-    cause: str | None
-    duration_ns: int
-
-    def __reduce__(self) -> tuple[type[StepLedgerEntry], tuple[int, str, str, str | None, int]]:
-        # Pickled as its fields, in order (a diff's side sends a report of ~25 per step):
-        # 2.6x faster to load than the dataclass default, which looks up its fields each time.
-        fields = (self.step_id, self.stage, self.bucket, self.cause, self.duration_ns)
-        return StepLedgerEntry, fields
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,6 +110,7 @@ class ProcessFrames:
     blocked: pd.DataFrame  # stage, name, total, count: OS calls during idle host time
     thresholds: pd.DataFrame  # spacing_thresholds rows indexed by stage name
     long_gaps: pd.DataFrame  # select_long_gaps rows of analysed steps, with a "stage" name
+    step_values: pd.DataFrame  # stage_step_values rows indexed by stage name
 
     @property
     def n(self) -> int:
@@ -314,6 +234,7 @@ def process_frames(analysis: Analysis, pid: int) -> ProcessFrames:
         api_calls=api_calls,
         gaps=gaps,
         blocked=blocked_totals,
+        step_values=named(of_process(STAGE_STEP_VALUES)).set_index("stage"),
     )
 
 
@@ -422,7 +343,11 @@ def assemble_candidates(
             )
             if bucket == Bucket.WAIT.value
             else unsplit_collective_verdict(
-                stage, int(ns_per_step), unsplit_ns, facts.execution, waits.unsplit
+                stage,
+                int(ns_per_step),
+                unsplit_ns,
+                ExecutionMode(facts.stage.execution),
+                waits.unsplit,
             )
             if waits is not None
             and waits.unsplit is not None
@@ -534,10 +459,6 @@ def _wall_stats(wall: np.ndarray) -> WallStats:
     )
 
 
-def _per_step(total: float, n: int) -> float:
-    return round(float(total) / n, 2) if n else 0.0
-
-
 def _stage_summary(
     stage: str,
     frames: ProcessFrames,
@@ -551,60 +472,27 @@ def _stage_summary(
         if stage in stats.index
         else [0] * len(stats.columns)
     )
-    row = dict(zip(map(str, stats.columns), map(int, values), strict=True))
-
-    def count(column: str) -> int:
-        return int(row.get(column, 0))
-
-    graph_launches = count("graph_launches")
-    eager_launches = count("kernel_launches") + count("memcpy_launches") + count("memset_launches")
-    launches = eager_launches + graph_launches
     has_spacing = stage in frames.thresholds.index
-    return StageSummary(
-        name=stage,
-        execution=execution_mode(count("graph_ops"), count("eager_ops")).value,
-        busy_ns_per_step=int(busy_idle.get((stage, Bucket.BUSY.value), 0)),
-        idle_ns_per_step=int(busy_idle.get((stage, Bucket.IDLE.value), 0)),
-        launches_per_step={
-            "kernel": _per_step(count("kernel_launches"), n),
-            "graph": _per_step(graph_launches, n),
-            "memcpy": _per_step(count("memcpy_launches"), n),
-            "memset": _per_step(count("memset_launches"), n),
-        },
-        eager_launches_per_step=_per_step(eager_launches, n),
-        launch_api_ns_per_step=int(round(_per_step(count("launch_api_ns"), n))),
-        queue_delay_mean_ns_per_launch=int(round(count("queue_ns") / launches)) if launches else 0,
-        queue_delay_sum_ns_per_step=int(round(_per_step(count("queue_ns"), n))),
-        queued_launches_per_step=_per_step(count("queued_launches"), n),
-        syncs_per_step=_per_step(count("syncs"), n),
-        sync_ns_per_step=int(round(_per_step(count("sync_ns"), n))),
-        unexpected_calls_per_step={
-            "module_load": _per_step(count("module_loads"), n),
-            "alloc": _per_step(count("allocs"), n),
-            "graph_setup": _per_step(count("graph_setups"), n),
-        },
-        unexpected_ns_per_step=int(
-            round(
-                _per_step(count("module_load_ns") + count("alloc_ns") + count("graph_setup_ns"), n)
-            )
-        ),
-        module_load_ns_per_step=int(round(_per_step(count("module_load_ns"), n))),
-        lookups_per_step=_per_step(count("lookups"), n),
-        lookup_ns_per_step=int(round(_per_step(count("lookup_ns"), n))),
-        nodes_per_replay=round(count("graph_ops") / graph_launches, 2) if graph_launches else None,
-        launch_spacing_ns=int(frames.thresholds["spacing_ns"][stage]) if has_spacing else None,
-        even_gap_fraction=round(float(frames.thresholds[EVEN_FRACTION][stage]), 3)
-        if has_spacing
-        else None,
-        long_gap_threshold_ns=int(frames.thresholds["threshold_ns"][stage])
-        if has_spacing
-        else LONG_GAP_MIN_NS,
-        long_gaps_per_step=_per_step(
-            long_by_stage["count"].get(stage, 0) if len(long_by_stage) else 0, n
-        ),
-        long_gap_idle_ns_per_step=int(
-            round(_per_step(long_by_stage["idle"].get(stage, 0) if len(long_by_stage) else 0, n))
-        ),
+    per_step_rows = frames.step_values
+    rows = per_step_rows.loc[[stage]] if stage in per_step_rows.index else per_step_rows.iloc[:0]
+    return summarise_stage(
+        StageInputs(
+            name=stage,
+            steps=n,
+            totals=dict(zip(map(str, stats.columns), map(int, values), strict=True)),
+            busy_ns_per_step=int(busy_idle.get((stage, Bucket.BUSY.value), 0)),
+            idle_ns_per_step=int(busy_idle.get((stage, Bucket.IDLE.value), 0)),
+            launch_spacing_ns=int(frames.thresholds["spacing_ns"][stage]) if has_spacing else None,
+            long_gap_threshold_ns=int(frames.thresholds["threshold_ns"][stage])
+            if has_spacing
+            else LONG_GAP_MIN_NS,
+            even_gap_fraction=round(float(frames.thresholds[EVEN_FRACTION][stage]), 3)
+            if has_spacing
+            else None,
+            long_gaps=int(long_by_stage["count"].get(stage, 0)) if len(long_by_stage) else 0,
+            long_gap_idle_ns=int(long_by_stage["idle"].get(stage, 0)) if len(long_by_stage) else 0,
+            step_values={value: tuple(rows[value].tolist()) for value in StepValue},
+        )
     )
 
 
@@ -641,7 +529,7 @@ def long_gap_findings(
                 call_after=str(after),
                 os_calls=[name for name in str(os_calls).split(", ") if name],
                 nvtx_path=open_range_path(range_tree, int(tid), int(start)),
-                gaps_per_step=_per_step(count, n),
+                gaps_per_step=per_step(count, n),
                 ns_per_step=int(round(total / n)),
                 idle_ns_per_step=int(round(idle / n)),
                 os_ns_per_step=int(round(os_ns / n)),
@@ -663,7 +551,7 @@ def graph_facts(
         captures,
         analysis.range_tree,
         trace.graph_nodes if has_nodes else None,
-        {stage.name: stage.launches_per_step["graph"] for stage in stages},
+        {stage.name: stage.launches_per_step[OpKind.GRAPH] for stage in stages},
         trace_start_ns=analysis.trace_start_ns,
         stage_launches={stage.name: stage.eager_launches_per_step for stage in stages},
     )
@@ -674,7 +562,7 @@ def graph_facts(
         captures=described,
         instantiations=int(setup[NAME].astype(str).str.contains("GraphInstantiate").sum()),
         graph_events=int(events.loc[events[PID] == pid, "events"].sum()),
-        replays_per_step=_per_step(sum(s.launches_per_step["graph"] * n for s in stages), n),
+        replays_per_step=per_step(sum(s.launches_per_step[OpKind.GRAPH] * n for s in stages), n),
         unmatched_captures=sum(1 for capture in described if capture.stage is None),
     )
 
@@ -690,23 +578,22 @@ def sharing_gpus(analysis: Analysis, pid: int) -> tuple[int, ...]:
 def _stage_facts(
     summary: StageSummary | None, captured_here: tuple[str, ...], shared_with: tuple[int, ...]
 ) -> StageFacts:
-    if summary is None:
-        return StageFacts(ExecutionMode.NONE, 0, 0, 0, 0, 0, 0, 0, 0, captured_here, shared_with)
-    launches = summary.launches_per_step
-    return StageFacts(
-        execution=ExecutionMode(summary.execution),
-        eager_launches_per_step=summary.eager_launches_per_step,
-        graph_launches_per_step=launches["graph"],
-        launch_api_ns_per_step=summary.launch_api_ns_per_step,
-        syncs_per_step=summary.syncs_per_step,
-        sync_ns_per_step=summary.sync_ns_per_step,
-        module_loads_per_step=summary.unexpected_calls_per_step["module_load"],
-        module_load_ns_per_step=summary.module_load_ns_per_step,
-        allocs_per_step=summary.unexpected_calls_per_step["alloc"],
-        graph_setups_per_step=summary.unexpected_calls_per_step["graph_setup"],
-        captured_here=captured_here,
-        gpu_shared_with=shared_with,
-        long_gap_idle_ns_per_step=summary.long_gap_idle_ns_per_step,
-        even_gap_fraction=summary.even_gap_fraction,
-        launch_spacing_ns=summary.launch_spacing_ns,
+    return StageFacts(summary or _EMPTY_STAGE, captured_here, shared_with)
+
+
+# A stage with no launch, no call and no time: what a candidate without a stage summary has.
+_EMPTY_STAGE = summarise_stage(
+    StageInputs(
+        name="",
+        steps=0,
+        totals=dict.fromkeys(Total, 0),
+        busy_ns_per_step=0,
+        idle_ns_per_step=0,
+        launch_spacing_ns=None,
+        long_gap_threshold_ns=LONG_GAP_MIN_NS,
+        even_gap_fraction=None,
+        long_gaps=0,
+        long_gap_idle_ns=0,
+        step_values=dict.fromkeys(StepValue, ()),
     )
+)

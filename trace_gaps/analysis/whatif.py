@@ -8,8 +8,6 @@ own error (replayed − measured, unchanged) is reported beside it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import pandas as pd
 
@@ -36,6 +34,7 @@ from trace_gaps.model import (
     START_NS,
     GraphTraceMode,
 )
+from trace_gaps.records import Prediction, ReplayCheck, WhatIfLedgerEntry
 
 # The lever that fits each verdict kind (verdicts.VerdictKind values).
 _LEVER_OF_KIND = {
@@ -70,40 +69,6 @@ def lever_words(kind: str) -> str:
     if kind.startswith("gpu"):
         return f"GPU work {kind[3:]} % faster"
     return LEVER_WORDS.get(kind, kind)
-
-
-@dataclass(frozen=True, slots=True)
-class WhatIfLedgerEntry:
-    """One (stage, bucket, cause) of the replayed steps with the levers pulled."""
-
-    stage: str
-    bucket: str
-    cause: str
-    ns_per_step: int
-
-
-@dataclass(frozen=True, slots=True)
-class Prediction:
-    """The levers' effect on the replayed steps of one process."""
-
-    levers: list[str]
-    steps: int  # how many steps were replayed
-    measured_ns: int  # their mean measured wall time
-    replayed_ns: int  # mean replayed, unchanged
-    lever_ns: int  # mean replayed with the levers pulled
-    saving_ns: int  # replayed_ns − lever_ns
-    predicted_ns: int  # the process's mean step − saving
-    ledger: list[WhatIfLedgerEntry]  # replayed with the levers pulled
-
-
-@dataclass(frozen=True, slots=True)
-class ReplayCheck:
-    """The unchanged replay against the measured steps."""
-
-    steps: int
-    measured_ns: int
-    replayed_ns: int
-    error_pct: float  # (replayed − measured) / measured, in %
 
 
 PRICED_STEPS = 8  # a candidate's saving is priced on this many of the replayed steps

@@ -16,7 +16,7 @@ from trace_gaps.model import (
     CallCategory,
     IdleCause,
 )
-from trace_gaps.report import Report
+from trace_gaps.records import Report
 
 OTHER_STAGES = "other stages"
 

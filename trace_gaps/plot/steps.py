@@ -24,7 +24,7 @@ from trace_gaps.plot.palette import (
     stage_colours,
     title_name,
 )
-from trace_gaps.report import ProcessReport, Report
+from trace_gaps.records import ProcessReport, Report
 from trace_gaps.units import NS_PER_MS
 
 WARMUP_ALPHA = 0.3

@@ -37,8 +37,7 @@ from trace_gaps.plot.palette import (
     stage_colours,
     title_name,
 )
-from trace_gaps.report import Report
-from trace_gaps.timeline import Spans, StepTimeline
+from trace_gaps.records import Report, Spans, StepTimeline
 from trace_gaps.units import NS_PER_MS, NS_PER_S, format_duration
 
 FIGURE_WIDTH_IN = 16.0

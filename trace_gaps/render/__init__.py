@@ -7,13 +7,13 @@ from trace_gaps.diff import Diff
 from trace_gaps.errors import TraceGapsError
 from trace_gaps.formats import Format
 from trace_gaps.overview import Overview
+from trace_gaps.records import Report
 from trace_gaps.render.csv import render_csv
 from trace_gaps.render.diff import render_diff_json, render_diff_markdown, render_diff_text
 from trace_gaps.render.json import render_json
 from trace_gaps.render.markdown import render_markdown
 from trace_gaps.render.overview import render_overview_json, render_overview_text
 from trace_gaps.render.text import render_text
-from trace_gaps.report import Report
 
 __all__ = ["RENDERERS", "Format"]
 

@@ -4,9 +4,8 @@
 import csv
 import io
 
-from trace_gaps.analysis.integrity import Figures
 from trace_gaps.model import Bucket
-from trace_gaps.report import Report
+from trace_gaps.records import Figures, Report
 
 
 def render_csv(report: Report) -> str:

@@ -3,7 +3,7 @@
 import dataclasses
 import json
 
-from trace_gaps.report import Report
+from trace_gaps.records import Report
 
 
 def report_to_dict(report: Report) -> dict[str, object]:

@@ -1,6 +1,7 @@
 """Markdown: GitHub-flavoured, ready to paste into an issue; tables stay tables for any name."""
 
 from trace_gaps.analysis.integrity import unreliable_lines
+from trace_gaps.records import Report
 from trace_gaps.render.tables import (
     RIGHT,
     Table,
@@ -18,7 +19,6 @@ from trace_gaps.render.tables import (
     stage_table,
     what_if_table,
 )
-from trace_gaps.report import Report
 
 _ESCAPES = str.maketrans(
     {

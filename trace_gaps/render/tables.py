@@ -6,11 +6,12 @@ from dataclasses import dataclass
 
 from trace_gaps.analysis.kinds import kind_label
 from trace_gaps.analysis.whatif import IGNORED
+from trace_gaps.figures import LEFT as LEFT
+from trace_gaps.figures import RIGHT as RIGHT
+from trace_gaps.figures import stage_columns
 from trace_gaps.model import CAUSE_ORDER, Bucket
-from trace_gaps.report import ExportSummary, ProcessReport, Report
+from trace_gaps.records import ExportSummary, ProcessReport, Report
 from trace_gaps.units import format_count, format_duration, format_ms
-
-LEFT, RIGHT = "left", "right"
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,52 +248,20 @@ def ledger_table(process: ProcessReport) -> Table:
 
 
 def stage_table(process: ProcessReport) -> Table:
-    """Launch economics per stage."""
-    rows = []
-    for stage in sorted(process.stages, key=lambda s: -(s.busy_ns_per_step + s.idle_ns_per_step)):
-        launches = stage.launches_per_step
-        unexpected = ", ".join(
-            f"{count:g} {kind}" for kind, count in stage.unexpected_calls_per_step.items() if count
-        )
-        rows.append(
-            [
-                stage.name,
-                stage.execution,
-                f"{launches['kernel']:g}",
-                f"{launches['memcpy']:g}",
-                f"{launches['memset']:g}",
-                f"{launches['graph']:g}",
-                "" if stage.nodes_per_replay is None else f"{stage.nodes_per_replay:g}",
-                format_ms(stage.launch_api_ns_per_step),
-                f"{stage.queue_delay_mean_ns_per_launch / 1_000:.1f}",
-                f"{stage.syncs_per_step:g}",
-                format_ms(stage.sync_ns_per_step),
-                f"{stage.long_gaps_per_step:g}",
-                unexpected,
-            ]
-        )
+    """Launch economics per stage: the figures declared with a column (figures.py)."""
+    columns = stage_columns()
+    stages = sorted(process.stages, key=lambda s: -(s.busy_ns_per_step + s.idle_ns_per_step))
     return Table(
         title=(
             "Launches per step by stage (launch calls ms: all time inside launch calls, GPU "
             "busy or idle; queue: mean delay from a launch call's return to its op's start)"
         ),
-        columns=[
-            "stage",
-            "mode",
-            "kernels",
-            "memcpy",
-            "memset",
-            "graph replays",
-            "nodes/replay",
-            "launch calls ms",
-            "queue µs/launch",
-            "syncs",
-            "sync ms",
-            "long host gaps",
-            "unexpected work",
+        columns=[column.header for _, column in columns],
+        align=[column.align for _, column in columns],
+        rows=[
+            [column.cell(getattr(stage, figure.name)) for figure, column in columns]
+            for stage in stages
         ],
-        align=[LEFT, LEFT, *[RIGHT] * 10, LEFT],
-        rows=rows,
     )
 
 

@@ -8,6 +8,7 @@ from rich.table import Table as RichTable
 from rich.text import Text
 
 from trace_gaps.analysis.integrity import unreliable_lines
+from trace_gaps.records import Report
 from trace_gaps.render.tables import (
     RIGHT,
     Table,
@@ -25,7 +26,6 @@ from trace_gaps.render.tables import (
     stage_table,
     what_if_table,
 )
-from trace_gaps.report import Report
 
 MAX_NAME = 48
 

@@ -1,0 +1,371 @@
+"""The per-stage figures, each declared once: the fields of StageSummary.
+
+A figure's declaration (`figure(...)` on its field) says everything about it: its unit, how
+it is computed from the stage's inputs (totals summed per window over the analysed steps,
+the ledger's means, the launch spacing) and reduced over the steps, its doc line, and its
+columns in the per-stage table. The table (render/tables.py), the JSON and its Schema
+(asdict and schema.py read the fields), the diff's stage sides (changes.py) and the list in
+docs/json.md (`figures_doc`) are made from these declarations. To add a figure: compute its
+input per window (a metric, analysis/metrics.py), give it to StageInputs, and declare it here.
+
+A name that is not declared fails loudly: `STAGE_FIGURES["syncs"]` and `totals[Total.SYNC]`
+raise (KeyError, AttributeError), never read as 0.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from trace_gaps.model import CallCategory, ExecutionMode, OpKind
+from trace_gaps.units import format_ms
+
+LEFT, RIGHT = "left", "right"
+
+
+class Total(StrEnum):
+    """A per-stage total over the analysed steps, summed per window (analysis/launches.py);
+    the figures divide it by the step count."""
+
+    KERNEL_LAUNCHES = "kernel_launches"
+    LAUNCHES_WITHOUT_OP = "launches_without_op"  # no op of the launch in the export: lost records
+    GRAPH_LAUNCHES = "graph_launches"
+    MEMCPY_LAUNCHES = "memcpy_launches"
+    MEMSET_LAUNCHES = "memset_launches"
+    LAUNCH_API_NS = "launch_api_ns"
+    QUEUE_NS = "queue_ns"
+    QUEUED_LAUNCHES = "queued_launches"
+    SYNCS = "syncs"
+    SYNC_NS = "sync_ns"
+    MODULE_LOADS = "module_loads"
+    MODULE_LOAD_NS = "module_load_ns"
+    LOOKUPS = "lookups"
+    LOOKUP_NS = "lookup_ns"
+    ALLOCS = "allocs"
+    ALLOC_NS = "alloc_ns"
+    GRAPH_SETUPS = "graph_setups"
+    GRAPH_SETUP_NS = "graph_setup_ns"
+    GRAPH_OPS = "graph_ops"
+    EAGER_OPS = "eager_ops"
+
+
+class StepValue(StrEnum):
+    """A per-(stage, step) value, computed per window (analysis/launches.py,
+    stage_step_values); the figures reduce it over the steps."""
+
+    HOST_GAP_P90_NS = "host_gap_p90_ns"  # 90th percentile of the host gaps before its launches
+
+
+# Launches per step by what they launch, in the JSON's key order.
+LAUNCH_TOTALS: dict[OpKind, Total] = {
+    OpKind.KERNEL: Total.KERNEL_LAUNCHES,
+    OpKind.GRAPH: Total.GRAPH_LAUNCHES,
+    OpKind.MEMCPY: Total.MEMCPY_LAUNCHES,
+    OpKind.MEMSET: Total.MEMSET_LAUNCHES,
+}
+EAGER_KINDS = (OpKind.KERNEL, OpKind.MEMCPY, OpKind.MEMSET)
+# Work that should not be in a steady-state step: its count and its time, per category.
+UNEXPECTED_TOTALS: dict[CallCategory, tuple[Total, Total]] = {
+    CallCategory.MODULE_LOAD: (Total.MODULE_LOADS, Total.MODULE_LOAD_NS),
+    CallCategory.ALLOC: (Total.ALLOCS, Total.ALLOC_NS),
+    CallCategory.GRAPH_SETUP: (Total.GRAPH_SETUPS, Total.GRAPH_SETUP_NS),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class StageInputs:
+    """What one stage's figures are computed from (analysis/summary.py gathers it)."""
+
+    name: str
+    steps: int  # analysed steps
+    totals: Mapping[str, int]  # every Total, summed over the analysed steps
+    busy_ns_per_step: int  # the ledger's means
+    idle_ns_per_step: int
+    launch_spacing_ns: int | None  # median host gap before a launch (whole µs); None: no launch
+    long_gap_threshold_ns: int  # host gaps longer than this are long
+    even_gap_fraction: float | None
+    long_gaps: int  # over the analysed steps
+    long_gap_idle_ns: int
+    step_values: Mapping[str, Sequence[int]]  # every StepValue: one per step that has one
+
+    def total(self, *totals: Total) -> int:
+        """The sum of the given totals (KeyError for one the frame lacks)."""
+        return sum(int(self.totals[total]) for total in totals)
+
+    def per_step(self, *totals: Total) -> float:
+        """The totals' sum per analysed step, two decimals."""
+        return per_step(self.total(*totals), self.steps)
+
+    def ns_per_step(self, *totals: Total) -> int:
+        """The totals' sum (ns) per analysed step, whole ns."""
+        return int(round(self.per_step(*totals)))
+
+
+def per_step(total: float, steps: int) -> float:
+    """A total per step, two decimals (0 without steps)."""
+    return round(float(total) / steps, 2) if steps else 0.0
+
+
+def mean_over_steps(values: Sequence[int]) -> int | None:
+    """The mean of a per-step value over the steps that have one, whole ns (None: none has)."""
+    return int(round(sum(values) / len(values))) if values else None
+
+
+def execution_mode(graph_ops: int, eager_ops: int) -> ExecutionMode:
+    """Name how a stage's ops were launched."""
+    if graph_ops and eager_ops:
+        return ExecutionMode.MIXED
+    if graph_ops:
+        return ExecutionMode.GRAPH
+    if eager_ops:
+        return ExecutionMode.EAGER
+    return ExecutionMode.NONE
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    """One column of the per-stage table: header, cell text from the figure's value,
+    alignment, and place (columns are shown by `at`)."""
+
+    at: int
+    header: str
+    cell: Callable[[Any], str]
+    align: str = RIGHT
+
+
+@dataclass(frozen=True, slots=True)
+class Figure:
+    """One per-stage figure: its JSON key (the field's name) and everything said about it."""
+
+    name: str
+    unit: str
+    doc: str
+    compute: Callable[[StageInputs], Any]
+    reduced: str  # how the steps' values become one
+    columns: tuple[Column, ...] = ()
+
+
+_FIGURE = "figure"
+MEAN = "mean per analysed step"
+OVER_STEPS = "over all analysed steps"
+NONE = "-"
+
+
+def figure(
+    unit: str,
+    doc: str,
+    compute: Callable[[StageInputs], Any],
+    *,
+    reduced: str = MEAN,
+    columns: tuple[Column, ...] = (),
+) -> Any:
+    """Declare a StageSummary field as a figure (its name is the field's)."""
+    return field(metadata={_FIGURE: Figure("", unit, doc, compute, reduced, columns)})
+
+
+def _count(value: float) -> str:
+    return f"{value:g}"
+
+
+def _launch_column(at: int, kind: OpKind, header: str) -> Column:
+    return Column(at, header, lambda launches: f"{launches[kind.value]:g}")
+
+
+def _unexpected_words(calls: dict[str, float]) -> str:
+    return ", ".join(f"{count:g} {kind}" for kind, count in calls.items() if count)
+
+
+def _nodes_per_replay(stage: StageInputs) -> float | None:
+    replays = stage.total(Total.GRAPH_LAUNCHES)
+    return round(stage.total(Total.GRAPH_OPS) / replays, 2) if replays else None
+
+
+def _queue_delay_per_launch(stage: StageInputs) -> int:
+    launches = stage.total(*LAUNCH_TOTALS.values())
+    return int(round(stage.total(Total.QUEUE_NS) / launches)) if launches else 0
+
+
+_KEYS = "{" + ", ".join(f'"{kind}"' for kind in LAUNCH_TOTALS) + "}"
+_UNEXPECTED_KEYS = "{" + ", ".join(f'"{kind}"' for kind in UNEXPECTED_TOTALS) + "}"
+
+
+@dataclass(frozen=True, slots=True)
+class StageSummary:
+    """One stage's launch economics and time, per analysed step."""
+
+    name: str = figure(
+        "name",
+        "the stage: an NVTX range name, normalised",
+        lambda s: s.name,
+        reduced=NONE,
+        columns=(Column(0, "stage", str, LEFT),),
+    )
+    execution: str = figure(
+        "graph | eager | mixed | none",
+        "how its ops were launched: graph (all from graph launches), eager (none), mixed, none (no op)",
+        lambda s: execution_mode(s.total(Total.GRAPH_OPS), s.total(Total.EAGER_OPS)).value,
+        reduced=OVER_STEPS,
+        columns=(Column(1, "mode", str, LEFT),),
+    )
+    busy_ns_per_step: int = figure(
+        "ns/step", "GPU busy time charged to the stage (the ledger)", lambda s: s.busy_ns_per_step
+    )
+    idle_ns_per_step: int = figure(
+        "ns/step", "GPU idle time charged to the stage (the ledger)", lambda s: s.idle_ns_per_step
+    )
+    launches_per_step: dict[str, float] = figure(
+        f"{_KEYS}: launches/step",
+        "launch calls by what they launch (a graph launch replays a graph)",
+        lambda s: {kind.value: s.per_step(total) for kind, total in LAUNCH_TOTALS.items()},
+        columns=(
+            _launch_column(2, OpKind.KERNEL, "kernels"),
+            _launch_column(3, OpKind.MEMCPY, "memcpy"),
+            _launch_column(4, OpKind.MEMSET, "memset"),
+            _launch_column(5, OpKind.GRAPH, "graph replays"),
+        ),
+    )
+    eager_launches_per_step: float = figure(
+        "launches/step",
+        "kernel, memcpy and memset launches",
+        lambda s: s.per_step(*(LAUNCH_TOTALS[kind] for kind in EAGER_KINDS)),
+    )
+    launch_api_ns_per_step: int = figure(
+        "ns/step",
+        "time inside launch calls, all of it (GPU busy or idle)",
+        lambda s: s.ns_per_step(Total.LAUNCH_API_NS),
+        columns=(Column(7, "launch calls ms", format_ms),),
+    )
+    queue_delay_mean_ns_per_launch: int = figure(
+        "ns/launch",
+        "mean over the launches of (first op start - call end), when positive",
+        _queue_delay_per_launch,
+        reduced=OVER_STEPS,
+        columns=(Column(8, "queue µs/launch", lambda ns: f"{ns / 1_000:.1f}"),),
+    )
+    queue_delay_sum_ns_per_step: int = figure(
+        "ns/step",
+        "the sum of those per-launch delays: can exceed the step",
+        lambda s: s.ns_per_step(Total.QUEUE_NS),
+    )
+    queued_launches_per_step: float = figure(
+        "launches/step",
+        "launches whose first op started after the call returned",
+        lambda s: s.per_step(Total.QUEUED_LAUNCHES),
+    )
+    syncs_per_step: float = figure(
+        "calls/step",
+        "host syncs: synchronize and wait calls, blocking copies",
+        lambda s: s.per_step(Total.SYNCS),
+        columns=(Column(9, "syncs", _count),),
+    )
+    sync_ns_per_step: int = figure(
+        "ns/step",
+        "time inside those syncs",
+        lambda s: s.ns_per_step(Total.SYNC_NS),
+        columns=(Column(10, "sync ms", format_ms),),
+    )
+    unexpected_calls_per_step: dict[str, float] = figure(
+        f"{_UNEXPECTED_KEYS}: calls/step",
+        "work that should not be in a steady-state step: code loads, allocations, graph setup",
+        lambda s: {
+            category.value: s.per_step(count) for category, (count, _) in UNEXPECTED_TOTALS.items()
+        },
+        columns=(Column(12, "unexpected work", _unexpected_words, LEFT),),
+    )
+    unexpected_ns_per_step: int = figure(
+        "ns/step",
+        "time inside those calls",
+        lambda s: s.ns_per_step(*(time for _, time in UNEXPECTED_TOTALS.values())),
+    )
+    module_load_ns_per_step: int = figure(
+        "ns/step", "time inside the code-load calls", lambda s: s.ns_per_step(Total.MODULE_LOAD_NS)
+    )
+    lookups_per_step: float = figure(
+        "calls/step",
+        "kernel and function handle lookups: counted, never loads",
+        lambda s: s.per_step(Total.LOOKUPS),
+    )
+    lookup_ns_per_step: int = figure(
+        "ns/step", "time inside those lookups", lambda s: s.ns_per_step(Total.LOOKUP_NS)
+    )
+    nodes_per_replay: float | None = figure(
+        "ops/replay",
+        "ops per graph launch, where the export has node rows (null: no graph launch)",
+        _nodes_per_replay,
+        reduced=OVER_STEPS,
+        columns=(Column(6, "nodes/replay", lambda n: "" if n is None else f"{n:g}"),),
+    )
+    launch_spacing_ns: int | None = figure(
+        "ns",
+        "median host time from one launch call's return to the next launch (whole µs; "
+        "null: no launch)",
+        lambda s: s.launch_spacing_ns,
+        reduced=OVER_STEPS,
+    )
+    long_gap_threshold_ns: int = figure(
+        "ns",
+        "host gaps longer than this are long (docs/definitions.md)",
+        lambda s: s.long_gap_threshold_ns,
+        reduced=OVER_STEPS,
+    )
+    long_gaps_per_step: float = figure(
+        "gaps/step",
+        "long host gaps",
+        lambda s: per_step(s.long_gaps, s.steps),
+        columns=(Column(11, "long host gaps", _count),),
+    )
+    long_gap_idle_ns_per_step: int = figure(
+        "ns/step",
+        "GPU-idle host time inside them",
+        lambda s: int(round(per_step(s.long_gap_idle_ns, s.steps))),
+    )
+    even_gap_fraction: float | None = figure(
+        "fraction",
+        "of the host time in short gaps between launches, the share in gaps within "
+        "DISPATCH_FACTOR x the median spacing: per-op dispatch when high (null: no launch)",
+        lambda s: s.even_gap_fraction,
+        reduced=OVER_STEPS,
+    )
+    host_ns_per_launch_p90: int | None = figure(
+        "ns",
+        "per step, the 90th percentile of the host time before the stage's launches (from the "
+        "thread's previous launch call's return; null: no such gap)",
+        lambda s: mean_over_steps(s.step_values[StepValue.HOST_GAP_P90_NS]),
+        reduced="mean over the analysed steps that have it",
+    )
+
+
+def _declared(cls: type) -> dict[str, Figure]:
+    return {
+        f.name: dataclasses.replace(f.metadata[_FIGURE], name=f.name)
+        for f in dataclasses.fields(cls)
+    }
+
+
+STAGE_FIGURES: dict[str, Figure] = _declared(StageSummary)
+
+
+def summarise_stage(stage: StageInputs) -> StageSummary:
+    """Every figure of one stage, computed from its inputs."""
+    return StageSummary(**{name: f.compute(stage) for name, f in STAGE_FIGURES.items()})
+
+
+def stage_columns() -> list[tuple[Figure, Column]]:
+    """The per-stage table's columns, in their places, each with its figure."""
+    columns = [(f, column) for f in STAGE_FIGURES.values() for column in f.columns]
+    return sorted(columns, key=lambda pair: pair[1].at)
+
+
+def figures_doc() -> str:
+    """The per-stage figures as docs/json.md lists them (a code block)."""
+    width = max(len(name) for name in STAGE_FIGURES) + 3
+    lines = ["```"]
+    for f in STAGE_FIGURES.values():
+        reduced = "" if f.reduced in (MEAN, NONE) else f" ({f.reduced})"
+        key = f'"{f.name}"'
+        lines.append(f"{key:<{width}}{f.unit}{reduced}")
+        lines.append(f"{'':<{width}}{f.doc}")
+    return "\n".join([*lines, "```"]) + "\n"

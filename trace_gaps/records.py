@@ -1,0 +1,418 @@
+"""The records the Report is made of: every type a renderer, a plot or the JSON reads.
+
+Analyses build them (analysis/summary.py, candidates.py, graphs.py, ranks.py, whatif.py,
+integrity.py; timeline.py), report.py assembles the Report; the JSON is `asdict` of it and
+its Schema (schema.py) is generated from these classes. StageSummary, whose fields are the
+per-stage figures, is declared with their computation in figures.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from trace_gaps.figures import StageSummary as StageSummary
+
+SCHEMA_VERSION = 2  # 2: keys renamed to one rule (docs/json.md, "Naming")
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    """The analysis of one export, ready to render."""
+
+    export: ExportSummary
+    processes: list[ProcessReport]
+    slowest_rank_by_stage: list[SlowestRank]
+    notes: list[str]
+    schema_version: int = field(default=SCHEMA_VERSION)
+    timelines: list[StepTimeline] = field(default_factory=list)  # only when asked for
+    ranks: RanksView = field(default_factory=lambda: RanksView(None, [], 0, 0))
+    other_exports: list[ExportSummary] = field(default_factory=list)  # analysed with `export`
+    kinds: list[KindRow] = field(default_factory=list)  # where steps come in several kinds
+    # Figures made unreliable by damaged rows (integrity.UNRELIABLE_SHARE): flagged, not dropped.
+    unreliable: list[UnreliableFigures] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class ExportSummary:
+    """Provenance of the export."""
+
+    file: str
+    size_bytes: int
+    nsys_version: str | None
+    schema_version: str | None
+    graph_trace_mode: str
+    gpus: list[str]
+    trace_start_ns: int  # report timestamps are offsets from this
+
+
+@dataclass(frozen=True, slots=True)
+class KindRow:
+    """One kind of step on one thread: how many, how long, what share of the thread's time."""
+
+    pid: int
+    kind: str
+    steps: int  # analysed
+    skipped: int  # as warm-up
+    mean_ns: int
+    share_pct: float  # of the thread's analysed step time, every kind
+
+
+@dataclass(frozen=True, slots=True)
+class SlowestRank:
+    """For a stage present in several processes, the one where it takes longest."""
+
+    stage: str
+    pid: int
+    ns_per_step: int
+    others_ns_per_step: dict[str, int]
+
+
+class Figures(StrEnum):
+    """Report figures that damaged rows can make unreliable (UnreliableFigures.figures)."""
+
+    GPU_TIME = "gpu_time"  # GPU busy and idle time, the ledger, top kernels
+    LAUNCHES = "launches"  # launch counts, launches per step, idle split by cause, verdicts
+
+
+@dataclass(frozen=True, slots=True)
+class UnreliableFigures:
+    """Figures flagged: more than UNRELIABLE_SHARE of the rows they come from are damaged."""
+
+    figures: Figures
+    table: str  # "gpu_ops" or "api_calls"
+    problem: str  # "impossible_times" or "unresolved_names"
+    rows: int
+    of_rows: int
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessReport:
+    """Everything about one process (rank)."""
+
+    pid: int
+    name: str
+    headline: str  # one line: step time, GPU busy %, the biggest lever and why
+    steps: StepSummary
+    ledger: list[LedgerEntry]
+    stages: list[StageSummary]
+    candidates: list[Candidate]
+    long_host_gaps: list[LongGapFinding]  # every stage's, largest first
+    graphs: GraphFacts
+    step_rows: list[StepRow]
+    step_ledger: list[StepLedgerEntry]
+    label: str = ""  # "file:pid" when several exports share this pid, else ""
+    kind: str = ""  # the kind of step this section analyses, "" where steps have no kinds
+    replay: ReplayCheck | None = None  # the what-if replay of unchanged steps vs measured
+    what_if: Prediction | None = None  # analyze --what-if: the levers' predicted step
+    export_file: str = ""  # the export it comes from, when the report has several; else ""
+
+
+@dataclass(frozen=True, slots=True)
+class StepSummary:
+    """Which range is the step, how many were analysed and skipped, and their wall time."""
+
+    name: str | None
+    reason: str
+    steps_analysed: int
+    steps_skipped: int
+    skip_reasons: dict[str, int]
+    threads: int
+    wall: WallStats
+
+
+@dataclass(frozen=True, slots=True)
+class WallStats:
+    """Step wall time over the analysed steps."""
+
+    mean_ns: int
+    p50_ns: int
+    p90_ns: int
+    max_ns: int
+    min_ns: int
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerEntry:
+    """Mean ns per analysed step charged to one (stage, bucket, cause)."""
+
+    stage: str
+    bucket: str
+    cause: str | None
+    ns_per_step: int
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """One (stage, bucket) and the time per step it explains."""
+
+    rank: int
+    stage: str
+    bucket: str
+    ns_per_step: int
+    share_fraction: float
+    kind: str  # VerdictKind
+    lever_ns_per_step: int  # the time per step the verdict's cause explains
+    why: str  # the verdict's reason in one clause (the headline's)
+    verdict: str
+    evidence: Evidence
+    lever: str = ""  # the what-if lever that fits its kind (whatif.lever_for), "" when none
+    predicted_step_ns: int | None = None  # the mean step with that lever pulled (replay.py)
+    saving_ns: int | None = None  # the measured mean step minus predicted_step_ns
+    explained_rank: int = 0  # its place by the time it explains (rank is by saving)
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """The facts beside a candidate."""
+
+    idle_by_cause_ns_per_step: dict[str, int]
+    launches_per_step: float
+    syncs_per_step: float
+    host_ns_per_launch: int | None  # short-gap host time per launch (long gaps left out)
+    top_kernels: list[KernelShare]
+    top_api_calls: list[CallShare]
+    longest_gaps: list[GapEvidence]
+    unexpected_calls_per_step: dict[str, float]
+    host_blocked_in: list[CallShare] = field(default_factory=list)  # OS calls during idle host time
+    long_host_gaps: list[LongGapFinding] = field(
+        default_factory=list
+    )  # this stage's, largest first
+    long_gap_idle_ns_per_step: int = 0  # GPU-idle host time inside all of this stage's long gaps
+
+
+@dataclass(frozen=True, slots=True)
+class KernelShare:
+    """An op name's GPU time in a stage."""
+
+    name: str
+    ns_per_step: int
+    count_per_step: float
+
+
+@dataclass(frozen=True, slots=True)
+class CallShare:
+    """A CUDA API name's host time in a stage."""
+
+    name: str
+    ns_per_step: int
+    count_per_step: float
+
+
+@dataclass(frozen=True, slots=True)
+class GapEvidence:
+    """One idle run, as an offset from the trace start."""
+
+    step_index: int
+    start_offset_ns: int
+    duration_ns: int
+    cause: str
+
+
+@dataclass(frozen=True, slots=True)
+class LongGapFinding:
+    """Long host gaps of one stage that share a pattern, per analysed step.
+
+    The pattern: the CUDA call before and after each gap ("" for the step's start or end)
+    and the OS calls inside it (names, sorted).
+    """
+
+    stage: str
+    call_before: str
+    call_after: str
+    os_calls: list[str]
+    nvtx_path: list[str]  # the ranges open where the longest of them starts, outermost first
+    gaps_per_step: float
+    ns_per_step: int  # their length
+    idle_ns_per_step: int  # the GPU-idle host time inside them: what the ledger charges
+    os_ns_per_step: int  # the time inside OS calls in them (outermost calls only)
+    typical_ns: int  # median length
+    longest_ns: int
+    ends_in_code_load: bool  # the call after loads or builds code (cuLibraryLoadData, ...)
+
+
+@dataclass(frozen=True, slots=True)
+class GraphFacts:
+    """A process's CUDA graphs: captures, instantiations, graph events and replays."""
+
+    captures: list[GraphCapture]
+    instantiations: int
+    graph_events: int  # CUDA_GRAPH_EVENTS rows of the process (graphs created, cloned, ...)
+    replays_per_step: float  # graph launches per analysed step, all stages
+    unmatched_captures: int  # captures no analysed stage matches: stated at process level
+
+
+@dataclass(frozen=True, slots=True)
+class GraphCapture:
+    """One stream capture: cudaStreamBeginCapture … EndCapture on one thread."""
+
+    thread: int
+    begin_offset_ns: int  # BeginCapture's start, from the trace start
+    duration_ns: int  # from BeginCapture's start to EndCapture's end
+    nvtx_path: list[str]  # ranges open at BeginCapture, outermost first
+    stage: str | None  # the stage it belongs to (match_stage); None: no stage matches
+    instantiations: int  # instantiate calls on the thread after it, before the next capture
+    node_count: int | None  # CUDA_GRAPH_NODE_EVENTS rows on the thread during it; None: no table
+    replays_per_step: float | None  # graph launches/step of its stage; 0 when none in the process
+
+
+@dataclass(frozen=True, slots=True)
+class StepRow:
+    """One step (analysed or warm-up) and its ledger by stage and bucket."""
+
+    step_id: int
+    thread: int
+    step_index: int
+    start_offset_ns: int
+    wall_ns: int
+    is_warmup: bool
+    skip_reason: str
+    busy_ns: int
+    idle_ns: int
+    wait_ns: int = 0  # GPU held by collectives waiting for a peer
+
+
+@dataclass(frozen=True, slots=True)
+class StepLedgerEntry:
+    """ns of one step charged to one (stage, bucket, cause)."""
+
+    step_id: int
+    stage: str
+    bucket: str
+    cause: str | None
+    duration_ns: int
+
+    def __reduce__(self) -> tuple[type[StepLedgerEntry], tuple[int, str, str, str | None, int]]:
+        # Pickled as its fields, in order (a diff's side sends a report of ~25 per step):
+        # 2.6x faster to load than the dataclass default, which looks up its fields each time.
+        fields = (self.step_id, self.stage, self.bucket, self.cause, self.duration_ns)
+        return StepLedgerEntry, fields
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayCheck:
+    """The unchanged replay against the measured steps."""
+
+    steps: int
+    measured_ns: int
+    replayed_ns: int
+    error_pct: float  # (replayed − measured) / measured, in %
+
+
+@dataclass(frozen=True, slots=True)
+class Prediction:
+    """The levers' effect on the replayed steps of one process."""
+
+    levers: list[str]
+    steps: int  # how many steps were replayed
+    measured_ns: int  # their mean measured wall time
+    replayed_ns: int  # mean replayed, unchanged
+    lever_ns: int  # mean replayed with the levers pulled
+    saving_ns: int  # replayed_ns − lever_ns
+    predicted_ns: int  # the process's mean step − saving
+    ledger: list[WhatIfLedgerEntry]  # replayed with the levers pulled
+
+
+@dataclass(frozen=True, slots=True)
+class WhatIfLedgerEntry:
+    """One (stage, bucket, cause) of the replayed steps with the levers pulled."""
+
+    stage: str
+    bucket: str
+    cause: str
+    ns_per_step: int
+
+
+@dataclass(frozen=True, slots=True)
+class RanksView:
+    """Who waits for whom. pace_setter_pid is None without matched collectives."""
+
+    pace_setter_pid: int | None
+    processes: list[RankSummary]
+    matched_instances: int
+    unmatched_instances: int
+    pace_setter: str | None = None  # its label
+
+
+@dataclass(frozen=True, slots=True)
+class RankSummary:
+    """One process's collectives, per analysed step."""
+
+    pid: int
+    collectives_per_step: float
+    collective_ns_per_step: int  # the collective kernels' time, waits included
+    wait_ns_per_step: int  # of it, waiting for a peer
+    last_arrival_fraction: float  # of its matched collectives, the share in which it arrived last
+    waits_for: list[PeerWait]
+    label: str = ""  # "file:pid" where pids repeat across exports, else the pid
+    # Set when none of its collectives has a participant elsewhere in the analysis.
+    unsplit: UnsplitCollectives | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PeerWait:
+    """Time per step a process waits in collectives for one peer (the last to arrive)."""
+
+    pid: int
+    ns_per_step: int
+    last_arrivals_per_step: float  # instances per step in which that peer arrived last
+    # What the peer's step thread was in while this process waited: stage -> ns per step.
+    peer_stages_ns_per_step: dict[str, int]
+    label: str = ""  # "file:pid" where pids repeat across exports, else the pid
+    # Of that wait, how long the peer's GPU sat idle, by cause (same export only): the peer is
+    # late because of its host (launch, host, sync ...) rather than its own GPU work.
+    peer_idle_ns_per_step: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class UnsplitCollectives:
+    """A process's collective time that no peer in the analysis splits into waiting and
+    transfer (one rank's export alone), per analysed step."""
+
+    collective_ns_per_step: int
+    # Time beyond TRANSFER_CEILING_FACTOR x the shortest instance of the kernel's name on its
+    # GPU, summed: at least this much is waiting. None: no bound (no_bound_reason says why).
+    wait_lower_bound_ns_per_step: int | None
+    no_bound_reason: str  # "" when there is a bound
+    names: list[str]  # its collective kernels, most time first
+    exports_to_add: str  # a glob of the other ranks' exports, guessed from the file name ("")
+
+
+@dataclass(frozen=True, slots=True)
+class StepTimeline:
+    """Everything a timeline picture draws for one step of one thread."""
+
+    view: str  # the TimelineRequest.view that chose this step
+    pid: int
+    thread: int  # the step's thread id (tid, not globalTid)
+    step_id: int
+    step_index: int
+    step_name: str | None
+    is_warmup: bool
+    start_offset_ns: int  # the step's start, from the trace start
+    wall_ns: int
+    stages: Spans  # the innermost stage open on the step's thread, as the ledger charges it
+    api_calls: Spans  # CUDA calls on the step's thread; group is the CallCategory value
+    streams: list[StreamLane]  # every stream of the process with an op in the step
+    idle: Spans  # GPU idle runs of one cause each; group and name are the IdleCause value
+
+
+@dataclass(frozen=True, slots=True)
+class StreamLane:
+    """The GPU ops of one stream in one step; each op's group is the stage that launched it."""
+
+    device_id: int
+    stream_id: int
+    ops: Spans
+    # The parts of collective ops spent waiting for a peer process (group: the op's stage).
+    waits: Spans = field(default_factory=lambda: Spans([], [], [], []))
+
+
+@dataclass(frozen=True, slots=True)
+class Spans:
+    """Columns of time spans: ns offsets from the step start, a colour group and a text each."""
+
+    start_ns: list[int]
+    end_ns: list[int]
+    group: list[str]  # what colours the span: a stage, a call category or an idle cause
+    name: list[str]  # what to write on it when it is wide enough
