@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from trace_gaps.cluster import dask_client
 from trace_gaps.commands.options import (
     ExportsArg,
     JobsOpt,
@@ -124,6 +123,7 @@ def analyze_run(
     scheduler: str | None,
 ) -> None:
     """Several exports of one run (or one, on a --scheduler), analysed as one on Dask."""
+    from trace_gaps.cluster import dask_client  # asyncio: not for --help
     from trace_gaps.duplicates import refuse_duplicate_exports
     from trace_gaps.multi import analyse_exports
     from trace_gaps.render import render_report
