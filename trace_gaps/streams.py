@@ -10,6 +10,8 @@ import contextlib
 import io
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -50,20 +52,22 @@ def write_output(
     if output is None:
         write_stdout(text)
         return
-    try:
+    with writing(output, quiet=quiet):
         write_text_atomically(output, text)
-    except OSError as error:
-        raise TraceGapsError(
-            f"cannot write {output}: {error.strerror}. Choose another -o path."
-        ) from error
-    if not quiet:
-        say(f"wrote {output}")
 
 
 def save_figure(figure: Figure, output: Path, *, quiet: bool = False) -> None:
     """Write the figure, its format chosen by the file's suffix."""
-    try:
+    with writing(output, quiet=quiet):
         write_figure_atomically(output, figure)
+
+
+@contextmanager
+def writing(output: Path, *, quiet: bool) -> Iterator[None]:
+    """Around the writing of output: an OSError becomes a one-line error naming it, and
+    `wrote OUTPUT` is said once it is written (unless quiet)."""
+    try:
+        yield
     except OSError as error:
         raise TraceGapsError(
             f"cannot write {output}: {error.strerror}. Choose another -o path."
