@@ -134,13 +134,14 @@ def test_info_format_json_and_its_hidden_alias_agree(export_builder):
         ["plot", "timeline", "--demo", "x.sqlite", "-o", "t.png"],
         ["plot", "steps", "--demo", "x.sqlite", "-o", "t.png"],
         ["report", "--demo", "x.sqlite", "-o", "bundle"],
+        ["export", "perfetto", "--demo", "x.sqlite", "-o", "t.json"],
     ],
 )
-def test_demo_with_an_export_is_refused_in_one_line(args, tmp_path, monkeypatch):
+def test_demo_with_an_export_is_a_usage_error_in_one_line(args, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "x.sqlite").write_bytes(b"")
     result = runner.invoke(app, args)
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert result.stderr.startswith("error: --demo ") and "give no export" in result.stderr
     assert len(result.stderr.splitlines()) == 1
     assert not (tmp_path / "t.png").exists() and not (tmp_path / "bundle").exists()
@@ -183,7 +184,7 @@ def test_a_longest_gap_gives_its_export_time_and_the_command_that_draws_its_step
     import re
 
     from trace_gaps.analysis.pipeline import AnalysisOptions
-    from trace_gaps.cli import load_and_report
+    from trace_gaps.run import load_and_report
     from trace_gaps.timeline import choose_request
 
     path = eager_and_graph_export(export_builder())
@@ -236,3 +237,49 @@ def test_info_shows_what_analyze_would_take_and_never_cuts_silently(export_build
             "kinds": {},
         }
     ]
+
+
+ANALYSIS_COMMANDS = [
+    ["analyze"],
+    ["diff"],
+    ["plot", "timeline"],
+    ["plot", "steps"],
+    ["report"],
+    ["export", "perfetto"],
+]
+
+
+@pytest.mark.parametrize("path", ANALYSIS_COMMANDS, ids=" ".join)
+def test_every_analysis_command_offers_every_analysis_option(path):
+    from typer.main import get_command
+
+    from trace_gaps.commands.options import ANALYSIS_OPTIONS
+
+    command = get_command(app)
+    for name in path:
+        command = command.commands[name]
+    offered = {p.name for p in command.params}
+    assert {o.name for o in ANALYSIS_OPTIONS} <= offered
+
+
+def test_the_analysis_options_become_one_analysis_options():
+    import typer
+
+    from trace_gaps.analysis.pipeline import AnalysisOptions
+    from trace_gaps.commands.options import analysis_options
+
+    received = []
+    probe = typer.Typer()
+
+    @probe.command()
+    @analysis_options()
+    def command(*, options: AnalysisOptions, top: int = 1) -> None:
+        received.append((options, top))
+
+    args = ["--step", "decode", "--skip", "2", "--depth", "2", "--kind", "DECODE"]
+    args += ["--domain", "default", "--process", "7", "--collective", "ar_", "--top", "3"]
+    result = CliRunner().invoke(probe, args)
+    assert result.exit_code == 0, result.output
+    assert received == [(AnalysisOptions("decode", 2, 2, 7, "DECODE", "default", ("ar_",)), 3)]
+    assert CliRunner().invoke(probe, []).exit_code == 0
+    assert received[-1] == (AnalysisOptions(), 1)

@@ -458,7 +458,7 @@ def test_the_bucket_table_leaves_out_changes_that_print_as_zero(eager_and_graph)
 
 
 def test_bucket_tables_made_beside_each_side_give_the_same_diff():
-    # A diff's sides make their step bucket tables where they are analysed (cli.diff_side);
+    # A diff's sides make their step bucket tables where they are analysed (diff_sides.diff_side);
     # the diff made from them is the one made from the reports alone.
     from trace_gaps.diff import step_bucket_tables, without_tabled_steps
     from trace_gaps.render.diff import render_diff_json
@@ -480,7 +480,7 @@ def test_bucket_tables_made_beside_each_side_give_the_same_diff():
 @pytest.mark.parametrize("path", sample_trace_paths(), ids=lambda p: p.stem)
 def test_a_sides_tables_from_its_analysis_are_those_of_its_report(path):
     # A diff's side of one export makes its tables from the analysis' ledger frame and
-    # sends a report without step ledger entries (cli.diff_side): the tables must be the
+    # sends a report without step ledger entries (diff_sides.diff_side): the tables must be the
     # ones made from the entries, row order (the walls'), columns and dtypes included.
     from trace_gaps.diff import analysis_bucket_tables, step_bucket_tables
 
@@ -498,7 +498,7 @@ def test_a_sides_tables_from_its_analysis_are_those_of_its_report(path):
 
 
 def _sides(before: Path, after: Path, relay):  # type: ignore[no-untyped-def]
-    from trace_gaps.cli import diff_side
+    from trace_gaps.diff_sides import diff_side
 
     options = AnalysisOptions()
     return [

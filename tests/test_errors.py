@@ -288,9 +288,9 @@ def test_an_unknown_process_lists_the_processes_with_cuda_activity(export_builde
     assert "has no process 4242 with CUDA activity; pass one of these to --process: 100" in line
 
 
-def test_no_export_and_no_demo_is_a_clean_error():
+def test_no_export_and_no_demo_is_a_usage_error_in_one_line():
     result = invoke(["analyze"])
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert result.stderr.startswith("error: no export given")
 
 

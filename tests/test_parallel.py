@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-import trace_gaps.cli as cli
+import trace_gaps.diff_sides as diff_sides
 import trace_gaps.parallel as parallel
 from tests.conftest import ROOT
 from tests.conftest import SAMPLE_TRACES as SAMPLES
@@ -128,13 +128,15 @@ def test_a_user_error_crosses_processes_with_its_file() -> None:
 def test_diff_sides_in_two_processes_give_the_same_diff(monkeypatch: pytest.MonkeyPatch) -> None:
     before, after = SAMPLES / "spec_eager.sqlite", SAMPLES / "spec_graph_node.sqlite"
     args = ["diff", str(before), str(after), "-f", "json"]
-    monkeypatch.setattr(cli, "DIFF_SIDES_APART_BYTES", 10**12)
+    monkeypatch.setattr(diff_sides, "DIFF_SIDES_APART_BYTES", 10**12)
     apart_jobs: list[int] = []
     one_by_one = CliRunner().invoke(app, args)
-    monkeypatch.setattr(cli, "DIFF_SIDES_APART_BYTES", 0)
+    monkeypatch.setattr(diff_sides, "DIFF_SIDES_APART_BYTES", 0)
     monkeypatch.setattr(parallel, "default_jobs", lambda: 1)
-    diff_jobs = cli.diff_jobs
-    monkeypatch.setattr(cli, "diff_jobs", lambda sides: apart_jobs.append(diff_jobs(sides)) or 2)
+    diff_jobs = diff_sides.diff_jobs
+    monkeypatch.setattr(
+        diff_sides, "diff_jobs", lambda sides: apart_jobs.append(diff_jobs(sides)) or 2
+    )
     apart = CliRunner().invoke(app, args)
     assert one_by_one.exit_code == 0, one_by_one.output
     assert apart.exit_code == 0, apart.output
@@ -157,7 +159,7 @@ def check_diff_sides_apart_fork_once_and_draw_as_one_process() -> None:
         forks.append(1)
         return real_fork()
 
-    cli.DIFF_SIDES_APART_BYTES = 0
+    diff_sides.DIFF_SIDES_APART_BYTES = 0
     parallel.default_jobs = lambda: 1
     os.fork = counted_fork
     result = CliRunner().invoke(app, ["diff", str(before), str(after), "-f", "json", "-q"])

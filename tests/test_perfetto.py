@@ -223,4 +223,4 @@ def test_the_command_refuses_the_export_as_output_and_a_bad_range(tmp_path):
     result = runner.invoke(
         app, ["export", "perfetto", str(path), "-o", str(tmp_path / "x.json"), "--steps", "3:1"]
     )
-    assert result.exit_code == 1 and "A:B" in result.output
+    assert result.exit_code == 2 and "A:B" in result.output  # a usage error

@@ -311,18 +311,19 @@ def test_plot_commands_write_png_and_svg(decode_export, tmp_path, suffix, magic)
 
 
 @pytest.mark.parametrize(
-    "options, message",
+    "options, message, exit_code",
     [
-        (["-o", "x.pdf"], "name a .png or .svg file"),
-        (["-o", "x.png", "--steps", "5:3"], "is not a range A:B"),
-        (["-o", "x.png", "--step-index", "99"], "no step 99"),
-        (["-o", "x.png", "--worst", "--median"], "choose one of"),
+        (["-o", "x.pdf"], "name a .png or .svg file", 2),
+        (["-o", "x.png", "--steps", "5:3"], "is not a range A:B", 2),
+        (["-o", "x.png", "--step-index", "99"], "no step 99", 1),
+        (["-o", "x.png", "--worst", "--median"], "choose one of", 2),
     ],
 )
-def test_plot_timeline_user_errors(decode_export, tmp_path, options, message):
+def test_plot_timeline_user_errors(decode_export, tmp_path, options, message, exit_code):
+    # Options that cannot be drawn are usage errors (2); a step the export lacks is its input's (1).
     options = [str(tmp_path / o) if o.startswith("x.") else o for o in options]
     result = CliRunner().invoke(app, ["plot", "timeline", str(decode_export), *options])
-    assert result.exit_code == 1
+    assert result.exit_code == exit_code
     assert message in result.output
 
 
@@ -550,4 +551,4 @@ def test_ranks_on_the_command_line_and_not_with_process(export_builder, tmp_path
     refused = runner.invoke(
         app, ["plot", "timeline", str(path), "--ranks", "--process", "100", "-o", str(out)]
     )
-    assert refused.exit_code == 1 and "--ranks draws every process" in refused.stderr
+    assert refused.exit_code == 2 and "--ranks draws every process" in refused.stderr

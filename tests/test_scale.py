@@ -251,17 +251,17 @@ def test_progress_is_off_when_quiet_or_when_stderr_is_not_a_terminal(monkeypatch
     import io
     import sys
 
-    from trace_gaps import cli
+    from trace_gaps import progress
 
     monkeypatch.setattr(sys, "stderr", io.StringIO())  # not a terminal
-    with cli.progress(quiet=False) as shown:
+    with progress.progress(quiet=False) as shown:
         shown("analysing", 1, 4)
         assert not shown.enabled and shown.bar is None
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
-    with cli.progress(quiet=True) as shown:
+    with progress.progress(quiet=True) as shown:
         shown("analysing", 1, 4)
         assert not shown.enabled and shown.bar is None
-    with cli.progress(quiet=False) as shown:
+    with progress.progress(quiet=False) as shown:
         assert shown.enabled and shown.bar is None  # nothing shown before there is work
         shown("reading")
         shown("analysing", 3, 7)  # the real total: windows, or exports

@@ -1,4 +1,5 @@
-"""The Dask scheduler given with --scheduler: checked to answer as one within one deadline.
+"""The Dask cluster a command runs on: a local one for --jobs, or the scheduler given with
+--scheduler, checked to answer as one within one deadline.
 
 dask.distributed bounds only the TCP connect with its timeout: a server that accepts the
 connection and then stays silent (any TCP service, a load balancer, a stopped scheduler
@@ -11,12 +12,49 @@ under one deadline.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from trace_gaps.errors import TraceGapsError
 
 SCHEDULER_TIMEOUT_S = 10.0
 CONNECT_SHARE = 0.8  # of the deadline, for the TCP connection (retried by Dask meanwhile)
+
+
+@contextmanager
+def dask_client(jobs: int | None, scheduler: str | None) -> Iterator[Any]:
+    """A dask.distributed Client for --scheduler, else for --jobs (a local cluster); None
+    without either."""
+    if jobs is None and scheduler is None:
+        yield None
+        return
+    try:
+        from dask.distributed import Client, LocalCluster
+    except ImportError:
+        raise TraceGapsError(
+            "--jobs and --scheduler run on Dask, which is not installed: "
+            "pip install 'trace-gaps[dask]'."
+        ) from None
+    if scheduler is not None:
+        # Dask's own timeout would not cover a server that accepts and stays silent.
+        check_scheduler(scheduler, timeout_s=SCHEDULER_TIMEOUT_S)
+        try:
+            client = Client(scheduler, timeout=SCHEDULER_TIMEOUT_S)  # type: ignore[no-untyped-call]
+        except OSError as error:
+            raise TraceGapsError(
+                f"cannot reach the Dask scheduler at {scheduler}: {error}. Check the address."
+            ) from None
+        with client:
+            yield client
+        return
+    with (
+        LocalCluster(  # type: ignore[no-untyped-call]
+            n_workers=jobs, threads_per_worker=1, processes=True, dashboard_address=None
+        ) as cluster,
+        Client(cluster) as client,  # type: ignore[no-untyped-call]
+    ):
+        yield client
 
 
 def check_scheduler(address: str, *, timeout_s: float = SCHEDULER_TIMEOUT_S) -> None:

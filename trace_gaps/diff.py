@@ -349,7 +349,7 @@ def step_bucket_tables(report: Report) -> StepBuckets:
 def analysis_bucket_tables(analysis: Analysis) -> StepBuckets:
     """step_bucket_tables of the analysis' report, from its ledger frame: the same tables
     without the report's step ledger entries (the 1M capture: 20 ms against the entries'
-    28 ms and their table's 40 ms), for a side analysed by itself (cli.diff_side)."""
+    28 ms and their table's 40 ms), for a side analysed by itself (diff_sides.diff_side)."""
     names = np.array(analysis.stage_map.names, dtype=object)
     ledger = analysis.metrics[LEDGER]
     tables: StepBuckets = {}

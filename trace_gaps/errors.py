@@ -31,6 +31,14 @@ def _rebuilt(kind: type[TraceGapsError], message: str, path: Path | None) -> Tra
     return kind(message, path=path)
 
 
+class UsageError(TraceGapsError):
+    """Options that do not go together, a missing one, or a value an option cannot take."""
+
+
+class SlowerError(TraceGapsError):
+    """diff --fail-if-slower: the step time grew beyond the gate (the CI's verdict)."""
+
+
 class NotAnExportError(TraceGapsError):
     """The file is not a readable Nsight Systems SQLite export."""
 

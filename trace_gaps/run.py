@@ -1,4 +1,5 @@
-"""Analyse one export: streamed a window of steps at a time, or whole when it must be.
+"""Analyse one export, and report it: streamed a window of steps at a time, or whole when it
+must be.
 
 Streaming keeps memory bounded whatever the export's size (see analysis/windows.py); an
 export whose rows break its assumptions (tables out of start order, an op far from its
@@ -22,11 +23,12 @@ from trace_gaps.analysis.pipeline import (
     analyse_trace,
 )
 from trace_gaps.analysis.windows import WINDOW_ROWS
-from trace_gaps.errors import TraceGapsError
+from trace_gaps.errors import TraceGapsError, about_file
 from trace_gaps.model import NeedsWholeTrace, Trace
 from trace_gaps.nsys.load import load_trace
 from trace_gaps.nsys.stream import ExportStream, stream_export
 from trace_gaps.parallel import default_jobs
+from trace_gaps.report import Report, build_report
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -117,3 +119,16 @@ def analyse_stream(
     if tallied is not None:
         stream.tally.restore(tallied)
     return analysis
+
+
+def load_and_report(
+    path: Path,
+    options: AnalysisOptions,
+    *,
+    top: int = 10,
+    timelines: tuple[TimelineRequest, ...] = (),
+) -> tuple[Trace, Report]:
+    """Load an export and build its Report; errors raised on the way name the file."""
+    with about_file(path):
+        trace, analysis = analyse_export(path, options, timelines=timelines)
+        return trace, build_report(trace, analysis, top=top)

@@ -505,19 +505,37 @@ def describe_mode_change(change: StageChange) -> str | None:
     )
 
 
+def describe_change(
+    what: str,
+    change: WallChange | RunSpread,
+    *,
+    confidence_pct: int,
+    no_interval: str = "fewer than 2 steps on a side, no noise estimate",
+    interval_from: str = "",
+) -> str:
+    """'<what> +1.20 ms/step (+3.4 %, 95 % CI +0.10 ms to +2.00 ms<interval_from>)', or
+    '(+3.4 %; <no_interval>)' where there is no interval."""
+    head = f"{what} {signed_ms(change.change_ns)}/step"
+    pct = signed_pct(change.change_pct) if change.change_pct is not None else "n/a %"
+    if change.ci_ns is None:
+        return head + f" ({pct}; {no_interval})"
+    low, high = signed_ms(change.ci_ns.low_ns), signed_ms(change.ci_ns.high_ns)
+    return head + f" ({pct}, {confidence_pct} % CI {low} to {high}{interval_from})"
+
+
 def write_runs_verdict(runs: RunSpread, *, confidence_pct: int) -> str:
     """One line: the step time over repeated captures, with the run-to-run noise."""
     shown = [
         ", ".join(format_duration(ns) for ns in side)
         for side in (runs.before_run_ns, runs.after_run_ns)
     ]
-    head = f"Step time over the runs {signed_ms(runs.change_ns)}/step"
-    pct = signed_pct(runs.change_pct) if runs.change_pct is not None else "n/a %"
-    if runs.ci_ns is None:
-        head += f" ({pct}; one run a side, no run-to-run noise estimate)"
-    else:
-        low, high = signed_ms(runs.ci_ns.low_ns), signed_ms(runs.ci_ns.high_ns)
-        head += f" ({pct}, {confidence_pct} % CI {low} to {high} from the run-to-run spread)"
+    head = describe_change(
+        "Step time over the runs",
+        runs,
+        confidence_pct=confidence_pct,
+        no_interval="one run a side, no run-to-run noise estimate",
+        interval_from=" from the run-to-run spread",
+    )
     head += f"; runs before {shown[0]}, after {shown[1]}"
     if runs.is_beyond_noise is False:
         head += ": no change beyond the run-to-run noise"
@@ -532,14 +550,10 @@ def write_diff_verdict(
     confidence_pct: int,
 ) -> str:
     """One line: the step-time change and its noise, then the few changes that explain it."""
-    head = f"Step time {signed_ms(wall.change_ns)}/step"
-    pct = f"{signed_pct(wall.change_pct)}" if wall.change_pct is not None else "n/a %"
+    head = describe_change("Step time", wall, confidence_pct=confidence_pct)
     if wall.ci_ns is None:
-        head += f" ({pct}; fewer than 2 steps on a side, no noise estimate)"
         named = buckets[:VERDICT_CHANGES]
     else:
-        low, high = signed_ms(wall.ci_ns.low_ns), signed_ms(wall.ci_ns.high_ns)
-        head += f" ({pct}, {confidence_pct} % CI {low} to {high})"
         named = [b for b in buckets if b.is_beyond_noise][:VERDICT_CHANGES]
     if wall.is_beyond_noise is False:
         head += ": no change beyond noise"
@@ -563,13 +577,7 @@ def write_run_verdict(run: RunChange, *, confidence_pct: int) -> str:
     """One line for several ranks compared: the run's step time (its slowest rank's) on each
     side, and its change with the noise of those ranks' steps."""
     wall = run.wall
-    head = f"Run step time (its slowest rank) {signed_ms(wall.change_ns)}/step"
-    pct = signed_pct(wall.change_pct) if wall.change_pct is not None else "n/a %"
-    if wall.ci_ns is None:
-        head += f" ({pct}; fewer than 2 steps on a side, no noise estimate)"
-    else:
-        low, high = signed_ms(wall.ci_ns.low_ns), signed_ms(wall.ci_ns.high_ns)
-        head += f" ({pct}, {confidence_pct} % CI {low} to {high})"
+    head = describe_change("Run step time (its slowest rank)", wall, confidence_pct=confidence_pct)
     if wall.is_beyond_noise is False:
         head += ", no change beyond noise"
     sides = [

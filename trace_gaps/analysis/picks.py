@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from trace_gaps.analysis.steps import IS_WARMUP, STEP_INDEX
-from trace_gaps.errors import TraceGapsError
+from trace_gaps.errors import TraceGapsError, UsageError
 from trace_gaps.model import END_NS, GLOBAL_TID, PID, START_NS
 
 
@@ -131,7 +131,7 @@ def choose_request(
     """
     given = [step_index is not None, steps is not None, worst, median]
     if sum(given) > 1:
-        raise TraceGapsError("choose one of --step-index, --steps, --worst and --median.")
+        raise UsageError("choose one of --step-index, --steps, --worst and --median.")
     if step_index is not None:
         return TimelineRequest(StepPick.INDEX, first=step_index)
     if steps is not None:
@@ -142,7 +142,7 @@ def choose_request(
             or not stop.strip().isdigit()
             or int(stop) <= int(first)
         ):
-            raise TraceGapsError(
+            raise UsageError(
                 f"--steps {steps!r} is not a range A:B with A < B (B excluded): "
                 "--steps 3:6 draws steps 3, 4 and 5."
             )

@@ -1,0 +1,150 @@
+"""`trace-gaps analyze`: the per-step, per-stage ledger and the ranked candidates."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from trace_gaps.commands.options import (
+    ExportsArg,
+    JobsOpt,
+    QuietOpt,
+    SchedulerOpt,
+    TopOpt,
+    analysis_options,
+    capped_jobs,
+)
+from trace_gaps.errors import TraceGapsError, UsageError, about_file
+from trace_gaps.formats import Format
+from trace_gaps.inputs import given_exports, resolve_export
+from trace_gaps.output import refuse_inputs_as_outputs
+from trace_gaps.progress import progress
+from trace_gaps.streams import say_not_analysed, write_output
+
+if TYPE_CHECKING:
+    from trace_gaps.analysis.pipeline import AnalysisOptions
+
+WhatIfOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--what-if",
+        help="Predict the step with levers pulled, e.g. 'verify_forward=graph,sample=nosync' "
+        "(graph, nogaps, host50, nohost, nosync, noapi, ontime, gpuN; docs/what-if.md).",
+    ),
+]
+
+
+@analysis_options()
+def analyze(
+    *,
+    exports: ExportsArg = None,
+    demo: Annotated[
+        bool, typer.Option("--demo", help="Analyse the sample trace shipped with trace-gaps.")
+    ] = False,
+    options: AnalysisOptions,
+    top: TopOpt = 10,
+    fmt: Annotated[Format, typer.Option("--format", "-f", help="Output format.")] = Format.TEXT,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write here instead of stdout.")
+    ] = None,
+    quiet: QuietOpt = False,
+    jobs: JobsOpt = None,
+    scheduler: SchedulerOpt = None,
+    what_if: WhatIfOpt = None,
+) -> None:
+    """Per-step, per-stage ledger of GPU busy and idle time, and the ranked bottlenecks."""
+    from trace_gaps.analysis.replay import LeverError, parse_levers
+
+    if what_if is not None:
+        try:
+            parse_levers(what_if)
+        except LeverError as error:
+            raise UsageError(f"--what-if: {error}") from error
+    paths = given_exports(exports, demo, verb="analyses")
+    outputs = [] if output is None else [output]
+    refuse_inputs_as_outputs(outputs, paths)
+    if len(paths) > 1 or scheduler is not None:
+        if demo:
+            raise UsageError("--scheduler needs exports, not --demo.")
+        if what_if is not None:
+            raise UsageError("--what-if predicts one export at a time: give one.")
+        if jobs is not None and scheduler is not None:
+            raise UsageError("give --jobs or --scheduler, not both.")
+        analyze_run(
+            paths,
+            options,
+            top=top,
+            fmt=fmt,
+            output=output,
+            quiet=quiet,
+            jobs=jobs,
+            scheduler=scheduler,
+        )
+        return
+    from trace_gaps.render import render_report
+    from trace_gaps.report import build_report
+    from trace_gaps.run import analyse_export
+
+    path = resolve_export(paths[0] if paths else None, demo)
+    refuse_inputs_as_outputs(outputs, [path])
+    # The progress bar is cleared before anything is written.
+    with progress(quiet) as shown, about_file(path):
+        shown(f"reading {path.name}")
+        trace, analysis = analyse_export(
+            path,
+            options,
+            on_window=lambda done, total: shown(f"analysing {path.name}", done, total),
+            jobs=capped_jobs(jobs, quiet=quiet),
+        )
+        shown("ranking candidates")
+        # Only the JSON report holds every step's ledger (40,000 entries at 1,700 steps).
+        try:
+            report = build_report(
+                trace, analysis, top=top, step_ledger=fmt is Format.JSON, what_if=what_if
+            )
+        except LeverError as error:
+            raise TraceGapsError(f"--what-if: {error}") from error
+        text = render_report(report, fmt)
+    write_output(text, output, exact=fmt is Format.CSV, quiet=quiet)
+
+
+def analyze_run(
+    paths: list[Path],
+    options: AnalysisOptions,
+    *,
+    top: int,
+    fmt: Format,
+    output: Path | None,
+    quiet: bool,
+    jobs: int | None,
+    scheduler: str | None,
+) -> None:
+    """Several exports of one run (or one, on a --scheduler), analysed as one on Dask."""
+    from trace_gaps.cluster import dask_client  # asyncio: not for --help
+    from trace_gaps.duplicates import refuse_duplicate_exports
+    from trace_gaps.multi import analyse_exports
+    from trace_gaps.render import render_report
+
+    resolved = [resolve_export(path, False) for path in paths]
+    refuse_inputs_as_outputs([] if output is None else [output], resolved)
+    if scheduler is not None:  # its workers run in folders of their own
+        resolved = [Path(os.path.abspath(path)) for path in resolved]
+    jobs = capped_jobs(jobs, quiet=quiet)
+    refuse_duplicate_exports(resolved)
+    with progress(quiet) as shown, dask_client(jobs, scheduler) as client:
+        shown("analysing exports", 0, len(resolved))
+        result = analyse_exports(
+            resolved,
+            options,
+            top=top,
+            client=client,
+            on_export=lambda done, total: shown("analysing exports", done, total),
+        )
+        text = render_report(result.report, fmt)
+    write_output(text, output, quiet=quiet)
+    if result.failed:
+        say_not_analysed(result.failed)
+        raise typer.Exit(1)

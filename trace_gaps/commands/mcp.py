@@ -1,0 +1,15 @@
+"""`trace-gaps mcp`: the commands as tools of an MCP server on stdio (server.py)."""
+
+from __future__ import annotations
+
+from trace_gaps.commands.options import QuietOpt
+
+
+def mcp(quiet: QuietOpt = False) -> None:
+    """Serve info, analyze, diff and their Schemas as MCP tools on stdio, for coding agents.
+
+    Needs pip install 'trace-gaps\\[mcp]'; see docs/mcp.md.
+    """
+    from trace_gaps.server import serve
+
+    serve(quiet=quiet)

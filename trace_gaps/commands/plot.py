@@ -1,0 +1,146 @@
+"""`trace-gaps plot timeline|steps`: one step's timeline as lanes, or every step's ledger as bars."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from trace_gaps.commands.options import HELP_OPTIONS, ExportArg, QuietOpt, analysis_options
+from trace_gaps.errors import UsageError
+from trace_gaps.inputs import resolve_export
+from trace_gaps.output import refuse_inputs_as_outputs
+from trace_gaps.streams import save_figure
+from trace_gaps.units import NS_PER_MS
+
+if TYPE_CHECKING:
+    from trace_gaps.analysis.pipeline import AnalysisOptions
+
+app = typer.Typer(
+    help="Pictures of the steps: one step's timeline as lanes, or every step's ledger as bars.",
+    no_args_is_help=True,
+    context_settings=HELP_OPTIONS,
+)
+
+ImageOpt = Annotated[Path, typer.Option("--output", "-o", help="Image to write: .png or .svg.")]
+DemoOpt = Annotated[bool, typer.Option("--demo", help="Draw the shipped sample trace.")]
+
+
+@app.command("timeline")
+@analysis_options()
+def plot_timeline(
+    *,
+    output: ImageOpt,
+    export: ExportArg = None,
+    demo: DemoOpt = False,
+    median: Annotated[
+        bool,
+        typer.Option("--median", help="The analysed step nearest the median wall time (default)."),
+    ] = False,
+    worst: Annotated[bool, typer.Option("--worst", help="The slowest analysed step.")] = False,
+    step_index: Annotated[
+        int | None,
+        typer.Option(
+            "--step-index", min=0, help="The step with this index (from 0, warm-up included)."
+        ),
+    ] = None,
+    steps: Annotated[
+        str | None, typer.Option("--steps", metavar="A:B", help="Consecutive steps A to B-1.")
+    ] = None,
+    options: AnalysisOptions,
+    from_ms: Annotated[
+        float | None,
+        typer.Option(
+            "--from", min=0, metavar="MS", help="Draw from this time, in ms from the step start."
+        ),
+    ] = None,
+    to_ms: Annotated[
+        float | None,
+        typer.Option(
+            "--to", min=0, metavar="MS", help="Draw up to this time, in ms from the step start."
+        ),
+    ] = None,
+    ranks: Annotated[
+        bool,
+        typer.Option(
+            "--ranks",
+            help="Every process's lanes on one time axis, for the same step index, so the "
+            "skew between ranks shows.",
+        ),
+    ] = False,
+    quiet: QuietOpt = False,
+) -> None:
+    """Draw a step as lanes: stages, CUDA calls, GPU streams, and GPU idle time by cause.
+
+    A lane too dense to tell its spans apart says "saturated at this zoom": zoom in with
+    --from/--to.
+    """
+    check_image_path(output)
+    window_ns = zoom_window(from_ms, to_ms)
+    from trace_gaps.plot import plot_timeline
+    from trace_gaps.run import load_and_report
+    from trace_gaps.timeline import choose_request
+
+    request = choose_request(step_index=step_index, steps=steps, worst=worst, median=median)
+    if ranks:
+        if options.process is not None:
+            raise UsageError("--ranks draws every process: give no --process with it.")
+        request = dataclasses.replace(request, all_processes=True)
+    path = image_source(output, export, demo)
+    _, report = load_and_report(path, options, timelines=(request,))
+    save_figure(plot_timeline(report, window_ns=window_ns), output, quiet=quiet)
+
+
+@app.command("steps")
+@analysis_options()
+def plot_steps(
+    *,
+    output: ImageOpt,
+    export: ExportArg = None,
+    demo: DemoOpt = False,
+    options: AnalysisOptions,
+    quiet: QuietOpt = False,
+) -> None:
+    """Draw every step as a stacked bar of its ledger; warm-up steps faded."""
+    check_image_path(output)
+    from trace_gaps.plot import plot_steps
+    from trace_gaps.run import load_and_report
+
+    path = image_source(output, export, demo)
+    _, report = load_and_report(path, options)
+    save_figure(plot_steps(report), output, quiet=quiet)
+
+
+def check_image_path(output: Path) -> None:
+    """Refuse an image name matplotlib would not write as PNG or SVG, before any work."""
+    if output.suffix.lower() not in (".png", ".svg"):
+        raise UsageError(f"cannot write {output}: name a .png or .svg file with -o.")
+
+
+def image_source(output: Path, export: Path | None, demo: bool) -> Path:
+    """The export to draw (resolve_export), never the image's own path."""
+    refuse_inputs_as_outputs([output], [export])
+    path = resolve_export(export, demo)
+    refuse_inputs_as_outputs([output], [path])
+    return path
+
+
+def zoom_window(from_ms: float | None, to_ms: float | None) -> tuple[int, int] | None:
+    """--from/--to as a window in ns from the step start; None draws the whole step."""
+    if from_ms is None and to_ms is None:
+        return None
+    for name, value in (("--from", from_ms), ("--to", to_ms)):
+        if value is not None and not math.isfinite(value):
+            raise typer.BadParameter(
+                f"{name} {value:g} is not a time: give ms from the step start."
+            )
+    # Past int64, a time is later than any step: the window is empty, said once drawn.
+    low_ns = min(round((from_ms or 0.0) * NS_PER_MS), sys.maxsize - 1)
+    high_ns = sys.maxsize if to_ms is None else min(round(to_ms * NS_PER_MS), sys.maxsize)
+    if high_ns <= low_ns:
+        raise typer.BadParameter(f"--to {to_ms or 0:g} must be after --from {from_ms or 0:g}.")
+    return low_ns, high_ns

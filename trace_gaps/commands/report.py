@@ -1,0 +1,76 @@
+"""`trace-gaps report`: a folder for a bug report, the report in every form with its pictures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from trace_gaps.commands.options import ExportsArg, QuietOpt, TopOpt, analysis_options
+from trace_gaps.inputs import given_exports, resolve_export
+from trace_gaps.output import refuse_inputs_as_outputs
+from trace_gaps.streams import say, say_not_analysed
+
+if TYPE_CHECKING:
+    from trace_gaps.analysis.pipeline import AnalysisOptions
+
+
+@analysis_options()
+def report(
+    *,
+    output: Annotated[Path, typer.Option("--output", "-o", help="Folder to write the report in.")],
+    exports: ExportsArg = None,
+    demo: Annotated[bool, typer.Option("--demo", help="Use the shipped sample trace.")] = False,
+    options: AnalysisOptions,
+    top: TopOpt = 10,
+    include_command: Annotated[
+        bool,
+        typer.Option(
+            "--include-command",
+            help="Keep the host name, working directory, program path and arguments in "
+            "report.md (left out by default: they can hold tokens or private paths).",
+        ),
+    ] = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="Write into a folder that is not empty.")
+    ] = False,
+    quiet: QuietOpt = False,
+) -> None:
+    """Write a folder for a bug report: report.md, report.html (one page), report.json, PNGs."""
+    from trace_gaps.bundle import (
+        BUNDLE_FILES,
+        BUNDLE_VIEWS,
+        build_provenance,
+        check_bundle_folder,
+        write_bundle,
+    )
+
+    bundle_files = [output, *(output / name for name in BUNDLE_FILES)]
+    paths = given_exports(exports, demo, verb="reports")
+    refuse_inputs_as_outputs(bundle_files, paths)
+    check_bundle_folder(output, force=force)
+    failed: list[tuple[Path, str]] = []
+    if len(paths) > 1:
+        from trace_gaps.duplicates import refuse_duplicate_exports
+        from trace_gaps.multi import analyse_exports
+
+        resolved = [resolve_export(path, False) for path in paths]
+        refuse_inputs_as_outputs(bundle_files, resolved)
+        refuse_duplicate_exports(resolved)
+        result = analyse_exports(resolved, options, top=top, timelines=BUNDLE_VIEWS)
+        say_not_analysed(result.failed)
+        shown, infos, failed = result.report, result.infos, result.failed
+    else:
+        from trace_gaps.run import load_and_report
+
+        path = resolve_export(paths[0] if paths else None, demo)
+        refuse_inputs_as_outputs(bundle_files, [path])
+        trace, shown = load_and_report(path, options, top=top, timelines=BUNDLE_VIEWS)
+        infos = [trace.info]
+    provenances = [build_provenance(i, include_command=include_command) for i in infos]
+    for written in write_bundle(shown, provenances, output, force=force):
+        if not quiet:
+            say(f"wrote {written}")
+    if failed:
+        raise typer.Exit(1)  # the others reported; the failed ones named above
