@@ -42,6 +42,7 @@ from trace_gaps.analysis.summary import (
 from trace_gaps.analysis.whatif import (
     Prediction,
     ReplayCheck,
+    check_levers,
     check_replay,
     ends,
     models_of,
@@ -150,6 +151,14 @@ def build_report(
     raises LeverError when they name no stage of the analysed steps or do not apply.
     """
     levers = parse_levers(what_if) if what_if is not None else None
+    if levers:
+        # A lever need only change some kind's or process's steps; where it changes none,
+        # that section's prediction lists it as not applicable.
+        sections = [
+            (part.stage_map.names, list(part.metrics[REPLAY_MODELS].values()))
+            for part in analysis.by_kind()
+        ]
+        check_levers(levers, [(names, models) for names, models in sections if models])
     trace_start = analysis.trace_start_ns
     if ranks is None:
         ranks = build_ranks(analysis, trace.info.path.name)
@@ -290,7 +299,9 @@ def _process_report(
         label=label,
         kind=analysis.kind or "",
         replay=check_replay(models) if models else None,
-        what_if=predict(models, levers, names, mode, mean_ns) if levers and models else None,
+        what_if=predict(models, levers, names, mode, mean_ns, strict=False)
+        if levers and models
+        else None,
     )
 
 

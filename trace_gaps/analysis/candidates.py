@@ -74,7 +74,7 @@ class Candidate:
     why: str  # the verdict's reason in one clause (the headline's)
     verdict: str
     evidence: Evidence
-    lever: str = ""  # the what-if lever that fits its kind (whatif.lever_for), "" when none
+    lever: str = ""  # the what-if lever it is priced with (whatif.choose_lever), "" when none
     predicted_step_ns: int | None = None  # the mean step with that lever pulled (replay.py)
     saving_ns: int | None = None  # the measured mean step minus predicted_step_ns
     explained_rank: int = 0  # its place by the time it explains (rank is by saving)
