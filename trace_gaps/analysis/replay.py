@@ -11,8 +11,8 @@ The model of a step (StepModel, cut from a window's frames) is what the export h
   launched before it (or by it) that ended before it returned, and the time it took after.
 
 Replaying walks the host timeline: a call starts after the host time before it; an op
-starts at max(its launching call's start + the launch latency, the end of the op before it
-on its stream + the stream's spacing); a waiting call ends no earlier than its op's end plus
+starts at max(its launching call's start + the launch latency, the end of the op launched
+before it on its stream + the stream's spacing); a waiting call ends no earlier than its op's end plus
 its measured tail. The launch latency and the spacing are measured on the step itself
 (medians over its ops launched onto an idle stream, and over its ops queued behind
 another). The step ends where the host timeline ends: the step is a host range.

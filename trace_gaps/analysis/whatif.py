@@ -239,18 +239,12 @@ def predict(
         check_levers(levers, [(names, models)])
     skipped = [found for lever in levers if (found := not_applicable(lever, names, models))]
     pulled_levers = [lever for lever in levers if lever.label not in {n.lever for n in skipped}]
-    pulls = sorted(
-        ((lever, names.index(lever.stage)) for lever in pulled_levers),
-        key=lambda pull: pull[0].kind not in REMOVED_FIRST,
-    )
     if base_walls is None:
         base_walls = [ends(replay(m)) for m in models]
     base = [wall for wall, _ in base_walls]
     pulled, ledgers = [], []
     for model, before in zip(models, base_walls, strict=True):
-        changed = model
-        for lever, code in pulls:
-            changed = apply_lever(changed, code, lever.kind, mode)
+        changed = pull(model, pulled_levers, names, mode)
         result = replay(changed)
         wall = steady_wall(before, result)
         pulled.append(wall)
@@ -271,6 +265,15 @@ def predict(
         ledger=_mean_ledger(ledgers, len(models), names),
         not_applicable=skipped,
     )
+
+
+def pull(
+    model: StepModel, levers: list[Lever], names: tuple[str, ...], mode: GraphTraceMode
+) -> StepModel:
+    """The model with the levers pulled, syncs and API calls removed first."""
+    for lever in sorted(levers, key=lambda lever: lever.kind not in REMOVED_FIRST):
+        model = apply_lever(model, names.index(lever.stage), lever.kind, mode)
+    return model
 
 
 def ends(result: Replayed) -> tuple[int, int]:
