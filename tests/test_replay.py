@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from typer.testing import CliRunner
 
 from tests.conftest import SAMPLE_TRACES, corpus_trace_paths
 from trace_gaps.analysis.metrics import REPLAY_MODELS
@@ -23,6 +24,7 @@ from trace_gaps.analysis.replay import (
     replay,
 )
 from trace_gaps.analysis.whatif import NotApplicable, check_replay, models_of, predict
+from trace_gaps.cli import app
 from trace_gaps.model import GraphTraceMode, Trace
 from trace_gaps.report import build_report
 from trace_gaps.run import analyse_export
@@ -203,3 +205,18 @@ def test_a_stage_whose_syncs_hold_its_time_is_priced_by_removing_them() -> None:
     assert levers["accept_sample_commit", "idle"] == "nosync"
     assert levers["prepare_for_verify", "idle"] == "graph"
     assert levers["draft_forward", "idle"] == "graph"
+
+
+def test_analyze_what_if_on_a_serving_capture_says_which_kind_a_lever_does_not_apply_to() -> None:
+    if "serving_sglang" not in CORPUS:
+        pytest.skip("serving_sglang not in the corpus")
+    path = CORPUS["serving_sglang"]
+    result = CliRunner().invoke(
+        app, ["analyze", "-q", "-f", "md", str(path), "--what-if", "forward_decode=graph"]
+    )
+    assert result.exit_code == 0, result.output
+    assert result.stdout.count("**What-if ") == 2
+    assert (
+        "**What-if no lever: predicted 9.15 ms/step (measured 9.15, saving 0.00); not applicable "
+        "to these steps: forward\\_decode=graph (no stage forward\\_decode in these steps)"
+    ) in result.stdout
