@@ -179,7 +179,7 @@ def test_a_graph_lever_is_cut_at_the_stages_host_syncs_and_keeps_them() -> None:
     for model in models(path):
         here = model.call_stage == code
         launches = np.flatnonzero(here & np.isin(model.call_category, list(EAGER_LAUNCHES)))
-        runs = len(np.unique(np.cumsum(model.call_category == SYNC)[launches]))
+        runs = len(np.unique(np.cumsum(model.call_cuts_graph)[launches]))
         graphed = apply_lever(model, code, "graph", mode)
         assert runs > 1
         assert (graphed.call_category[here] == LAUNCH_GRAPH).sum() == runs

@@ -40,6 +40,7 @@ from trace_gaps.model import (
     DEVICE_ID,
     END_NS,
     GLOBAL_TID,
+    NAME,
     PID,
     START_NS,
     STREAM_ID,
@@ -80,6 +81,11 @@ GRAPH_NODE_SPACING_NS = 400
 LONG_GAP_MIN_NS = 1_000_000
 LONG_GAP_FACTOR = 10
 
+# A stream's wait for an event is a dependency between a graph's nodes, and a query returns
+# at once (PyTorch's allocator polls events): neither holds the host, so neither ends a run
+# of launches a graph lever captures; every other sync (a *Synchronize, a blocking copy) does.
+_HOST_FREE_SYNC = re.compile(r"StreamWaitEvent|Query")
+
 _NONE = -1
 # A sync waits for one of the ops launched before it; only this many of the latest are
 # searched (the op a sync waits for is among the last few launched).
@@ -103,6 +109,7 @@ class StepModel:
     call_ns: np.ndarray  # int64: duration
     call_category: np.ndarray  # int8: index into CATEGORIES
     call_stage: np.ndarray  # int32
+    call_cuts_graph: np.ndarray  # bool: a sync the host blocks in; a graph lever stops there
     call_waits_for: np.ndarray  # int32: op index, or -1
     call_tail_ns: np.ndarray  # int64: time after the op it waited for
     op_start: np.ndarray  # int64: measured
@@ -175,6 +182,8 @@ def step_model(
         staged[CALL_CATEGORY].astype(str).map(_CODE).fillna(_CODE["other"]).to_numpy()[calls]
     ).astype(np.int8)
     c_stage = staged[STAGE].to_numpy()[calls].astype(np.int32)
+    c_name = pd.Series(staged[NAME].to_numpy()[calls], dtype=object).astype(str)
+    cuts = (category == SYNC) & ~c_name.str.contains(_HOST_FREE_SYNC).to_numpy()
 
     # The process's ops in the step: launched by its calls, or running in it.
     o_start, o_end = projected[START_NS].to_numpy(), projected[END_NS].to_numpy()
@@ -221,6 +230,7 @@ def step_model(
         call_ns=(c_end - c_start).astype(np.int64),
         call_category=category,
         call_stage=c_stage,
+        call_cuts_graph=cuts,
         call_waits_for=waits,
         call_tail_ns=tails,
         op_start=op_start.astype(np.int64),
@@ -616,21 +626,22 @@ def _without_calls(model: StepModel, code: int, which: np.ndarray, keep_ops: boo
         call_category=np.where(gone, _CODE["other"], model.call_category).astype(np.int8),
         call_waits_for=np.where(gone, _NONE, model.call_waits_for).astype(np.int32),
         call_tail_ns=np.where(gone, 0, model.call_tail_ns),
+        call_cuts_graph=model.call_cuts_graph & ~gone,
     )
 
 
 def _as_graph(model: StepModel, code: int, mode: GraphTraceMode) -> StepModel:
     """The stage's eager launches become graph launches: one per run of launches between
-    two host syncs (a sync or blocking copy cannot be captured: the host waits there, as it
-    did), at the first launch of the run. The host time between a run's launches goes (long
+    two syncs the host blocks in (call_cuts_graph: a graph cannot hold them; the host waits
+    there, as it did), at the first launch of the run. The host time between a run's launches goes (long
     host gaps stay); the time around a sync stays. A launch costs GRAPH_LAUNCH_NS_PER_NODE a
     node; its ops run as graph nodes when the call returns, GRAPH_NODE_SPACING_NS apart."""
     eager = np.isin(model.call_category, list(EAGER_LAUNCHES)) & (model.call_stage == code)
     launches = np.flatnonzero(eager)
     if not len(launches):
         return model
-    # A run: the launches after the same number of the step's syncs.
-    run_of = np.cumsum(model.call_category == SYNC)[launches]
+    # A run: the launches after the same number of the step's host-blocking syncs.
+    run_of = np.cumsum(model.call_cuts_graph)[launches]
     per_node = GRAPH_LAUNCH_NS_PER_NODE.get(mode, GRAPH_LAUNCH_NS_PER_NODE[GraphTraceMode.NODE])
     item_of_call = np.full(len(model.call_ns), _NONE, dtype=np.int64)
     calls_at = np.flatnonzero(model.item_call >= 0)
