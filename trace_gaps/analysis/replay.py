@@ -631,21 +631,26 @@ def _without_calls(model: StepModel, code: int, which: np.ndarray, keep_ops: boo
 
 
 def _as_graph(model: StepModel, code: int, mode: GraphTraceMode) -> StepModel:
-    """The stage's eager launches become graph launches: one per run of launches between
-    two syncs the host blocks in (call_cuts_graph: a graph cannot hold them; the host waits
-    there, as it did), at the first launch of the run. The host time between a run's launches goes (long
+    """The stage's eager launches become graph launches: one per run of its launches with
+    neither another stage's time nor a sync the host blocks in between them (a graph
+    cannot hold the sync, whose wait stays; one instance of a stage that recurs in the step,
+    an op-level range, is a run of its own: its ops depend on the other stages' between),
+    at the first launch of the run. The host time between a run's launches goes (long
     host gaps stay); the time around a sync stays. A launch costs GRAPH_LAUNCH_NS_PER_NODE a
-    node; its ops run as graph nodes when the call returns, GRAPH_NODE_SPACING_NS apart."""
+    node, and no less than one of the launches it replaces; its ops run as graph nodes when
+    the call returns, GRAPH_NODE_SPACING_NS apart."""
     eager = np.isin(model.call_category, list(EAGER_LAUNCHES)) & (model.call_stage == code)
     launches = np.flatnonzero(eager)
     if not len(launches):
         return model
-    # A run: the launches after the same number of the step's host-blocking syncs.
-    run_of = np.cumsum(model.call_cuts_graph)[launches]
     per_node = GRAPH_LAUNCH_NS_PER_NODE.get(mode, GRAPH_LAUNCH_NS_PER_NODE[GraphTraceMode.NODE])
     item_of_call = np.full(len(model.call_ns), _NONE, dtype=np.int64)
     calls_at = np.flatnonzero(model.item_call >= 0)
     item_of_call[model.item_call[calls_at]] = calls_at
+    # A run: the launches after the same number of breaks (another stage's item, a sync).
+    cuts = np.zeros(len(model.item_call), dtype=bool)
+    cuts[calls_at] = model.call_cuts_graph[model.item_call[calls_at]]
+    run_of = np.cumsum((model.item_stage != code) | cuts)[item_of_call[launches]]
     call_ns = model.call_ns.copy()
     call_ns[launches] = 0
     category = model.call_category.copy()
@@ -658,7 +663,10 @@ def _as_graph(model: StepModel, code: int, mode: GraphTraceMode) -> StepModel:
         first = int(members[0])
         ops = np.isin(model.op_call, members)
         op_call[ops] = first
-        call_ns[first] = per_node * max(int(ops.sum()), 1)
+        # No cheaper than one of the launches it replaces: a graph of one kernel is launched
+        # like the kernel (an assumption; the captures hold no graph of a few nodes).
+        one_launch = int(model.call_ns[members].mean())
+        call_ns[first] = max(per_node * max(int(ops.sum()), 1), one_launch)
         category[first] = LAUNCH_GRAPH
         span[item_of_call[first] : item_of_call[members[-1]] + 1] = True
         firsts.append(first)
