@@ -1,11 +1,16 @@
 """Predicted vs measured step time on real before/after pairs (docs/what-if.md).
 
     python benchmarks/bench_whatif.py            # the pairs in sample_traces/ and its corpus
+    python benchmarks/bench_whatif.py --pairs    # the pairs' table only
 
 For each pair: the "before" export analysed, the levers pulled on its replayed steps
 (analysis/whatif.py), the predicted mean step against the "after" export's measured mean
-step. A third column, drift, is how much an unchanged stage (named per pair) differs
-between the two runs: the run-to-run host speed that no model of the before can know.
+step. Then the run-to-run host speed, which no model of the before can know: the host
+time of a stage the fix left unchanged (named per pair: the host time between its calls
+and inside its calls but syncs, which wait for the GPU), after ÷ before; and the
+prediction made again at the after's host speed: the before's host time and call
+durations (syncs excepted) scaled by that ratio after the levers are pulled, so the graph
+launch's cost scales too (it tracks the host's speed: docs/what-if.md).
 Also: the unchanged replay's error on every export, and the replay's cost.
 """
 
@@ -13,7 +18,10 @@ from __future__ import annotations
 
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
+
+import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -21,8 +29,15 @@ sys.path.insert(0, str(ROOT))
 from tests.conftest import corpus_trace_paths  # noqa: E402
 from trace_gaps.analysis.metrics import REPLAY_MODELS  # noqa: E402
 from trace_gaps.analysis.pipeline import Analysis, AnalysisOptions  # noqa: E402
-from trace_gaps.analysis.replay import parse_levers  # noqa: E402
-from trace_gaps.analysis.whatif import check_replay, models_of, predict  # noqa: E402
+from trace_gaps.analysis.replay import SYNC, StepModel, parse_levers, replay  # noqa: E402
+from trace_gaps.analysis.whatif import (  # noqa: E402
+    check_replay,
+    ends,
+    models_of,
+    predict,
+    pull,
+    steady_wall,
+)
 from trace_gaps.model import Trace  # noqa: E402
 from trace_gaps.run import analyse_export  # noqa: E402
 
@@ -100,11 +115,37 @@ def mean_step(analysis: Analysis) -> int:
     return int((steps["end_ns"] - steps["start_ns"]).mean())
 
 
-def stage_ms(trace: Trace, analysis: Analysis, stage: str) -> float:
-    found = list(analysis.metrics[REPLAY_MODELS].values())
-    names = analysis.stage_map.names
-    ledger = predict(found, [], names, trace.info.graph_trace_mode, mean_step(analysis)).ledger
-    return sum(e.ns_per_step for e in ledger if e.stage == stage) / 1e6
+def host_ns(models: list[StepModel], names: tuple[str, ...], stage: str) -> float:
+    """The stage's host time per step: between its calls, and inside its calls but syncs."""
+    code = names.index(stage)
+    total = 0
+    for m in models:
+        total += int(m.item_ns[(m.item_call < 0) & (m.item_stage == code)].sum())
+        total += int(m.call_ns[(m.call_stage == code) & (m.call_category != SYNC)].sum())
+    return total / len(models)
+
+
+def at_host_speed(model: StepModel, ratio: float) -> StepModel:
+    """The model with its host time and its calls but syncs taking `ratio` times as long."""
+    calls = model.call_category != SYNC
+    return replace(
+        model,
+        item_ns=np.round(model.item_ns * ratio).astype(np.int64),
+        call_ns=np.where(calls, np.round(model.call_ns * ratio), model.call_ns).astype(np.int64),
+    )
+
+
+def predict_at_speed(trace: Trace, analysis: Analysis, levers: str, ratio: float) -> int:
+    """The predicted mean step with the before's host running `ratio` times as long."""
+    models = list(analysis.metrics[REPLAY_MODELS].values())
+    names, mode = analysis.stage_map.names, trace.info.graph_trace_mode
+    walls = []
+    for model in models:
+        scaled = at_host_speed(model, ratio)
+        pulled = at_host_speed(pull(model, parse_levers(levers), names, mode), ratio)
+        walls.append(steady_wall(ends(replay(scaled)), replay(pulled)))
+    replayed = np.mean([replay(model).wall_ns for model in models])
+    return int(mean_step(analysis) - (replayed - np.mean(walls)))
 
 
 def main() -> None:
@@ -117,9 +158,10 @@ def main() -> None:
 
     print(
         "| before | levers | after | measured before (ms) | predicted (ms) | measured after (ms) "
-        "| error | drift of the unchanged stage | the fix |"
+        "| error | unchanged stage's host time (ms) | at the after's host speed (ms) | error "
+        "| the fix |"
     )
-    print("|---|---|---|---:|---:|---:|---:|---|---|")
+    print("|---|---|---|---:|---:|---:|---:|---|---:|---:|---|")
     for before, levers, after, unchanged, what in PAIRS:
         trace, analysis = get(before)
         models = list(analysis.metrics[REPLAY_MODELS].values())
@@ -134,13 +176,20 @@ def main() -> None:
         after_trace, after_analysis = get(after)
         measured = mean_step(after_analysis)
         error = 100 * (found.predicted_ns - measured) / measured
-        drift_before = stage_ms(trace, analysis, unchanged)
-        drift_after = stage_ms(after_trace, after_analysis, unchanged)
+        host_before = host_ns(models, analysis.stage_map.names, unchanged)
+        after_models = list(after_analysis.metrics[REPLAY_MODELS].values())
+        host_after = host_ns(after_models, after_analysis.stage_map.names, unchanged)
+        ratio = host_after / host_before
+        at_speed = predict_at_speed(trace, analysis, levers, ratio)
+        speed_error = 100 * (at_speed - measured) / measured
         print(
             f"| {before} | `{levers}` | {after} | {mean_step(analysis) / 1e6:.2f} | "
             f"{found.predicted_ns / 1e6:.2f} | {measured / 1e6:.2f} | {error:+.1f} % | "
-            f"{unchanged} {drift_before:.2f} → {drift_after:.2f} ms | {what} |"
+            f"{unchanged} {host_before / 1e6:.2f} → {host_after / 1e6:.2f} (×{ratio:.2f}) | "
+            f"{at_speed / 1e6:.2f} | {speed_error:+.1f} % | {what} |"
         )
+    if "--pairs" in sys.argv[1:]:
+        return
     print()
     print(
         "| export | process | steps replayed | measured (ms) | replayed (ms) | error | replay cost |"

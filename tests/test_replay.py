@@ -8,11 +8,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from typer.testing import CliRunner
 
 from tests.conftest import SAMPLE_TRACES, corpus_trace_paths
 from trace_gaps.analysis.metrics import REPLAY_MODELS
 from trace_gaps.analysis.pipeline import Analysis, AnalysisOptions
 from trace_gaps.analysis.replay import (
+    EAGER_LAUNCHES,
+    LAUNCH_GRAPH,
     SYNC,
     LeverError,
     StepModel,
@@ -21,7 +24,10 @@ from trace_gaps.analysis.replay import (
     replay,
 )
 from trace_gaps.analysis.whatif import check_replay, models_of, predict
+from trace_gaps.cli import app
 from trace_gaps.model import GraphTraceMode, Trace
+from trace_gaps.records import NotApplicable
+from trace_gaps.report import build_report
 from trace_gaps.run import analyse_export
 
 SAMPLES = sorted(SAMPLE_TRACES.glob("*.sqlite"))
@@ -138,3 +144,80 @@ def test_bad_levers_name_the_stages_or_say_why_they_do_not_apply() -> None:
         parse_levers("verify_forward=fast")
     with pytest.raises(LeverError, match="not STAGE=LEVER"):
         parse_levers("verify_forward")
+
+
+def test_a_lever_for_a_stage_one_kind_lacks_is_not_applicable_to_that_kind_only() -> None:
+    # serving_sglang's steps come in two kinds: DECODE steps run forward_decode, EXTEND
+    # steps forward_extend; both run sample.
+    if "serving_sglang" not in CORPUS:
+        pytest.skip("serving_sglang not in the corpus")
+    trace, analysis = analysed(CORPUS["serving_sglang"])
+    report = build_report(trace, analysis, what_if="forward_decode=graph,sample=nosync")
+    by_kind = {p.kind: p.what_if for p in report.processes}
+    decode, extend = by_kind["DECODE"], by_kind["EXTEND"]
+    assert decode is not None and extend is not None
+    assert decode.levers == ["forward_decode=graph", "sample=nosync"]
+    assert decode.not_applicable == []
+    assert decode.saving_ns > 0.5 * decode.measured_ns
+    assert extend.levers == ["sample=nosync"]
+    assert extend.not_applicable == [
+        NotApplicable("forward_decode=graph", "forward_decode", "graph", "no_stage")
+    ]
+    with pytest.raises(LeverError, match="stages: forward_decode, forward_extend, process_bat"):
+        build_report(trace, analysis, what_if="forward=graph")
+    with pytest.raises(LeverError, match="process_batch_result=graph does not apply"):
+        build_report(trace, analysis, what_if="process_batch_result=graph")
+
+
+def test_a_graph_lever_is_cut_at_the_stages_host_syncs_and_keeps_them() -> None:
+    # spec_sync's prepare_for_verify launches 20 ops around 4 host syncs (.item(), .cpu()):
+    # a graph cannot be captured across a sync, so each run of launches between two syncs
+    # becomes one graph launch, and the syncs, with the host time around them, stay.
+    path = SAMPLE_TRACES / "spec_sync.sqlite"
+    trace, analysis = analysed(path)
+    code = analysis.stage_map.names.index("prepare_for_verify")
+    mode = trace.info.graph_trace_mode
+    for model in models(path):
+        here = model.call_stage == code
+        launches = np.flatnonzero(here & np.isin(model.call_category, list(EAGER_LAUNCHES)))
+        runs = len(np.unique(np.cumsum(model.call_cuts_graph)[launches]))
+        graphed = apply_lever(model, code, "graph", mode)
+        assert runs > 1
+        assert (graphed.call_category[here] == LAUNCH_GRAPH).sum() == runs
+        assert (graphed.call_category[here] == SYNC).sum() == (
+            model.call_category[here] == SYNC
+        ).sum()
+        removed = int(model.item_ns.sum() - graphed.item_ns.sum())
+        # The dispatch removed is saved (the graph's ops are not held behind a blocking
+        # copy's op launched later, as they were when the ops kept their measured order).
+        assert replay(model).wall_ns - replay(graphed).wall_ns > removed // 2
+        both = apply_lever(apply_lever(model, code, "nosync", mode), code, "graph", mode)
+        assert replay(both).wall_ns < replay(graphed).wall_ns
+
+
+def test_a_stage_whose_syncs_hold_its_time_is_priced_by_removing_them() -> None:
+    # spec_sync's accept_sample_commit spends 0.84 of its 0.89 ms/step inside 7.4 host syncs
+    # (one .item() per candidate child): removing them saves more than a graph cut at each
+    # of them; its verdict kind (launch- or host-bound) alone would have picked the graph.
+    trace, analysis = analysed(SAMPLE_TRACES / "spec_sync.sqlite")
+    report = build_report(trace, analysis)
+    (process,) = report.processes
+    levers = {(c.stage, c.bucket): c.lever for c in process.candidates}
+    assert levers["accept_sample_commit", "idle"] == "nosync"
+    assert levers["prepare_for_verify", "idle"] == "graph"
+    assert levers["draft_forward", "idle"] == "graph"
+
+
+def test_analyze_what_if_on_a_serving_capture_says_which_kind_a_lever_does_not_apply_to() -> None:
+    if "serving_sglang" not in CORPUS:
+        pytest.skip("serving_sglang not in the corpus")
+    path = CORPUS["serving_sglang"]
+    result = CliRunner().invoke(
+        app, ["analyze", "-q", "-f", "md", str(path), "--what-if", "forward_decode=graph"]
+    )
+    assert result.exit_code == 0, result.output
+    assert result.stdout.count("**What-if ") == 2
+    assert (
+        "**What-if no lever: predicted 9.15 ms/step (measured 9.15, saving 0.00); not applicable "
+        "to these steps: forward\\_decode=graph (no stage forward\\_decode in these steps)"
+    ) in result.stdout

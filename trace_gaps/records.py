@@ -156,7 +156,7 @@ class Candidate:
     why: str  # the verdict's reason in one clause (the headline's)
     verdict: str
     evidence: Evidence
-    lever: str = ""  # the what-if lever that fits its kind (whatif.lever_for), "" when none
+    lever: str = ""  # the what-if lever it is priced with (whatif.choose_lever), "" when none
     predicted_step_ns: int | None = None  # the mean step with that lever pulled (replay.py)
     saving_ns: int | None = None  # the measured mean step minus predicted_step_ns
     explained_rank: int = 0  # its place by the time it explains (rank is by saving)
@@ -301,7 +301,7 @@ class ReplayCheck:
 
 @dataclass(frozen=True, slots=True)
 class Prediction:
-    """The levers' effect on the replayed steps of one process."""
+    """The levers' effect on the replayed steps of one process (of one kind of step)."""
 
     levers: list[str]
     steps: int  # how many steps were replayed
@@ -311,6 +311,19 @@ class Prediction:
     saving_ns: int  # replayed_ns − lever_ns
     predicted_ns: int  # the process's mean step − saving
     ledger: list[WhatIfLedgerEntry]  # replayed with the levers pulled
+    not_applicable: list[NotApplicable]  # levers asked for that these steps give nothing to
+
+
+@dataclass(frozen=True, slots=True)
+class NotApplicable:
+    """A lever asked for that changes nothing in these steps (a kind or process of a run
+    whose other steps it does change): `no_stage` where they lack its stage, else the
+    stage lacks what the lever removes (why_not says what)."""
+
+    lever: str
+    stage: str
+    kind: str
+    reason: str  # "no_stage" or "nothing_to_change"
 
 
 @dataclass(frozen=True, slots=True)

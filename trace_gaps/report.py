@@ -29,7 +29,14 @@ from trace_gaps.analysis.summary import (
     summarise_stages,
     summarise_steps,
 )
-from trace_gaps.analysis.whatif import check_replay, ends, models_of, predict, priced_subset
+from trace_gaps.analysis.whatif import (
+    check_levers,
+    check_replay,
+    ends,
+    models_of,
+    predict,
+    priced_subset,
+)
 from trace_gaps.model import GLOBAL_TID, PID, Trace
 from trace_gaps.records import (
     ExportSummary,
@@ -64,6 +71,14 @@ def build_report(
     raises LeverError when they name no stage of the analysed steps or do not apply.
     """
     levers = parse_levers(what_if) if what_if is not None else None
+    if levers:
+        # A lever need only change some kind's or process's steps; where it changes none,
+        # that section's prediction lists it as not applicable.
+        sections = [
+            (part.stage_map.names, list(part.metrics[REPLAY_MODELS].values()))
+            for part in analysis.by_kind()
+        ]
+        check_levers(levers, [(names, models) for names, models in sections if models])
     trace_start = analysis.trace_start_ns
     if ranks is None:
         ranks = build_ranks(analysis, trace.info.path.name)
@@ -204,7 +219,9 @@ def _process_report(
         label=label,
         kind=analysis.kind or "",
         replay=check_replay(models) if models else None,
-        what_if=predict(models, levers, names, mode, mean_ns) if levers and models else None,
+        what_if=predict(models, levers, names, mode, mean_ns, strict=False)
+        if levers and models
+        else None,
     )
 
 

@@ -11,8 +11,8 @@ The model of a step (StepModel, cut from a window's frames) is what the export h
   launched before it (or by it) that ended before it returned, and the time it took after.
 
 Replaying walks the host timeline: a call starts after the host time before it; an op
-starts at max(its launching call's start + the launch latency, the end of the op before it
-on its stream + the stream's spacing); a waiting call ends no earlier than its op's end plus
+starts at max(its launching call's start + the launch latency, the end of the op launched
+before it on its stream + the stream's spacing); a waiting call ends no earlier than its op's end plus
 its measured tail. The launch latency and the spacing are measured on the step itself
 (medians over its ops launched onto an idle stream, and over its ops queued behind
 another). The step ends where the host timeline ends: the step is a host range.
@@ -40,6 +40,7 @@ from trace_gaps.model import (
     DEVICE_ID,
     END_NS,
     GLOBAL_TID,
+    NAME,
     PID,
     START_NS,
     STREAM_ID,
@@ -71,15 +72,19 @@ API = frozenset(
 # the cudaGraphLaunch call costs about this much per node it holds (nsys traces each node
 # with --cuda-graph-trace=node, which nearly triples it), and consecutive nodes start this
 # far apart on the GPU. A lever's graph runs its first node when the launch call returns
-# (seen in two captures; in the others it started 55-83 us after the call began):
-# GRAPH_FIRST_NODE_NS is used only for a step without graph launches of its own.
+# (seen in two captures; in the others it started 55-83 us after the call began; a measured
+# graph launch keeps the step's own median, graph_first_ns).
 GRAPH_LAUNCH_NS_PER_NODE = {GraphTraceMode.NODE: 1_400, GraphTraceMode.GRAPH: 500}
-GRAPH_FIRST_NODE_NS = {GraphTraceMode.NODE: 55_000, GraphTraceMode.GRAPH: 30_000}
 GRAPH_NODE_SPACING_NS = 400
 # Host gaps at least this long (and LONG_GAP_FACTOR times the stage's median gap) are long
 # host gaps (as in long_gaps.py); a graph keeps them, `nogaps` removes them.
 LONG_GAP_MIN_NS = 1_000_000
 LONG_GAP_FACTOR = 10
+
+# A stream's wait for an event is a dependency between a graph's nodes, and a query returns
+# at once (PyTorch's allocator polls events): neither holds the host, so neither ends a run
+# of launches a graph lever captures; every other sync (a *Synchronize, a blocking copy) does.
+_HOST_FREE_SYNC = re.compile(r"StreamWaitEvent|Query")
 
 _NONE = -1
 # A sync waits for one of the ops launched before it; only this many of the latest are
@@ -104,6 +109,7 @@ class StepModel:
     call_ns: np.ndarray  # int64: duration
     call_category: np.ndarray  # int8: index into CATEGORIES
     call_stage: np.ndarray  # int32
+    call_cuts_graph: np.ndarray  # bool: a sync the host blocks in; a graph lever stops there
     call_waits_for: np.ndarray  # int32: op index, or -1
     call_tail_ns: np.ndarray  # int64: time after the op it waited for
     op_start: np.ndarray  # int64: measured
@@ -119,7 +125,9 @@ class StepModel:
     spacing_ns: int  # median spacing of queued ops on a stream
     graph_first_ns: int  # graph launch call start -> its first node
     graph_spacing_ns: int
-    graph_ready_at_end: bool = False  # a lever's graph: nodes start when the launch returns
+    # A lever's graph launches (call indexes): their nodes start when the call returns; a
+    # measured graph launch's first node starts graph_first_ns after the call starts.
+    lever_graphs: frozenset[int] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,6 +182,8 @@ def step_model(
         staged[CALL_CATEGORY].astype(str).map(_CODE).fillna(_CODE["other"]).to_numpy()[calls]
     ).astype(np.int8)
     c_stage = staged[STAGE].to_numpy()[calls].astype(np.int32)
+    c_name = pd.Series(staged[NAME].to_numpy()[calls], dtype=object).astype(str)
+    cuts = (category == SYNC) & ~c_name.str.contains(_HOST_FREE_SYNC).to_numpy()
 
     # The process's ops in the step: launched by its calls, or running in it.
     o_start, o_end = projected[START_NS].to_numpy(), projected[END_NS].to_numpy()
@@ -207,9 +217,7 @@ def step_model(
     items_call, items_ns, items_stage = _host_timeline(
         start, end, c_start, c_end, c_stage, stage_map, tid
     )
-    launch, spacing, first, node = _latencies(
-        c_start, op_call, op_start, op_ns, stream, op_graph, mode
-    )
+    launch, spacing, first, node = _latencies(c_start, op_call, op_start, op_ns, stream, op_graph)
     return StepModel(
         step_id=int(step[STEP_ID]),
         pid=pid,
@@ -222,6 +230,7 @@ def step_model(
         call_ns=(c_end - c_start).astype(np.int64),
         call_category=category,
         call_stage=c_stage,
+        call_cuts_graph=cuts,
         call_waits_for=waits,
         call_tail_ns=tails,
         op_start=op_start.astype(np.int64),
@@ -351,13 +360,12 @@ def _latencies(
     op_ns: np.ndarray,
     stream: np.ndarray,
     op_graph: np.ndarray,
-    mode: GraphTraceMode,
 ) -> tuple[int, int, int, int]:
     """Median launch latency onto an idle stream and spacing behind a queued op, for
-    eager ops and graph nodes (the graph constants where the step has no graph)."""
+    eager ops and graph nodes (GRAPH_NODE_SPACING_NS where the step has no graph; its
+    first-node delay is then never used: a lever's graph starts when its call returns)."""
     launch, spacing = 5_000, 1_000
-    first = GRAPH_FIRST_NODE_NS.get(mode, GRAPH_FIRST_NODE_NS[GraphTraceMode.NODE])
-    node = GRAPH_NODE_SPACING_NS
+    first, node = 0, GRAPH_NODE_SPACING_NS
     if not len(op_start) or not len(c_start):
         return launch, spacing, first, node
     order = np.lexsort((op_start, stream))
@@ -411,48 +419,54 @@ def replay(model: StepModel) -> Replayed:
     tails = model.call_tail_ns.tolist()
     graph = model.op_graph.tolist()
     node_gap = model.op_gap.tolist()
-    op_ns = model.op_ns.tolist()
-    work_ns = (model.op_ns - model.op_wait_ns).tolist()
-    peer_at = model.op_peer_at.tolist()
+    op_ns: list[int] = model.op_ns.tolist()
+    work_ns: list[int] = (model.op_ns - model.op_wait_ns).tolist()
+    peer_at: list[int] = model.op_peer_at.tolist()
     o_start = model.op_start.tolist()
     fixed = (model.op_call < 0).tolist()
     new_start = o_start[:]
     new_end = [o_start[k] + op_ns[k] for k in range(n_ops)]
     launch_ns, spacing_ns = model.launch_ns, model.spacing_ns
     graph_first, graph_spacing = model.graph_first_ns, model.graph_spacing_ns
-    at_end = model.graph_ready_at_end
+    lever_graphs = model.lever_graphs
+    placed = [False] * n_ops
+
+    def finish(j: int, begin: int) -> int:
+        # A collective that waited works once its last peer arrives, as it did (the peers'
+        # timing is not this process's to change; `ontime` removes the wait).
+        if peer_at[j] >= 0 and not fixed[j]:
+            return max(begin, peer_at[j]) + work_ns[j]
+        return begin + op_ns[j]
 
     def place_until(s: int, k: int, ready: int) -> None:
-        """Place stream s's ops up to and including k (fixed ones at their own times)."""
+        """Place op k of stream s, launched now, behind the ops placed on the stream and
+        those before it in measured order that keep their measured times. An op of a call
+        not reached yet is passed over, unplaced: a stream runs its ops in the order they
+        are launched (a lever's graph launches ops sooner than the measured order)."""
         seq = streams[s]
-        at = position[s]
         end_s = last_end[s]
-        while at < len(seq):
+        at, stop, passed = position[s], place_in[k], -1
+        while at < stop:
             j = seq[at]
-            if fixed[j]:
-                begin = o_start[j]
-            elif j == k:
-                if not graph[j]:
-                    begin = end_s + spacing_ns
-                else:
-                    begin = end_s + (node_gap[j] if node_gap[j] >= 0 else graph_spacing)
-                if ready > begin:
-                    begin = ready
-            else:
-                break  # an op of a later call: placed with its call
-            new_start[j] = begin
-            # A collective that waited works once its last peer arrives, as it did (the
-            # peers' timing is not this process's to change; `ontime` removes the wait).
-            waited = peer_at[j] >= 0 and not fixed[j]
-            finish = max(begin, peer_at[j]) + work_ns[j] if waited else begin + op_ns[j]
-            new_end[j] = finish
-            if finish > end_s:
-                end_s = finish
+            if not placed[j]:
+                if fixed[j]:
+                    new_end[j] = finish(j, o_start[j])
+                    placed[j] = True
+                    end_s = max(end_s, new_end[j])
+                elif passed < 0:
+                    passed = at
             at += 1
-            if j == k:
-                break
-        position[s] = at
-        last_end[s] = end_s
+        gap = spacing_ns if not graph[k] else node_gap[k] if node_gap[k] >= 0 else graph_spacing
+        begin = max(end_s + gap, ready)
+        new_start[k] = begin
+        new_end[k] = finish(k, begin)
+        placed[k] = True
+        last_end[s] = max(end_s, new_end[k])
+        if passed < 0:
+            passed = stop + 1
+            while passed < len(seq) and placed[seq[passed]]:
+                passed += 1
+        position[s] = passed
 
     t = model.start_ns
     item_call = model.item_call.tolist()
@@ -468,7 +482,7 @@ def replay(model: StepModel) -> Replayed:
         for k in ops_of.get(c, ()):
             if not graph[k]:
                 ready = t + launch_ns
-            elif at_end and category[c] == LAUNCH_GRAPH:
+            elif c in lever_graphs:
                 ready = t + call_ns[c]
             else:
                 ready = t + graph_first
@@ -476,9 +490,6 @@ def replay(model: StepModel) -> Replayed:
         end = t + call_ns[c]
         w = waits[c]
         if w >= 0 and category[c] == SYNC:
-            s = stream_list[w]
-            if not fixed[w] and position[s] <= place_in[w]:
-                place_until(s, w, t)  # not yet placed (launched by a removed call)
             tail = tails[c]
             own = tail if tail > 0 else call_ns[c]
             end = max(t + own, new_end[w] + tail)
@@ -615,49 +626,64 @@ def _without_calls(model: StepModel, code: int, which: np.ndarray, keep_ops: boo
         call_category=np.where(gone, _CODE["other"], model.call_category).astype(np.int8),
         call_waits_for=np.where(gone, _NONE, model.call_waits_for).astype(np.int32),
         call_tail_ns=np.where(gone, 0, model.call_tail_ns),
+        call_cuts_graph=model.call_cuts_graph & ~gone,
     )
 
 
 def _as_graph(model: StepModel, code: int, mode: GraphTraceMode) -> StepModel:
-    """The stage's eager launches become one graph launch at the first of them: the host
-    time between them goes (long host gaps stay), the launch costs GRAPH_LAUNCH_NS_PER_NODE
-    a node, and its ops run as graph nodes (GRAPH_FIRST_NODE_NS, GRAPH_NODE_SPACING_NS)."""
+    """The stage's eager launches become graph launches: one per run of its launches with
+    neither another stage's time nor a sync the host blocks in between them (a graph
+    cannot hold the sync, whose wait stays; one instance of a stage that recurs in the step,
+    an op-level range, is a run of its own: its ops depend on the other stages' between),
+    at the first launch of the run. The host time between a run's launches goes (long
+    host gaps stay); the time around a sync stays. A launch costs GRAPH_LAUNCH_NS_PER_NODE a
+    node, and no less than one of the launches it replaces; its ops run as graph nodes when
+    the call returns, GRAPH_NODE_SPACING_NS apart."""
     eager = np.isin(model.call_category, list(EAGER_LAUNCHES)) & (model.call_stage == code)
     launches = np.flatnonzero(eager)
     if not len(launches):
         return model
-    first = int(launches[0])
-    ops = np.isin(model.op_call, launches)
-    nodes = int(ops.sum())
     per_node = GRAPH_LAUNCH_NS_PER_NODE.get(mode, GRAPH_LAUNCH_NS_PER_NODE[GraphTraceMode.NODE])
-    call_ns = model.call_ns.copy()
-    call_ns[launches] = 0
-    call_ns[first] = per_node * max(nodes, 1)
-    category = model.call_category.copy()
-    category[launches] = _CODE["other"]
-    category[first] = LAUNCH_GRAPH
-    # Host time between the stage's launches (from its first launch on) goes, but for
-    # long gaps: the dispatch that a graph removes.
     item_of_call = np.full(len(model.call_ns), _NONE, dtype=np.int64)
     calls_at = np.flatnonzero(model.item_call >= 0)
     item_of_call[model.item_call[calls_at]] = calls_at
-    lo, hi = int(item_of_call[first]), int(item_of_call[launches[-1]])
+    # A run: the launches after the same number of breaks (another stage's item, a sync).
+    cuts = np.zeros(len(model.item_call), dtype=bool)
+    cuts[calls_at] = model.call_cuts_graph[model.item_call[calls_at]]
+    run_of = np.cumsum((model.item_stage != code) | cuts)[item_of_call[launches]]
+    call_ns = model.call_ns.copy()
+    call_ns[launches] = 0
+    category = model.call_category.copy()
+    category[launches] = _CODE["other"]
+    op_call = model.op_call.copy()
     span = np.zeros(len(model.item_call), dtype=bool)
-    span[lo : hi + 1] = True
+    firsts = []
+    for run in np.unique(run_of):
+        members = launches[run_of == run]
+        first = int(members[0])
+        ops = np.isin(model.op_call, members)
+        op_call[ops] = first
+        # No cheaper than one of the launches it replaces: a graph of one kernel is launched
+        # like the kernel (an assumption; the captures hold no graph of a few nodes).
+        one_launch = int(model.call_ns[members].mean())
+        call_ns[first] = max(per_node * max(int(ops.sum()), 1), one_launch)
+        category[first] = LAUNCH_GRAPH
+        span[item_of_call[first] : item_of_call[members[-1]] + 1] = True
+        firsts.append(first)
+    # The host time between a run's launches goes, but for long gaps: the dispatch that a
+    # graph removes.
     between = span & (model.item_call < 0) & (model.item_stage == code)
     item_ns = np.where(between & ~_long_gap(model, code), 0, model.item_ns)
-    graph_first = GRAPH_FIRST_NODE_NS.get(mode, GRAPH_FIRST_NODE_NS[GraphTraceMode.NODE])
+    graphed = np.isin(model.op_call, launches)
+    has_graphs = bool(model.op_graph.any())
     return replace(
         model,
         item_ns=item_ns.astype(np.int64),
         call_ns=call_ns,
         call_category=category,
-        op_call=np.where(ops, first, model.op_call).astype(np.int32),
-        op_graph=model.op_graph | ops,
-        op_gap=np.where(ops, _NONE, model.op_gap),
-        graph_ready_at_end=True,
-        graph_first_ns=graph_first if not model.op_graph.any() else model.graph_first_ns,
-        graph_spacing_ns=GRAPH_NODE_SPACING_NS
-        if not model.op_graph.any()
-        else model.graph_spacing_ns,
+        op_call=op_call.astype(np.int32),
+        op_graph=model.op_graph | graphed,
+        op_gap=np.where(graphed, _NONE, model.op_gap),
+        lever_graphs=model.lever_graphs | frozenset(firsts),
+        graph_spacing_ns=model.graph_spacing_ns if has_graphs else GRAPH_NODE_SPACING_NS,
     )

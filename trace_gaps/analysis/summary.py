@@ -46,7 +46,7 @@ from trace_gaps.analysis.pipeline import Analysis
 from trace_gaps.analysis.ranges import open_range_path
 from trace_gaps.analysis.stages import STAGE
 from trace_gaps.analysis.steps import IS_WARMUP, SKIP_REASON, STEP_ID, STEP_INDEX, StepSelection
-from trace_gaps.analysis.whatif import lever_for
+from trace_gaps.analysis.whatif import choose_lever
 from trace_gaps.figures import (
     StageInputs,
     StageSummary,
@@ -386,15 +386,14 @@ def rank_by_saving(
         summary = by_name.get(candidate.stage)
         launches = summary.eager_launches_per_step if summary else 0.0
         mode = summary.execution if summary else ""
-        lever = lever_for(candidate.kind, launches, mode) or ""
-        found = saving(candidate.stage, lever) if lever else None
-        if found is None and lever == "graph":
-            lever, found = "nohost", saving(candidate.stage, "nohost")
+        lever, found = choose_lever(
+            candidate.stage, candidate.kind, candidate.bucket, launches, mode, saving
+        )
         predicted, saved = found if found is not None else (None, None)
         priced.append(
             replace(
                 candidate,
-                lever=lever if found is not None else "",
+                lever=lever,
                 predicted_step_ns=predicted,
                 saving_ns=saved,
             )

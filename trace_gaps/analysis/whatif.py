@@ -8,6 +8,8 @@ own error (replayed − measured, unchanged) is reported beside it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pandas as pd
 
@@ -32,9 +34,10 @@ from trace_gaps.model import (
     PID,
     SPECIAL_STAGES,
     START_NS,
+    Bucket,
     GraphTraceMode,
 )
-from trace_gaps.records import Prediction, ReplayCheck, WhatIfLedgerEntry
+from trace_gaps.records import NotApplicable, Prediction, ReplayCheck, WhatIfLedgerEntry
 
 # The lever that fits each verdict kind (verdicts.VerdictKind values).
 _LEVER_OF_KIND = {
@@ -59,6 +62,9 @@ LEVER_WORDS = {
     "noapi": "non-launch CUDA API calls removed",
     "ontime": "peers on time (collective waits removed)",
 }
+# Levers pulled before the others, whatever order they are given in: a graph is then
+# formed over what the removed syncs and calls no longer split.
+REMOVED_FIRST = ("nosync", "noapi")
 IGNORED = (
     "GPU contention between streams, clock changes, cross-stream event waits, launch calls "
     "blocked by a full launch queue, and a graph's first-replay cost"
@@ -98,10 +104,9 @@ def check_replay(models: list[StepModel]) -> ReplayCheck:
     return ReplayCheck(len(models), measured, replayed, round(error, 2))
 
 
-def stage_codes(levers: list[Lever], names: tuple[str, ...], models: list[StepModel]) -> list[int]:
-    """The stage code of each lever; LeverError names the stages that exist, or says when
-    a lever does not apply to its stage."""
-    present = sorted(
+def present_stages(names: tuple[str, ...], models: list[StepModel]) -> list[str]:
+    """The stages of these steps that a lever can name, sorted."""
+    return sorted(
         {
             names[int(c)]
             for m in models
@@ -109,20 +114,51 @@ def stage_codes(levers: list[Lever], names: tuple[str, ...], models: list[StepMo
             if 0 <= int(c) < len(names) and names[int(c)] not in SPECIAL_STAGES
         }
     )
-    codes = []
+
+
+def not_applicable(
+    lever: Lever, names: tuple[str, ...], models: list[StepModel]
+) -> NotApplicable | None:
+    """Why the lever changes nothing in these steps, or None when it does."""
+    if lever.stage not in present_stages(names, models):
+        return NotApplicable(lever.label, lever.stage, lever.kind, "no_stage")
+    code = names.index(lever.stage)
+    if not any(applies(m, code, lever.kind) for m in models):
+        return NotApplicable(lever.label, lever.stage, lever.kind, "nothing_to_change")
+    return None
+
+
+def check_levers(
+    levers: list[Lever], sections: list[tuple[tuple[str, ...], list[StepModel]]]
+) -> None:
+    """Raise LeverError for a lever that changes nothing in any of the sections (each the
+    stage names and replayed steps of a kind of step or a process): it names the stages
+    that exist, or says why the lever does not apply."""
+    if not sections:
+        return  # no replayed steps: nothing to check against
     for lever in levers:
-        if lever.stage not in present:
+        reasons = [not_applicable(lever, names, models) for names, models in sections]
+        if any(reason is None for reason in reasons):
+            continue
+        if all(r is not None and r.reason == "no_stage" for r in reasons):
+            present = sorted(
+                {s for names, models in sections for s in present_stages(names, models)}
+            )
             raise LeverError(
                 f"no stage '{lever.stage}' in the analysed steps; stages: {', '.join(present)}"
             )
-        code = names.index(lever.stage)
-        if not any(applies(m, code, lever.kind) for m in models):
-            raise LeverError(f"{lever.label} does not apply: {_why_not(lever.kind, lever.stage)}")
-        codes.append(code)
-    return codes
+        raise LeverError(f"{lever.label} does not apply: {why_not(lever.kind, lever.stage)}")
 
 
-def _why_not(kind: str, stage: str) -> str:
+def not_applicable_words(skipped: NotApplicable) -> str:
+    """A lever left out of a prediction, and why, in words."""
+    if skipped.reason == "no_stage":
+        return f"{skipped.lever} (no stage {skipped.stage} in these steps)"
+    return f"{skipped.lever} ({why_not(skipped.kind, skipped.stage)})"
+
+
+def why_not(kind: str, stage: str) -> str:
+    """Why a lever of this kind changes nothing in its stage, in words."""
     if kind == "graph":
         return f"{stage} already replays a CUDA graph, or launches no eager kernel, copy or memset"
     if kind == "nosync":
@@ -145,18 +181,23 @@ def predict(
     *,
     with_ledger: bool = True,
     base_walls: list[tuple[int, int]] | None = None,
+    strict: bool = True,
 ) -> Prediction:
-    """Pull the levers on every replayed step; raises LeverError (stage_codes).
-    base_walls: the models' unchanged replays' (wall_ns, gpu_end_ns), when already known."""
-    codes = stage_codes(levers, names, models)
+    """Pull the levers on every replayed step (syncs and API calls removed first, so that a
+    graph spans what they no longer split). A lever that changes nothing in these steps
+    raises LeverError (check_levers), or with strict=False is left out and listed in
+    not_applicable. base_walls: the models' unchanged replays' (wall_ns, gpu_end_ns), when
+    already known."""
+    if strict:
+        check_levers(levers, [(names, models)])
+    skipped = [found for lever in levers if (found := not_applicable(lever, names, models))]
+    pulled_levers = [lever for lever in levers if lever.label not in {n.lever for n in skipped}]
     if base_walls is None:
         base_walls = [ends(replay(m)) for m in models]
     base = [wall for wall, _ in base_walls]
     pulled, ledgers = [], []
     for model, before in zip(models, base_walls, strict=True):
-        changed = model
-        for lever, code in zip(levers, codes, strict=True):
-            changed = apply_lever(changed, code, lever.kind, mode)
+        changed = pull(model, pulled_levers, names, mode)
         result = replay(changed)
         wall = steady_wall(before, result)
         pulled.append(wall)
@@ -167,7 +208,7 @@ def predict(
     saving = replayed - lever_ns
     measured = int(round(np.mean([m.end_ns - m.start_ns for m in models]))) if models else 0
     return Prediction(
-        levers=[lever.label for lever in levers],
+        levers=[lever.label for lever in pulled_levers],
         steps=len(models),
         measured_ns=measured,
         replayed_ns=replayed,
@@ -175,7 +216,17 @@ def predict(
         saving_ns=saving,
         predicted_ns=mean_step_ns - saving,
         ledger=_mean_ledger(ledgers, len(models), names),
+        not_applicable=skipped,
     )
+
+
+def pull(
+    model: StepModel, levers: list[Lever], names: tuple[str, ...], mode: GraphTraceMode
+) -> StepModel:
+    """The model with the levers pulled, syncs and API calls removed first."""
+    for lever in sorted(levers, key=lambda lever: lever.kind not in REMOVED_FIRST):
+        model = apply_lever(model, names.index(lever.stage), lever.kind, mode)
+    return model
 
 
 def ends(result: Replayed) -> tuple[int, int]:
@@ -199,6 +250,31 @@ def lever_for(kind: str, launches_per_step: float, mode: str) -> str | None:
     if lever == "graph" and (mode == "graph" or launches_per_step <= 0):
         return "nohost"
     return lever
+
+
+def choose_lever(
+    stage: str,
+    kind: str,
+    bucket: str,
+    launches_per_step: float,
+    mode: str,
+    saving: Callable[[str, str], tuple[int, int] | None],
+) -> tuple[str, tuple[int, int] | None]:
+    """The lever a candidate is priced with and its (predicted step, saving), or ("", None).
+
+    The lever that fits its verdict kind (lever_for; `nohost` where a graph does not
+    apply), unless removing the stage's host syncs saves more (an idle candidate): a graph
+    is cut at every sync, so where the syncs hold the stage's time, they are the fix.
+    saving(stage, lever): None where the lever does not apply."""
+    lever = lever_for(kind, launches_per_step, mode) or ""
+    found = saving(stage, lever) if lever else None
+    if found is None and lever == "graph":
+        lever, found = "nohost", saving(stage, "nohost")
+    if lever and lever != "nosync" and bucket == Bucket.IDLE.value:
+        syncs = saving(stage, "nosync")
+        if syncs is not None and (found is None or syncs[1] > found[1]):
+            lever, found = "nosync", syncs
+    return (lever, found) if found is not None else ("", None)
 
 
 def replayed_ledger(

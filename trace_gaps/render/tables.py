@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from trace_gaps.analysis.kinds import kind_label
-from trace_gaps.analysis.whatif import IGNORED
+from trace_gaps.analysis.whatif import IGNORED, not_applicable_words
 from trace_gaps.figures import LEFT as LEFT
 from trace_gaps.figures import RIGHT as RIGHT
 from trace_gaps.figures import stage_columns
@@ -199,11 +199,14 @@ def what_if_table(process: ProcessReport) -> Table:
         )
     total = {k: sum(c.get(k, 0) for c in by_stage.values()) for k in keys}
     rows.append(["total", *[format_ms(total[k]) for k in keys], format_ms(sum(total.values()))])
+    skipped = "; ".join(not_applicable_words(n) for n in found.not_applicable)
     return Table(
         title=(
-            f"What-if {', '.join(found.levers)}: predicted {format_ms(found.predicted_ns)} ms/step "
-            f"(measured {format_ms(process.steps.wall.mean_ns)}, saving {format_ms(found.saving_ns)}); "
-            "replayed ledger, ms per step"
+            f"What-if {', '.join(found.levers) or 'no lever'}: predicted "
+            f"{format_ms(found.predicted_ns)} ms/step (measured "
+            f"{format_ms(process.steps.wall.mean_ns)}, saving {format_ms(found.saving_ns)}); "
+            + (f"not applicable to these steps: {skipped}; " if skipped else "")
+            + "replayed ledger, ms per step"
         ),
         columns=["stage", *keys, "total"],
         align=[LEFT, *[RIGHT] * (len(keys) + 1)],
