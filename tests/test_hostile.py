@@ -28,6 +28,7 @@ from typer.testing import Result
 from tests.conftest import SAMPLE_TRACES
 from tests.test_errors import error_line, fake_report, invoke
 from trace_gaps.analysis.pipeline import AnalysisOptions
+from trace_gaps.parallel import usable_cores
 from trace_gaps.plot import plot_steps, plot_timeline
 from trace_gaps.report import build_report
 from trace_gaps.run import analyse_export
@@ -1010,3 +1011,77 @@ def test_the_bundle_leaves_the_host_folder_and_program_path_out(export, tmp_path
     for name in ("report.md", "report.json"):
         text = (tmp_path / "b" / name).read_text()
         assert not [word for word in PRIVATE if word in text], name
+
+
+# --- side files and children after a signal (issue 28, item 7) ------------------------------
+
+
+def start_cli(args: list[object]) -> subprocess.Popen[bytes]:
+    command = [sys.executable, "-m", "trace_gaps", *map(str, args)]
+    return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def wait_for(found: object, timeout_s: float = 120) -> object:
+    """found() polled every 10 ms until it is truthy (its value) or the time is up (falsy)."""
+    deadline = time.monotonic() + timeout_s
+    while not (value := found()) and time.monotonic() < deadline:  # type: ignore[operator]
+        time.sleep(0.01)
+    return value
+
+
+def stopped(child: subprocess.Popen[bytes], sent: signal.Signals) -> None:
+    """Send the signal; the command ends with its exit code, without a traceback."""
+    child.send_signal(sent)
+    _, stderr = child.communicate(timeout=60)
+    assert b"Traceback" not in stderr, stderr.decode()
+    assert child.returncode == (130 if sent == signal.SIGINT else 128 + sent), stderr.decode()
+
+
+def child_pids(pid: int) -> list[int]:
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, IndexError):
+            if int(stat.read_text().rsplit(") ", 1)[1].split()[1]) == pid:
+                found.append(int(stat.parent.name))
+    return found
+
+
+def folder_state(folder: Path) -> dict[str, tuple[int, int, int]]:
+    """Every path under the folder, hidden ones too, with its inode, size and mtime."""
+    state = {}
+    for path in folder.rglob("*"):
+        with contextlib.suppress(FileNotFoundError):  # renamed meanwhile
+            found = path.stat()
+            state[str(path.relative_to(folder))] = (found.st_ino, found.st_size, found.st_mtime_ns)
+    return state
+
+
+@pytest.mark.parametrize("sent", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
+def test_a_signal_while_a_picture_is_written_leaves_no_temporary_file(sent, export, tmp_path):
+    child = start_cli(["plot", "timeline", export, "-o", tmp_path / "t.png"])
+    assert wait_for(lambda: list(tmp_path.glob(".t.png.*.tmp"))), "never wrote"
+    stopped(child, sent)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.sqlite"]
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="no /proc")
+@pytest.mark.skipif(usable_cores() < 2, reason="the pictures are drawn in this process")
+def test_a_report_stopped_by_sigterm_leaves_no_picture_process_nor_folder(export, tmp_path):
+    out = tmp_path / "bundle"
+    child = start_cli(["report", export, "-o", out])
+    drawing = wait_for(lambda: child_pids(child.pid))
+    assert drawing, "never forked"
+    stopped(child, signal.SIGTERM)
+    assert wait_for(lambda: not [pid for pid in drawing if is_running(pid)], timeout_s=10)
+    time.sleep(3)  # a picture child left running wrote its files ~2 s later
+    assert not out.exists()
+
+
+def test_a_report_interrupted_over_an_earlier_bundle_leaves_that_bundle_whole(export, tmp_path):
+    out = tmp_path / "bundle"
+    ok(["report", export, "-o", out, "-q"])
+    before = folder_state(out)
+    child = start_cli(["report", export, "-o", out, "--force"])
+    assert wait_for(lambda: folder_state(out) != before), "never wrote"
+    stopped(child, signal.SIGINT)
+    assert folder_state(out) == before

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
 from trace_gaps.errors import TraceGapsError
+from trace_gaps.interrupts import signals_held
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -90,16 +91,21 @@ def write_atomically(output: Path, write: Callable[[BinaryIO], None]) -> None:
         return
     mode = stat.S_IMODE(target.stat().st_mode) if target.exists() else 0o666
     temporary = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
-    # O_EXCL: never write into a file that someone else put there; the umask applies.
-    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    owned = False
     try:
-        with os.fdopen(descriptor, "wb") as handle:
+        # Held: a Ctrl-C or SIGTERM just after the file is made would leave it behind.
+        with signals_held():
+            # O_EXCL: never write into a file that someone else put there; the umask applies.
+            handle = os.fdopen(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode), "wb")
+            owned = True
+        with handle:
             write(handle)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(temporary, target)
     except BaseException:
-        temporary.unlink(missing_ok=True)
+        if owned:
+            temporary.unlink(missing_ok=True)
         raise
 
 

@@ -12,8 +12,6 @@ import shutil
 import signal
 import subprocess
 import tempfile
-import threading
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -137,19 +135,16 @@ def _cache_folder(report: Path) -> Path:
 
 def _run_with_timeout(command: list[str], timeout_s: float) -> subprocess.CompletedProcess[str]:
     """Run the command in a session of its own; kill it with every process it started past
-    timeout_s, and when this process stops on the way (Ctrl-C, SIGTERM, any exception):
-    nsys left behind would go on writing its export after trace-gaps ended."""
-    with (
-        _sigterm_as_exit(),
-        subprocess.Popen(
-            command,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            errors="replace",
-            start_new_session=True,
-        ) as child,
-    ):
+    timeout_s, and when this process stops on the way (Ctrl-C, SIGTERM: interrupts.py, any
+    exception): nsys left behind would go on writing its export after trace-gaps ended."""
+    with subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        errors="replace",
+        start_new_session=True,
+    ) as child:
         try:
             stdout, stderr = child.communicate(timeout=timeout_s)
         except BaseException:
@@ -158,24 +153,6 @@ def _run_with_timeout(command: list[str], timeout_s: float) -> subprocess.Comple
             child.wait()
             raise
     return subprocess.CompletedProcess(command, child.returncode, stdout, stderr)
-
-
-@contextlib.contextmanager
-def _sigterm_as_exit() -> Iterator[None]:
-    """While inside, SIGTERM raises SystemExit (exit code 143) instead of ending the process
-    at once, so that the clean-up on the way out runs (only the main thread sets handlers)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGTERM, _exit_terminated)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
-
-
-def _exit_terminated(signum: int, frame: object) -> None:
-    raise SystemExit(128 + signum)
 
 
 def nsys_timeout_s() -> float:
