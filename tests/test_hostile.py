@@ -419,6 +419,28 @@ def test_pending_writes_beside_the_export_are_named(suffix, export):
     assert side.read_bytes().startswith(b"\xd9\xd5")
 
 
+def cut_wal_export(export: Path) -> Path:
+    """A WAL-mode export cut in half, as a checkpoint that is still writing it leaves it."""
+    data = edit(export, "PRAGMA journal_mode=WAL").read_bytes()
+    export.write_bytes(data[: len(data) // 2])
+    return export
+
+
+def test_a_wal_export_still_being_written_is_called_incomplete_not_damaged(export):
+    cut_wal_export(export)
+    for suffix in ("-wal", "-shm"):  # a writer's files: its log emptied by a checkpoint
+        export.with_name(export.name + suffix).write_bytes(b"")
+    line = error_line(["analyze", str(export)], export)
+    assert "is being written by another program (r.sqlite-wal and r.sqlite-shm beside it;" in line
+    assert "wait until that program is done" in line
+    assert "damaged" not in line and "--force-overwrite" not in line
+
+
+def test_a_cut_wal_export_without_a_writer_is_damaged(export):
+    line = error_line(["analyze", str(cut_wal_export(export))], export)
+    assert "is damaged or truncated" in line and "being written" not in line
+
+
 def test_a_fifo_is_refused_without_waiting(tmp_path):
     fifo = tmp_path / "r.sqlite"
     os.mkfifo(fifo)
