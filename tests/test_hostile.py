@@ -497,9 +497,14 @@ def test_control_characters_in_names_are_escaped(command, export):
         assert ESCAPES in names
 
 
-def test_csv_keeps_names_exactly(export):
-    edit(export, "UPDATE NVTX_EVENTS SET text = ? WHERE text = 'forward'", params=("a\x1bb",))
-    assert "a\x1bb" in ok(["analyze", export, "-f", "csv"]).stdout
+@pytest.mark.parametrize("to_file", [False, True])
+def test_csv_escapes_control_characters_as_the_text_does(to_file, export, tmp_path):
+    edit(export, "UPDATE NVTX_EVENTS SET text = ? WHERE text = 'forward'", params=(ESCAPES,))
+    out = tmp_path / "r.csv"
+    shown = ok(["analyze", export, "--depth", "2", "-f", "csv", *(["-o", out] if to_file else [])])
+    written = out.read_text() if to_file else shown.stdout
+    assert not any(c in written for c in "\x1b\x07\x00\r\x9b")
+    assert "fw\\u001b[2J\\u001b]0;owned\\u0007\\u0000\\u000d\\u009bX" in written
 
 
 def test_control_characters_in_an_error_line_are_escaped(export):

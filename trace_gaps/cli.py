@@ -277,13 +277,10 @@ def resolve_export(export: Path | None, demo: bool) -> Path:
     return converted.sqlite
 
 
-def write_output(
-    text: str, output: Path | None, *, exact: bool = False, quiet: bool = False
-) -> None:
+def write_output(text: str, output: Path | None, *, quiet: bool = False) -> None:
     """Write to the file given with -o, else to stdout. Control characters in names are
-    escaped (terminal escapes, NUL), unless exact (CSV keeps names byte for byte)."""
-    if not exact:
-        text = escape_control_characters(text)
+    escaped (terminal escapes, NUL), in every format."""
+    text = escape_control_characters(text)
     if output is None:
         write_stdout(text)
         return
@@ -471,7 +468,7 @@ def analyze(
             except LeverError as error:
                 raise TraceGapsError(f"--what-if: {error}") from error
             text = render_report(report, fmt)
-        write_output(text, output, exact=fmt is Format.CSV, quiet=quiet)
+        write_output(text, output, quiet=quiet)
 
 
 def expand_exports(exports: list[Path] | None) -> list[Path]:
