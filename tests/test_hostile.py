@@ -1112,3 +1112,22 @@ def test_a_report_interrupted_over_an_earlier_bundle_leaves_that_bundle_whole(ex
     assert wait_for(lambda: folder_state(out) != before), "never wrote"
     stopped(child, signal.SIGINT)
     assert folder_state(out) == before
+
+
+# --- names at the file system's limit (issue 28, item 10) -----------------------------------
+
+LONGEST = 255  # bytes in a file name (ext4, xfs, tmpfs, APFS)
+
+
+@pytest.mark.parametrize("letter", ["a", "é"])  # one byte, two bytes in UTF-8
+def test_an_output_named_at_the_limit_is_written(letter, export, tmp_path):
+    name = letter * ((LONGEST - 3) // len(letter.encode())) + ".md"
+    ok(["analyze", export, "-o", tmp_path / name, "-q"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([name, "r.sqlite"])
+
+
+def test_a_report_named_at_the_limit_is_exported(tmp_path, monkeypatch):
+    fake_nsys(tmp_path, monkeypatch, f"shutil.copy({str(SAMPLE)!r}, out)\n")
+    report = fake_report(tmp_path, "a" * (LONGEST - len(".nsys-rep")) + ".nsys-rep")
+    assert "exported it with nsys to" in ok(["info", report]).stderr
+    assert report.with_suffix(".sqlite").is_file()

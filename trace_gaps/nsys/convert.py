@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trace_gaps.errors import NotAnExportError, TraceGapsError
+from trace_gaps.output import SQLITE_SIDE_FILES, hidden_sibling
 
 REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
 # A native report starts with this text; an export starts with "SQLite format 3".
@@ -76,7 +77,11 @@ def convert_report(report: Path, nsys: str) -> ConvertedReport:
         beside = _cache_folder(report) / beside.name
     if _is_usable(beside, report):
         return ConvertedReport(report, beside, reused=True)
-    partial = beside.with_name(f".{beside.stem}.partial-{secrets.token_hex(4)}.sqlite")
+    partial = hidden_sibling(
+        beside.with_name(beside.stem),
+        f".partial-{secrets.token_hex(4)}.sqlite",
+        room_for=max(SQLITE_SIDE_FILES, key=len),
+    )
     try:
         _run_export(report, nsys, partial)
         if not is_whole_sqlite(partial):
@@ -87,7 +92,7 @@ def convert_report(report: Path, nsys: str) -> ConvertedReport:
             )
         os.replace(partial, beside)
     finally:
-        for side in ("", "-journal", "-wal", "-shm"):  # SQLite's files beside the partial
+        for side in ("", *SQLITE_SIDE_FILES):  # SQLite's files beside the partial
             partial.with_name(partial.name + side).unlink(missing_ok=True)
     return ConvertedReport(report, beside, reused=False)
 
