@@ -1131,3 +1131,29 @@ def test_a_report_named_at_the_limit_is_exported(tmp_path, monkeypatch):
     report = fake_report(tmp_path, "a" * (LONGEST - len(".nsys-rep")) + ".nsys-rep")
     assert "exported it with nsys to" in ok(["info", report]).stderr
     assert report.with_suffix(".sqlite").is_file()
+
+
+# --- kernel names not in StringIds (issue 28) -----------------------------------------------
+
+
+@pytest.mark.parametrize("reader", ["arrow", "sqlite3"])
+def test_kernels_whose_names_are_not_in_the_string_table_are_counted_in_a_note(
+    reader, export, monkeypatch
+):
+    if reader == "sqlite3":
+        monkeypatch.setenv("TRACE_GAPS_NO_ARROW", "1")
+    edit(
+        export,
+        "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET shortName = 99999999, demangledName = 99999999 "
+        "WHERE rowid % 3 = 0",
+    )
+    report = json_report(export)
+    assert any(
+        k["name"] == "?" for k in report["processes"][0]["candidates"][0]["evidence"]["top_kernels"]
+    )
+    note = next(n for n in report["notes"] if "kernels have a name id" in n)
+    assert note.startswith("2204 kernels have a name id that is not in StringIds")
+    assert note.endswith("(33.2 % of 6632 rows).")  # of every GPU op row
+    assert (
+        json_report(export)["processes"][0]["steps"] == json_report(SAMPLE)["processes"][0]["steps"]
+    )

@@ -88,6 +88,7 @@ class _Tally:
     op_rows: int = 0  # timed rows read, before any was left out
     call_rows: int = 0
     unresolved_calls: int = 0  # calls whose name id is not in StringIds
+    unresolved_kernels: int = 0  # kernels likewise
     duplicated_ops: int = 0
     duplicated_calls: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)  # streams count on threads
@@ -133,6 +134,7 @@ class ExportStream:
             op_rows=self.tally.op_rows,
             call_rows=self.tally.call_rows,
             unresolved_calls=self.tally.unresolved_calls,
+            unresolved_kernels=self.tally.unresolved_kernels,
         )
         return replace(self.head, info=info)
 
@@ -581,6 +583,7 @@ def _op_chunks(
     ) -> Iterator[pd.DataFrame]:
         kinds = pd.CategoricalDtype([k.value for k in OpKind])
         kind_code = list(OpKind).index(kind)
+        unknown = int(categories.get_indexer(pd.Index([_UNKNOWN]))[0])
         for chunk in read:
             # Values are checked as they are read (typed_frame in read_chunks).
             chunk = _drop_untimed(chunk, tally)
@@ -598,6 +601,10 @@ def _op_chunks(
                 chunk = chunk.loc[~repeated].reset_index(drop=True)
             if by_id is not None:
                 codes = by_id(chunk.pop("name_id").to_numpy())
+                unresolved = int(np.count_nonzero(codes == unknown))
+                if unresolved:
+                    with tally.lock:
+                        tally.unresolved_kernels += unresolved
             else:
                 codes = categories.get_indexer(pd.Index(chunk.pop(NAME).tolist(), dtype=object))
             chunk[NAME] = pd.Categorical.from_codes(codes, categories=categories)
