@@ -1093,9 +1093,14 @@ def test_a_signal_while_a_picture_is_written_leaves_no_temporary_file(sent, expo
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="no /proc")
 @pytest.mark.skipif(usable_cores() < 2, reason="the pictures are drawn in this process")
-def test_a_report_stopped_by_sigterm_leaves_no_picture_process_nor_folder(export, tmp_path):
+@pytest.mark.parametrize("waiting", [False, True])  # for the pictures, its texts written
+def test_a_report_stopped_by_sigterm_leaves_no_picture_process_nor_folder(
+    waiting, export, tmp_path
+):
     out = tmp_path / "bundle"
     child = start_cli(["report", export, "-o", out])
+    if waiting:
+        assert wait_for(lambda: list(out.glob(".trace-gaps-*.tmp/report.md"))), "never wrote"
     drawing = wait_for(lambda: child_pids(child.pid))
     assert drawing, "never forked"
     stopped(child, signal.SIGTERM)

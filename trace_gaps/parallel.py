@@ -29,7 +29,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, BinaryIO, Generic, TypeVar, cast
 
 from trace_gaps.allocator import keep_freed_memory, python_string_storage
 from trace_gaps.errors import TraceGapsError
@@ -61,7 +61,7 @@ class Forked(Generic[R]):
 
     def __init__(self, function: Callable[..., R], args: tuple[Any, ...]) -> None:
         self._task: tuple[Callable[..., R], tuple[Any, ...]] | None = (function, args)
-        self._child: tuple[int, int] | None = None  # (pid, read end of its result's pipe)
+        self._child: tuple[int, BinaryIO] | None = None  # its pid, and its result's pipe
         if not fork_is_safe() or usable_cores() < 2:
             return  # run when its result is asked for
         read_end, write_end = os.pipe()
@@ -84,7 +84,7 @@ class Forked(Generic[R]):
             finally:
                 os._exit(status)
         os.close(write_end)
-        self._child = (pid, read_end)
+        self._child = (pid, os.fdopen(read_end, "rb"))
 
     def __call__(self) -> R:
         if self._child is None:
@@ -92,10 +92,10 @@ class Forked(Generic[R]):
             function, args = self._task
             self._task = None
             return function(*args)
-        pid, read_end = self._child
+        pid, pipe = self._child
+        with pipe:
+            data = pipe.read()  # an interrupt here leaves the child to stop()
         self._child = None
-        with os.fdopen(read_end, "rb") as pipe:
-            data = pipe.read()
         os.waitpid(pid, 0)
         if not data:
             raise TraceGapsError(
@@ -111,9 +111,9 @@ class Forked(Generic[R]):
         self._task = None
         if self._child is None:
             return
-        pid, read_end = self._child
+        pid, pipe = self._child
         self._child = None
-        os.close(read_end)
+        pipe.close()
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
