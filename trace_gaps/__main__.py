@@ -3,14 +3,14 @@
 import sys
 from typing import NoReturn
 
-from trace_gaps.interrupts import stop_cleanly_on_signals
-
 
 def main() -> None:
     """Run the CLI; a Ctrl-C, even while the libraries load, ends with one line (exit 130);
     SIGTERM and SIGHUP end it quietly (143, 129), each after the same clean-up."""
-    stop_cleanly_on_signals()
     try:
+        from trace_gaps.interrupts import stop_cleanly_on_signals
+
+        stop_cleanly_on_signals()
         from trace_gaps.cli import app
 
         app()

@@ -11,7 +11,6 @@ however it ends (even SIGKILL, where no clean-up can run).
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import signal
 import sys
@@ -59,6 +58,8 @@ def die_with_parent(parent_pid: int) -> None:
     (Linux; elsewhere nothing), or leave now if it already has."""
     if not sys.platform.startswith("linux"):
         return
+    import ctypes  # here: the command's start-up does without it
+
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() != parent_pid:  # it ended before the request was made
