@@ -28,6 +28,7 @@ from typer.testing import Result
 from tests.conftest import SAMPLE_TRACES
 from tests.test_errors import error_line, fake_report, invoke
 from trace_gaps.analysis.pipeline import AnalysisOptions
+from trace_gaps.parallel import usable_cores
 from trace_gaps.plot import plot_steps, plot_timeline
 from trace_gaps.report import build_report
 from trace_gaps.run import analyse_export
@@ -435,6 +436,28 @@ def test_pending_writes_beside_the_export_are_named(suffix, export):
     assert side.read_bytes().startswith(b"\xd9\xd5")
 
 
+def cut_wal_export(export: Path) -> Path:
+    """A WAL-mode export cut in half, as a checkpoint that is still writing it leaves it."""
+    data = edit(export, "PRAGMA journal_mode=WAL").read_bytes()
+    export.write_bytes(data[: len(data) // 2])
+    return export
+
+
+def test_a_wal_export_still_being_written_is_called_incomplete_not_damaged(export):
+    cut_wal_export(export)
+    for suffix in ("-wal", "-shm"):  # a writer's files: its log emptied by a checkpoint
+        export.with_name(export.name + suffix).write_bytes(b"")
+    line = error_line(["analyze", str(export)], export)
+    assert "is being written by another program (r.sqlite-wal and r.sqlite-shm beside it;" in line
+    assert "wait until that program is done" in line
+    assert "damaged" not in line and "--force-overwrite" not in line
+
+
+def test_a_cut_wal_export_without_a_writer_is_damaged(export):
+    line = error_line(["analyze", str(cut_wal_export(export))], export)
+    assert "is damaged or truncated" in line and "being written" not in line
+
+
 def test_a_fifo_is_refused_without_waiting(tmp_path):
     fifo = tmp_path / "r.sqlite"
     os.mkfifo(fifo)
@@ -491,9 +514,14 @@ def test_control_characters_in_names_are_escaped(command, export):
         assert ESCAPES in names
 
 
-def test_csv_keeps_names_exactly(export):
-    edit(export, "UPDATE NVTX_EVENTS SET text = ? WHERE text = 'forward'", params=("a\x1bb",))
-    assert "a\x1bb" in ok(["analyze", export, "-f", "csv"]).stdout
+@pytest.mark.parametrize("to_file", [False, True])
+def test_csv_escapes_control_characters_as_the_text_does(to_file, export, tmp_path):
+    edit(export, "UPDATE NVTX_EVENTS SET text = ? WHERE text = 'forward'", params=(ESCAPES,))
+    out = tmp_path / "r.csv"
+    shown = ok(["analyze", export, "--depth", "2", "-f", "csv", *(["-o", out] if to_file else [])])
+    written = out.read_text() if to_file else shown.stdout
+    assert not any(c in written for c in "\x1b\x07\x00\r\x9b")
+    assert "fw\\u001b[2J\\u001b]0;owned\\u0007\\u0000\\u000d\\u009bX" in written
 
 
 def test_control_characters_in_an_error_line_are_escaped(export):
@@ -1027,3 +1055,127 @@ def test_the_bundle_leaves_the_host_folder_and_program_path_out(export, tmp_path
     for name in ("report.md", "report.json"):
         text = (tmp_path / "b" / name).read_text()
         assert not [word for word in PRIVATE if word in text], name
+
+
+# --- side files and children after a signal (issue 28, item 7) ------------------------------
+
+
+def start_cli(args: list[object]) -> subprocess.Popen[bytes]:
+    command = [sys.executable, "-m", "trace_gaps", *map(str, args)]
+    return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def wait_for(found: object, timeout_s: float = 120) -> object:
+    """found() polled every 10 ms until it is truthy (its value) or the time is up (falsy)."""
+    deadline = time.monotonic() + timeout_s
+    while not (value := found()) and time.monotonic() < deadline:  # type: ignore[operator]
+        time.sleep(0.01)
+    return value
+
+
+def stopped(child: subprocess.Popen[bytes], sent: signal.Signals) -> None:
+    """Send the signal; the command ends with its exit code, without a traceback."""
+    child.send_signal(sent)
+    _, stderr = child.communicate(timeout=60)
+    assert b"Traceback" not in stderr, stderr.decode()
+    assert child.returncode == (130 if sent == signal.SIGINT else 128 + sent), stderr.decode()
+
+
+def child_pids(pid: int) -> list[int]:
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, IndexError):
+            if int(stat.read_text().rsplit(") ", 1)[1].split()[1]) == pid:
+                found.append(int(stat.parent.name))
+    return found
+
+
+def folder_state(folder: Path) -> dict[str, tuple[int, int, int]]:
+    """Every path under the folder, hidden ones too, with its inode, size and mtime."""
+    state = {}
+    for path in folder.rglob("*"):
+        with contextlib.suppress(FileNotFoundError):  # renamed meanwhile
+            found = path.stat()
+            state[str(path.relative_to(folder))] = (found.st_ino, found.st_size, found.st_mtime_ns)
+    return state
+
+
+@pytest.mark.parametrize("sent", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
+def test_a_signal_while_a_picture_is_written_leaves_no_temporary_file(sent, export, tmp_path):
+    child = start_cli(["plot", "timeline", export, "-o", tmp_path / "t.png"])
+    assert wait_for(lambda: list(tmp_path.glob(".t.png.*.tmp"))), "never wrote"
+    stopped(child, sent)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.sqlite"]
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="no /proc")
+@pytest.mark.skipif(usable_cores() < 2, reason="the pictures are drawn in this process")
+@pytest.mark.parametrize("waiting", [False, True])  # for the pictures, its texts written
+def test_a_report_stopped_by_sigterm_leaves_no_picture_process_nor_folder(
+    waiting, export, tmp_path
+):
+    out = tmp_path / "bundle"
+    child = start_cli(["report", export, "-o", out])
+    if waiting:
+        assert wait_for(lambda: list(out.glob(".trace-gaps-*.tmp/report.md"))), "never wrote"
+    drawing = wait_for(lambda: child_pids(child.pid))
+    assert drawing, "never forked"
+    stopped(child, signal.SIGTERM)
+    assert wait_for(lambda: not [pid for pid in drawing if is_running(pid)], timeout_s=10)
+    time.sleep(3)  # a picture child left running wrote its files ~2 s later
+    assert not out.exists()
+
+
+def test_a_report_interrupted_over_an_earlier_bundle_leaves_that_bundle_whole(export, tmp_path):
+    out = tmp_path / "bundle"
+    ok(["report", export, "-o", out, "-q"])
+    before = folder_state(out)
+    child = start_cli(["report", export, "-o", out, "--force"])
+    assert wait_for(lambda: folder_state(out) != before), "never wrote"
+    stopped(child, signal.SIGINT)
+    assert folder_state(out) == before
+
+
+# --- names at the file system's limit (issue 28, item 10) -----------------------------------
+
+LONGEST = 255  # bytes in a file name (ext4, xfs, tmpfs, APFS)
+
+
+@pytest.mark.parametrize("letter", ["a", "é"])  # one byte, two bytes in UTF-8
+def test_an_output_named_at_the_limit_is_written(letter, export, tmp_path):
+    name = letter * ((LONGEST - 3) // len(letter.encode())) + ".md"
+    ok(["analyze", export, "-o", tmp_path / name, "-q"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([name, "r.sqlite"])
+
+
+def test_a_report_named_at_the_limit_is_exported(tmp_path, monkeypatch):
+    fake_nsys(tmp_path, monkeypatch, f"shutil.copy({str(SAMPLE)!r}, out)\n")
+    report = fake_report(tmp_path, "a" * (LONGEST - len(".nsys-rep")) + ".nsys-rep")
+    assert "exported it with nsys to" in ok(["info", report]).stderr
+    assert report.with_suffix(".sqlite").is_file()
+
+
+# --- kernel names not in StringIds (issue 28) -----------------------------------------------
+
+
+@pytest.mark.parametrize("reader", ["arrow", "sqlite3"])
+def test_kernels_whose_names_are_not_in_the_string_table_are_counted_in_a_note(
+    reader, export, monkeypatch
+):
+    if reader == "sqlite3":
+        monkeypatch.setenv("TRACE_GAPS_NO_ARROW", "1")
+    edit(
+        export,
+        "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET shortName = 99999999, demangledName = 99999999 "
+        "WHERE rowid % 3 = 0",
+    )
+    report = json_report(export)
+    assert any(
+        k["name"] == "?" for k in report["processes"][0]["candidates"][0]["evidence"]["top_kernels"]
+    )
+    note = next(n for n in report["notes"] if "kernels have a name id" in n)
+    assert note.startswith("2204 kernels have a name id that is not in StringIds")
+    assert note.endswith("(33.2 % of 6632 rows).")  # of every GPU op row
+    assert (
+        json_report(export)["processes"][0]["steps"] == json_report(SAMPLE)["processes"][0]["steps"]
+    )

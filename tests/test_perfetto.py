@@ -22,6 +22,7 @@ from trace_gaps.cli import app
 from trace_gaps.model import SPECIAL_STAGES, Bucket
 from trace_gaps.perfetto import (
     IDLE_CATEGORY,
+    OP_CATEGORY,
     STAGE_CATEGORY,
     STEP_CATEGORY,
     clocked_reports,
@@ -46,7 +47,7 @@ def _exported(paths: tuple[Path, ...], steps: str | None = None) -> tuple[list[E
     """The Perfetto events of the exports, and the JSON report of the same analysis."""
     sources = clocked_reports(list(paths), AnalysisOptions(), steps_request(steps))
     document = json.loads(render_perfetto(sources))
-    return document["traceEvents"], render_json(sources[0].report)
+    return document["traceEvents"], render_json(sources[0])
 
 
 def _ns(us: object) -> int:
@@ -176,12 +177,6 @@ def test_collective_waits_have_their_own_track():
     assert waits and all(e["name"] for e in waits)
 
 
-@pytest.mark.xfail(
-    reason="open defect (closing note, issue 33): after the multi-rank merge, tp_rank1's step i "
-    "lands one step (~17.6 ms) after tp_rank0's step i in the exported trace; not yet known "
-    "whether the offset or the test's same-index pairing is wrong",
-    strict=False,
-)
 def test_two_rank_exports_are_on_one_clock():
     paths = (_corpus("tp_rank0"), _corpus("tp_rank1"))
     events, _ = _exported(paths, "2:8")
@@ -199,6 +194,14 @@ def test_two_rank_exports_are_on_one_clock():
         # session start, seconds apart).
         (a_start, a_end), (b_start, b_end) = spans
         assert a_start < b_end and b_start < a_end
+    # Aligned by their collectives: the k-th all-reduce of each rank ends at one time.
+    ends: dict[object, list[int]] = defaultdict(list)
+    for op in events:
+        if op.get("cat") == OP_CATEGORY and "nccl" in str(op["name"]).lower():
+            ends[op["pid"]].append(_ns(op["ts"]) + _ns(op["dur"]))
+    first, second = (sorted(ends[pid]) for pid in pids)
+    assert len(first) == len(second) > 0
+    assert max(abs(a - b) for a, b in zip(first, second, strict=True)) < 10_000
 
 
 def test_the_command_writes_the_file(tmp_path):

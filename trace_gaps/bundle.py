@@ -10,8 +10,12 @@ DIR/report.html           all of it in one page, the pictures inlined: opens off
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import os
 import re
+import secrets
+import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -21,13 +25,14 @@ from typing import TYPE_CHECKING
 from trace_gaps import __version__
 from trace_gaps.analysis.integrity import unreliable_lines
 from trace_gaps.errors import TraceGapsError
+from trace_gaps.interrupts import signals_held
 from trace_gaps.model import ExportInfo
 from trace_gaps.output import (
     escape_control_characters,
     write_figure_atomically,
     write_text_atomically,
 )
-from trace_gaps.parallel import forked
+from trace_gaps.parallel import Forked
 from trace_gaps.privacy import shareable_settings
 from trace_gaps.render.json import render_json
 from trace_gaps.render.markdown import escape_markdown, render_markdown
@@ -293,37 +298,56 @@ def write_bundle(
 
     A folder that holds files is refused unless force; then the bundle files of an earlier
     run that this one does not write (a picture of processes no longer there) are removed.
+    Every file is written into a staging folder inside `directory` first and moved into
+    place at the end, signals held meanwhile: an error or an interrupt leaves the earlier
+    bundle whole (or no folder, where there was none), never half old and half new.
     """
     if directory.exists() and not directory.is_dir():
         raise TraceGapsError(f"{directory} is a file. Give -o a folder to write the report into.")
     check_bundle_folder(directory, force=force)
-    texts: list[Path] = []
+    created = not directory.exists()
+    staging = directory / f".trace-gaps-{secrets.token_hex(4)}.tmp"
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        # The pictures (matplotlib's import included) are drawn in a child process, where
-        # cores allow, while this one writes the text files (parallel.forked).
-        pictures = forked(write_figures, report, directory)
-        try:
-            for name, text in (
-                # The timelines' spans (MBs for a long step) stay out: the pictures show them.
-                (REPORT_JSON, render_json(replace(report, timelines=[]))),
-                (REPORT_MD, render_bundle_markdown(report, provenances)),
-            ):
-                write_text_atomically(directory / name, escape_control_characters(text))
-                texts.append(directory / name)
-        finally:
-            written = pictures()
-        write_text_atomically(
-            directory / REPORT_HTML, render_bundle_page(report, provenances, directory)
-        )
-        texts.append(directory / REPORT_HTML)
-        for stale in set(BUNDLE_FILES) - {path.name for path in [*written, *texts]}:
-            (directory / stale).unlink(missing_ok=True)
-    except OSError as error:
-        raise TraceGapsError(
-            f"cannot write into {directory}: {error.strerror}. Choose another -o folder."
-        ) from error
-    return [*written, *texts]
+        staging.mkdir()
+        names = _write_into(staging, report, provenances)
+        with signals_held():
+            for name in names:
+                os.replace(staging / name, directory / name)
+            for stale in set(BUNDLE_FILES) - set(names):
+                (directory / stale).unlink(missing_ok=True)
+            staging.rmdir()
+    except BaseException as error:
+        shutil.rmtree(staging, ignore_errors=True)
+        if created:
+            with contextlib.suppress(OSError):
+                directory.rmdir()  # only when it is empty
+        if isinstance(error, OSError):
+            raise TraceGapsError(
+                f"cannot write into {directory}: {error.strerror}. Choose another -o folder."
+            ) from error
+        raise
+    return [directory / name for name in names]
+
+
+def _write_into(staging: Path, report: Report, provenances: Sequence[Provenance]) -> list[str]:
+    """Write every bundle file into the (empty) staging folder; return their names."""
+    # The pictures (matplotlib's import included) are drawn in a child process, where
+    # cores allow, while this one writes the text files (parallel.Forked).
+    pictures = Forked(write_figures, (report, staging))
+    try:
+        for name, text in (
+            # The timelines' spans (MBs for a long step) stay out: the pictures show them.
+            (REPORT_JSON, render_json(replace(report, timelines=[]))),
+            (REPORT_MD, render_bundle_markdown(report, provenances)),
+        ):
+            write_text_atomically(staging / name, escape_control_characters(text))
+        drawn = pictures()
+    except BaseException:
+        pictures.stop()
+        raise
+    write_text_atomically(staging / REPORT_HTML, render_bundle_page(report, provenances, staging))
+    return [*(path.name for path in drawn), REPORT_JSON, REPORT_MD, REPORT_HTML]
 
 
 def render_bundle_page(report: Report, provenances: Sequence[Provenance], directory: Path) -> str:

@@ -192,6 +192,8 @@ class ExportInfo:
     call_rows: int = 0
     # CUDA API calls whose name id is not in StringIds: named '?', classed as no known call.
     unresolved_calls: int = 0
+    # Kernels whose name id is not in StringIds: named '?'.
+    unresolved_kernels: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -216,10 +216,9 @@ class MultiResult:
     report: Report
     failed: list[tuple[Path, str]]
     infos: list[ExportInfo]  # of the exports analysed, in order
-    # Of the exports analysed, in order: each one's own Report (before the merge) and the ns
-    # that put its times on export 0's clock (perfetto.py draws them on one time axis).
+    # Of the exports analysed, in order: each one's own Report (before the merge), its
+    # timelines on the common clock (perfetto.py draws them on one time axis).
     reports: list[Report] = field(default_factory=list)
-    offsets_ns: list[int] = field(default_factory=list)
 
 
 def analyse_exports(
@@ -278,8 +277,7 @@ def analyse_exports(
     notes = _alignment_notes(alignment, [sides[i].path for i, _ in analysed], dropped, match)
     notes += [f"{path.name}: not analysed: {message}" for path, message in failed]
     infos = [trace.info for _, (trace, _) in analysed]
-    offsets = [alignment.offsets_ns[i] for i, _ in analysed]
-    return MultiResult(merge_reports(reports, ranks, notes), failed, infos, reports, offsets)
+    return MultiResult(merge_reports(reports, ranks, notes), failed, infos, reports)
 
 
 def _analyse_sides(
@@ -290,7 +288,8 @@ def _analyse_sides(
     """Phase two of every export. The pictures of one process are the first export's; a
     picture of every rank draws the same step of each: the first export is analysed first,
     and each other export draws the step under the middle of the first export's pick, on the
-    common clock (StepPick.AT), not a median of its own."""
+    common clock (StepPick.AT), not a median of its own. A range of steps (A:B) is the same
+    range of each export's step thread, as of each process's within one export."""
     if len(arguments) < 2 or not arguments[0][3]:
         return run_tasks(analyse_side, arguments, client)
     first = run_tasks(analyse_side, arguments[:1], client)
@@ -307,7 +306,9 @@ def _analyse_sides(
             options,
             collectives,
             tuple(
-                TimelineRequest(
+                request
+                if request.pick is StepPick.RANGE
+                else TimelineRequest(
                     StepPick.AT,
                     all_processes=True,
                     at_ns=middle - alignment.offsets_ns[i],

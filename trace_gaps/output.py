@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
 from trace_gaps.errors import TraceGapsError
+from trace_gaps.interrupts import signals_held
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -33,7 +34,7 @@ def escape_control_characters(text: str) -> str:
 
 
 # Files SQLite keeps beside a database: writing one of them would damage the export too.
-_SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")
+SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")
 
 
 def _real(path: Path) -> Path:
@@ -65,7 +66,7 @@ def refuse_inputs_as_outputs(outputs: Iterable[Path], inputs: Iterable[Path | No
             sides = [
                 side.with_name(side.name + suffix)
                 for side in {input_path, real}
-                for suffix in _SQLITE_SIDE_FILES
+                for suffix in SQLITE_SIDE_FILES
             ]
             if _same_file(output, input_path) or any(_same_file(output, s) for s in sides):
                 raise TraceGapsError(
@@ -89,18 +90,34 @@ def write_atomically(output: Path, write: Callable[[BinaryIO], None]) -> None:
             write(handle)
         return
     mode = stat.S_IMODE(target.stat().st_mode) if target.exists() else 0o666
-    temporary = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
-    # O_EXCL: never write into a file that someone else put there; the umask applies.
-    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    temporary = hidden_sibling(target, f".{secrets.token_hex(4)}.tmp")
+    owned = False
     try:
-        with os.fdopen(descriptor, "wb") as handle:
+        # Held: a Ctrl-C or SIGTERM just after the file is made would leave it behind.
+        with signals_held():
+            # O_EXCL: never write into a file that someone else put there; the umask applies.
+            handle = os.fdopen(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode), "wb")
+            owned = True
+        with handle:
             write(handle)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(temporary, target)
     except BaseException:
-        temporary.unlink(missing_ok=True)
+        if owned:
+            temporary.unlink(missing_ok=True)
         raise
+
+
+NAME_MAX = 255  # bytes in one file name, on Linux's and macOS's file systems
+
+
+def hidden_sibling(path: Path, ending: str, *, room_for: str = "") -> Path:
+    """A hidden file beside path named after it, `.NAME{ending}`, NAME cut so that the whole
+    (and the whole plus room_for, a suffix added later) stays within NAME_MAX bytes: a name
+    that is valid for the file must not fail for its temporary's ("File name too long")."""
+    room = NAME_MAX - 1 - len(os.fsencode(ending + room_for))
+    return path.with_name("." + os.fsdecode(os.fsencode(path.name)[:room]) + ending)
 
 
 def _refuse_symlink_loop(output: Path) -> None:

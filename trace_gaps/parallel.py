@@ -19,6 +19,7 @@ itself, when it runs no other thread (forked).
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import pickle
@@ -28,10 +29,11 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from typing import Any, TypeVar, cast
+from typing import Any, BinaryIO, Generic, TypeVar, cast
 
 from trace_gaps.allocator import keep_freed_memory, python_string_storage
 from trace_gaps.errors import TraceGapsError
+from trace_gaps.interrupts import die_with_parent, signals_held
 
 R = TypeVar("R")
 
@@ -53,36 +55,47 @@ def fork_is_safe() -> bool:
     return hasattr(os, "fork") and threading.active_count() == 1
 
 
-def forked(function: Callable[..., R], *args: Any) -> Callable[[], R]:
-    """Start function(*args) in a child process forked from this one, now; call what this
-    returns for its result (an exception it raised is raised there). The child shares this
-    process's memory as it was (nothing is sent to it) and sends back only its result.
+class Forked(Generic[R]):
+    """A task run by forked(): call it for the result, or stop() it (on the way out of an
+    error or an interrupt) so that no child goes on working for a command that has ended."""
 
-    Only where that can pay and is safe: two cores or more, and fork_is_safe(). Elsewhere
-    function(*args) runs when its result is asked for.
-    """
-    if not fork_is_safe() or usable_cores() < 2:
-        return lambda: function(*args)
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: run, send the outcome, leave without the parent's clean-up
-        os.close(read_end)
-        status = 1
-        try:
+    def __init__(self, function: Callable[..., R], args: tuple[Any, ...]) -> None:
+        self._task: tuple[Callable[..., R], tuple[Any, ...]] | None = (function, args)
+        self._child: tuple[int, BinaryIO] | None = None  # its pid, and its result's pipe
+        if not fork_is_safe() or usable_cores() < 2:
+            return  # run when its result is asked for
+        read_end, write_end = os.pipe()
+        parent = os.getpid()
+        # Held: a signal landing in os.fork's own after-fork hooks is printed and dropped.
+        with signals_held():
+            pid = os.fork()
+        if pid == 0:  # the child: run, send the outcome, leave without the parent's clean-up
+            status = 1
             try:
-                outcome: tuple[bool, object] = (True, function(*args))
-            except BaseException as error:  # noqa: BLE001 - raised again in the parent
-                outcome = (False, error)
-            with os.fdopen(write_end, "wb") as pipe:
-                pipe.write(pickle.dumps(outcome, protocol=pickle.HIGHEST_PROTOCOL))
-            status = 0
-        finally:
-            os._exit(status)
-    os.close(write_end)
+                os.close(read_end)
+                die_with_parent(parent)
+                try:
+                    outcome: tuple[bool, object] = (True, function(*args))
+                except BaseException as error:  # noqa: BLE001 - raised again in the parent
+                    outcome = (False, error)
+                with os.fdopen(write_end, "wb") as pipe:
+                    pipe.write(pickle.dumps(outcome, protocol=pickle.HIGHEST_PROTOCOL))
+                status = 0
+            finally:
+                os._exit(status)
+        os.close(write_end)
+        self._child = (pid, os.fdopen(read_end, "rb"))
 
-    def result() -> R:
-        with os.fdopen(read_end, "rb") as pipe:
-            data = pipe.read()
+    def __call__(self) -> R:
+        if self._child is None:
+            assert self._task is not None, "a Forked's result is taken once"
+            function, args = self._task
+            self._task = None
+            return function(*args)
+        pid, pipe = self._child
+        with pipe:
+            data = pipe.read()  # an interrupt here leaves the child to stop()
+        self._child = None
         os.waitpid(pid, 0)
         if not data:
             raise TraceGapsError(
@@ -93,7 +106,30 @@ def forked(function: Callable[..., R], *args: Any) -> Callable[[], R]:
             raise value
         return cast(R, value)
 
-    return result
+    def stop(self) -> None:
+        """Kill the child, if one still runs, and reap it; the task is not run."""
+        self._task = None
+        if self._child is None:
+            return
+        pid, pipe = self._child
+        self._child = None
+        pipe.close()
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+
+
+def forked(function: Callable[..., R], *args: Any) -> Callable[[], R]:
+    """Start function(*args) in a child process forked from this one, now; call what this
+    returns for its result (an exception it raised is raised there). The child shares this
+    process's memory as it was (nothing is sent to it) and sends back only its result; it
+    is killed when this process ends (interrupts.die_with_parent). Forked(function, args)
+    is the same, and can be stopped before its result is taken.
+
+    Only where that can pay and is safe: two cores or more, and fork_is_safe(). Elsewhere
+    function(*args) runs when its result is asked for.
+    """
+    return Forked(function, args)
 
 
 def default_jobs() -> int:

@@ -6,7 +6,8 @@ a TimelineRequest picks are written (`--steps A:B`, by default the first DEFAULT
 each process's step thread): the timelines hold their ops as Python lists, which is
 linear in the steps chosen and bounded whatever the export's size.
 
-Per process (one per rank; several exports on export 0's clock), the tracks are:
+Per process (one per rank; several exports on export 0's clock, as multi.py puts their
+timelines), the tracks are:
 
     <step thread>        steps, and inside them the stages (innermost, as charged)
     CUDA API             the step thread's CUDA calls, named by call
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 from trace_gaps import __version__
@@ -55,46 +56,32 @@ def steps_request(steps: str | None) -> TimelineRequest:
     return replace(choose_request(steps=steps), all_processes=True)
 
 
-@dataclass(frozen=True, slots=True)
-class ClockedReport:
-    """One export's Report and the ns that put its times on export 0's clock."""
-
-    report: Report
-    offset_ns: int = 0
-
-
 def clocked_reports(
     paths: Sequence[Path], options: AnalysisOptions, request: TimelineRequest, *, top: int = 10
-) -> list[ClockedReport]:
-    """Each export analysed with the request's timelines; several as one run (multi.py), each
-    with its clock offset."""
+) -> list[Report]:
+    """Each export analysed with the request's timelines; several as one run (multi.py), their
+    timelines' starts counted from export 0's trace start on the common clock."""
     if len(paths) == 1:
         from trace_gaps.run import analyse_export
 
         with about_file(paths[0]):
             trace, analysis = analyse_export(paths[0], options, timelines=(request,))
-            return [ClockedReport(build_report(trace, analysis, top=top))]
+            return [build_report(trace, analysis, top=top)]
     from trace_gaps.multi import analyse_exports
 
     result = analyse_exports(paths, options, top=top, timelines=(request,))
     if result.failed:
         failed, message = result.failed[0]
         raise TraceGapsError(f"{failed}: not analysed: {message}")
-    return [
-        ClockedReport(report, offset)
-        for report, offset in zip(result.reports, result.offsets_ns, strict=True)
-    ]
+    return result.reports
 
 
-def trace_events(sources: Sequence[ClockedReport]) -> dict[str, object]:
-    """The Chrome trace-event document of the sources' timelines (see the module docstring)."""
-    origin = sources[0].report.export.trace_start_ns
+def trace_events(reports: Sequence[Report]) -> dict[str, object]:
+    """The Chrome trace-event document of the reports' timelines (see the module docstring)."""
+    origin = reports[0].export.trace_start_ns
     events: list[dict[str, object]] = []
     used_pids: set[int] = set()
-    for index, source in enumerate(sources):
-        report = source.report
-        # The export's trace start on export 0's clock, from export 0's trace start.
-        shift = report.export.trace_start_ns + source.offset_ns - origin
+    for index, report in enumerate(reports):
         by_pid: dict[int, list[StepTimeline]] = {}
         for timeline in report.timelines:
             by_pid.setdefault(timeline.pid, []).append(timeline)
@@ -102,22 +89,22 @@ def trace_events(sources: Sequence[ClockedReport]) -> dict[str, object]:
             shown_pid = pid if pid not in used_pids else (index + 1) * _PSEUDO_TID + pid
             used_pids.add(shown_pid)
             processes = [p for p in report.processes if p.pid == pid]
-            events += _process_events(report, processes, timelines, shown_pid, shift, index)
+            events += _process_events(report, processes, timelines, shown_pid, index)
     return {
         "traceEvents": events,
         "displayTimeUnit": "ns",
         "otherData": {
             "tool": "trace-gaps",
             "tool_version": __version__,
-            "exports": ", ".join(s.report.export.file for s in sources),
+            "exports": ", ".join(report.export.file for report in reports),
             "trace_start_ns": str(origin),
         },
     }
 
 
-def render_perfetto(sources: Sequence[ClockedReport]) -> str:
+def render_perfetto(reports: Sequence[Report]) -> str:
     """The document as JSON text, one event a line (diffable, and readable by line tools)."""
-    document = trace_events(sources)
+    document = trace_events(reports)
     events = document.pop("traceEvents")
     assert isinstance(events, list)
     lines = ",\n".join(json.dumps(event, ensure_ascii=False) for event in events)
@@ -155,7 +142,6 @@ def _process_events(
     processes: list[ProcessReport],
     timelines: list[StepTimeline],
     pid: int,
-    shift: int,
     export_index: int,
 ) -> list[dict[str, object]]:
     name = processes[0].name if processes else ""
@@ -175,7 +161,7 @@ def _process_events(
     # Candidates are placed on analysed steps only, as they are computed from them.
     step_ids = {t.step_id: t for t in timelines if not t.is_warmup}
     for timeline in timelines:
-        base = shift + timeline.start_offset_ns
+        base = timeline.start_offset_ns
         thread_name = f"thread {timeline.thread} (steps)"
         thread = tracks.tid(thread_name, real=timeline.thread)
         events.append(
@@ -203,7 +189,7 @@ def _process_events(
             wait = where + " collective wait"
             events += _spans(tracks, wait, lane.waits, WAIT_CATEGORY, base, "stage", by="name")
         events += _spans(tracks, "GPU idle (by cause)", timeline.idle, IDLE_CATEGORY, base, "cause")
-    events += _candidate_events(processes, step_ids, tracks, shift)
+    events += _candidate_events(processes, step_ids, tracks)
     return events + tracks.events
 
 
@@ -225,7 +211,6 @@ def _candidate_events(
     processes: list[ProcessReport],
     step_ids: dict[int, StepTimeline],
     tracks: _Tracks,
-    shift: int,
 ) -> Iterator[dict[str, object]]:
     """Each top candidate as a slice over the exported analysed step where its (stage, bucket)
     is largest (the first such step on ties); none where no exported step has it."""
@@ -252,7 +237,7 @@ def _candidate_events(
                 tracks.tid("candidates"),
                 f"#{candidate.rank} {candidate.stage} {candidate.bucket}{kind}",
                 CANDIDATE_CATEGORY,
-                shift + timeline.start_offset_ns,
+                timeline.start_offset_ns,
                 timeline.wall_ns,
                 {
                     "rank": candidate.rank,

@@ -42,13 +42,10 @@ def say(line: str) -> None:
             os.close(devnull)
 
 
-def write_output(
-    text: str, output: Path | None, *, exact: bool = False, quiet: bool = False
-) -> None:
+def write_output(text: str, output: Path | None, *, quiet: bool = False) -> None:
     """Write to the file given with -o, else to stdout. Control characters in names are
-    escaped (terminal escapes, NUL), unless exact (CSV keeps names byte for byte)."""
-    if not exact:
-        text = escape_control_characters(text)
+    escaped (terminal escapes, NUL), in every format."""
+    text = escape_control_characters(text)
     if output is None:
         write_stdout(text)
         return

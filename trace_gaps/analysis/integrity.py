@@ -193,6 +193,13 @@ def integrity_notes(trace: Trace, analysis: Analysis) -> list[str]:
             "launch counts, launches per step and the idle split by cause (launch, sync, api) "
             f"miss them{_share(info.unresolved_calls, info.call_rows)}."
         )
+    if info.unresolved_kernels:
+        notes.append(
+            f"{info.unresolved_kernels} kernels have a name id that is not in StringIds (a "
+            "damaged string table): their time is counted, but they are named '?' in the top "
+            "kernels, and a collective among them is not known as one (its wait for a peer "
+            f"counts as busy){_share(info.unresolved_kernels, info.op_rows)}."
+        )
     if info.impossible_ranges:
         notes.append(
             f"{info.impossible_ranges} NVTX ranges had impossible times (a start before 0 or "

@@ -108,7 +108,7 @@ def analyze(
         except LeverError as error:
             raise TraceGapsError(f"--what-if: {error}") from error
         text = render_report(report, fmt)
-    write_output(text, output, exact=fmt is Format.CSV, quiet=quiet)
+    write_output(text, output, quiet=quiet)
 
 
 def analyze_run(

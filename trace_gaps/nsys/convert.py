@@ -12,12 +12,11 @@ import shutil
 import signal
 import subprocess
 import tempfile
-import threading
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from trace_gaps.errors import NotAnExportError, TraceGapsError
+from trace_gaps.output import SQLITE_SIDE_FILES, hidden_sibling
 
 REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
 # A native report starts with this text; an export starts with "SQLite format 3".
@@ -78,7 +77,11 @@ def convert_report(report: Path, nsys: str) -> ConvertedReport:
         beside = _cache_folder(report) / beside.name
     if _is_usable(beside, report):
         return ConvertedReport(report, beside, reused=True)
-    partial = beside.with_name(f".{beside.stem}.partial-{secrets.token_hex(4)}.sqlite")
+    partial = hidden_sibling(
+        beside.with_name(beside.stem),
+        f".partial-{secrets.token_hex(4)}.sqlite",
+        room_for=max(SQLITE_SIDE_FILES, key=len),
+    )
     try:
         _run_export(report, nsys, partial)
         if not is_whole_sqlite(partial):
@@ -89,7 +92,7 @@ def convert_report(report: Path, nsys: str) -> ConvertedReport:
             )
         os.replace(partial, beside)
     finally:
-        for side in ("", "-journal", "-wal", "-shm"):  # SQLite's files beside the partial
+        for side in ("", *SQLITE_SIDE_FILES):  # SQLite's files beside the partial
             partial.with_name(partial.name + side).unlink(missing_ok=True)
     return ConvertedReport(report, beside, reused=False)
 
@@ -137,19 +140,16 @@ def _cache_folder(report: Path) -> Path:
 
 def _run_with_timeout(command: list[str], timeout_s: float) -> subprocess.CompletedProcess[str]:
     """Run the command in a session of its own; kill it with every process it started past
-    timeout_s, and when this process stops on the way (Ctrl-C, SIGTERM, any exception):
-    nsys left behind would go on writing its export after trace-gaps ended."""
-    with (
-        _sigterm_as_exit(),
-        subprocess.Popen(
-            command,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            errors="replace",
-            start_new_session=True,
-        ) as child,
-    ):
+    timeout_s, and when this process stops on the way (Ctrl-C, SIGTERM: interrupts.py, any
+    exception): nsys left behind would go on writing its export after trace-gaps ended."""
+    with subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        errors="replace",
+        start_new_session=True,
+    ) as child:
         try:
             stdout, stderr = child.communicate(timeout=timeout_s)
         except BaseException:
@@ -158,24 +158,6 @@ def _run_with_timeout(command: list[str], timeout_s: float) -> subprocess.Comple
             child.wait()
             raise
     return subprocess.CompletedProcess(command, child.returncode, stdout, stderr)
-
-
-@contextlib.contextmanager
-def _sigterm_as_exit() -> Iterator[None]:
-    """While inside, SIGTERM raises SystemExit (exit code 143) instead of ending the process
-    at once, so that the clean-up on the way out runs (only the main thread sets handlers)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGTERM, _exit_terminated)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
-
-
-def _exit_terminated(signum: int, frame: object) -> None:
-    raise SystemExit(128 + signum)
 
 
 def nsys_timeout_s() -> float:

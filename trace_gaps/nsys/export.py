@@ -75,14 +75,13 @@ def reading_export(path: Path, *, values: bool = True) -> Iterator[None]:
 
     values: also take a ValueError or TypeError for a value the typed read refused.
     """
+    before = _file_version(path)
     try:
         yield
     except UnicodeDecodeError as error:
         # SQLite's own message quoted garbage bytes of a damaged schema.
         raise NotAnExportError(
-            "is damaged or truncated (its schema holds bytes that are not text); re-export it "
-            f"from the report: {export_command(path.with_suffix('.nsys-rep'), path, overwrite=True)}",
-            path=path,
+            _damaged(path, before, "its schema holds bytes that are not text"), path=path
         ) from error
     except (sqlite3.DatabaseError, pd.errors.DatabaseError) as error:
         # pandas wraps the sqlite3 error with the whole SQL text; keep only SQLite's words.
@@ -99,11 +98,7 @@ def reading_export(path: Path, *, values: bool = True) -> Iterator[None]:
                 "Nsight Systems version that wrote the export",
                 path=path,
             ) from error
-        raise NotAnExportError(
-            f"is damaged or truncated ({cause}); re-export it from the report: "
-            f"{export_command(path.with_suffix('.nsys-rep'), path, overwrite=True)}",
-            path=path,
-        ) from error
+        raise NotAnExportError(_damaged(path, before, cause), path=path) from error
     except (ValueError, TypeError) as error:
         if not values:
             raise
@@ -115,6 +110,47 @@ def reading_export(path: Path, *, values: bool = True) -> Iterator[None]:
             "that does not help",
             path=path,
         ) from error
+
+
+def _file_version(path: Path) -> tuple[int, int] | None:
+    """The file's size and modification time, None when it cannot be read."""
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return None
+    return stat.st_size, stat.st_mtime_ns
+
+
+def _writer_evidence(path: Path, before: tuple[int, int] | None) -> str:
+    """What shows that a program is writing the export now ("" when nothing does): it changed
+    while it was read, or it is in WAL mode with SQLite's files of an open connection beside
+    it (a write-ahead log emptied by a checkpoint, a shared-memory index)."""
+    if _file_version(path) != before:
+        return "it changed while trace-gaps read it"
+    if not _is_wal_mode(path):
+        return ""
+    real = Path(os.path.realpath(path))
+    open_files = [
+        side.name
+        for side in (real.with_name(real.name + suffix) for suffix in ("-wal", "-shm"))
+        if side.exists()
+    ]
+    return f"{' and '.join(open_files)} beside it" if open_files else ""
+
+
+def _damaged(path: Path, before: tuple[int, int] | None, cause: str) -> str:
+    """What SQLite's refusal means: an export still being written is incomplete, not damaged."""
+    writer = _writer_evidence(path, before)
+    if writer:
+        return (
+            f"is being written by another program ({writer}; SQLite: {cause}), so it is "
+            "incomplete: wait until that program is done, then run trace-gaps again "
+            "(re-export it if none is)"
+        )
+    return (
+        f"is damaged or truncated ({cause}); re-export it from the report: "
+        f"{export_command(path.with_suffix('.nsys-rep'), path, overwrite=True)}"
+    )
 
 
 # First bytes of compressed files, with the command that undoes each.

@@ -89,6 +89,7 @@ class _Tally:
     op_rows: _Rows = field(default_factory=_Rows)
     call_rows: _Rows = field(default_factory=_Rows)
     unresolved_calls: int = 0  # calls whose name id is not in StringIds
+    unresolved_kernels: int = 0  # kernels likewise
     lock: threading.Lock = field(default_factory=threading.Lock)  # streams count on threads
 
     def snapshot(self) -> dict[str, object]:
@@ -134,6 +135,7 @@ class ExportStream:
             op_rows=self.tally.op_rows.read,
             call_rows=self.tally.call_rows.read,
             unresolved_calls=self.tally.unresolved_calls,
+            unresolved_kernels=self.tally.unresolved_kernels,
         )
         return replace(self.head, info=info)
 
@@ -364,11 +366,16 @@ def _op_chunks(
     ) -> Iterator[pd.DataFrame]:
         kinds = pd.CategoricalDtype([k.value for k in OpKind])
         kind_code = list(OpKind).index(kind)
+        unknown = int(categories.get_indexer(pd.Index([UNKNOWN]))[0])
         for chunk in read:
             # Values are checked as they are read (typed_frame in read_chunks).
             chunk = _cleaned(chunk, tally, tally.op_rows, capture, OP_ROW_KEY)
             if by_id is not None:
                 codes = by_id(chunk.pop("name_id").to_numpy())
+                unresolved = int(np.count_nonzero(codes == unknown))
+                if unresolved:
+                    with tally.lock:
+                        tally.unresolved_kernels += unresolved
             else:
                 codes = categories.get_indexer(pd.Index(chunk.pop(NAME).tolist(), dtype=object))
             chunk[NAME] = pd.Categorical.from_codes(codes, categories=categories)
