@@ -15,6 +15,7 @@ from tests.builders import ExportBuilder
 from trace_gaps.analysis.pipeline import AnalysisOptions, analyse_trace
 from trace_gaps.cli import app
 from trace_gaps.nsys.load import load_trace
+from trace_gaps.output import escape_control_characters
 from trace_gaps.render.markdown import escape_markdown, render_markdown
 from trace_gaps.render.text import render_text
 from trace_gaps.report import build_report
@@ -127,7 +128,7 @@ def test_text_keeps_brackets_and_puts_each_row_on_one_line(report):
             assert line.rstrip().endswith("│"), line
 
 
-def test_json_and_csv_keep_names_exactly(report, export_builder):
+def test_json_keeps_names_exactly_and_csv_escapes_only_control_characters(report, export_builder):
     path = hostile_export(export_builder())
     result = runner.invoke(app, ["analyze", str(path), "--skip", "0", "-f", "json"])
     assert result.exit_code == 0, result.output
@@ -136,7 +137,8 @@ def test_json_and_csv_keep_names_exactly(report, export_builder):
     result = runner.invoke(app, ["analyze", str(path), "--skip", "0", "-f", "csv"])
     assert result.exit_code == 0, result.output
     rows = list(csv.DictReader(io.StringIO(result.stdout)))
-    assert set(HOSTILE) <= {row["stage"] for row in rows}
+    assert {escape_control_characters(name) for name in HOSTILE} <= {row["stage"] for row in rows}
+    assert any(escape_control_characters(name) != name for name in HOSTILE)  # some were escaped
 
 
 @pytest.mark.parametrize("fmt", ["text", "md", "json", "csv"])
