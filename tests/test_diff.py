@@ -17,12 +17,13 @@ from trace_gaps.changes import (
     BucketChange,
     NsInterval,
     PctInterval,
+    Side,
     StageChange,
     StageSide,
     WallChange,
 )
 from trace_gaps.cli import app
-from trace_gaps.diff import Diff, ProcessDiff, Side, diff_reports
+from trace_gaps.diff import Diff, ProcessDiff, diff_reports
 from trace_gaps.nsys.load import load_trace
 from trace_gaps.records import Report, WallStats
 from trace_gaps.render.diff import render_diff_markdown

@@ -17,7 +17,7 @@ import re
 import secrets
 import shutil
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -34,6 +34,7 @@ from trace_gaps.output import (
 )
 from trace_gaps.parallel import Forked
 from trace_gaps.privacy import shareable_settings
+from trace_gaps.records import Provenance
 from trace_gaps.render.json import render_json
 from trace_gaps.render.markdown import escape_markdown, render_markdown
 from trace_gaps.render.tables import process_title
@@ -53,20 +54,6 @@ REPORT_HTML = "report.html"
 STEPS_PNG = "steps.png"
 
 _HASH_CHUNK = 1 << 20
-
-
-@dataclass(frozen=True, slots=True)
-class Provenance:
-    """Where the numbers come from: the export file and how it was captured."""
-
-    file: str
-    size_bytes: int
-    sha256: str
-    nsys_version: str | None
-    trace_gaps_version: str
-    capture_settings: list[tuple[str, str]]  # only those privacy.shareable_settings keeps
-    command_included: bool = False  # the program's arguments kept (--include-command)
-    session_start_utc_ns: int | None = None  # when its capture session started (epoch ns)
 
 
 def build_provenance(info: ExportInfo, *, include_command: bool = False) -> Provenance:

@@ -12,6 +12,7 @@ from typing import Any
 
 from trace_gaps.figures import EAGER_KINDS, StageSummary
 from trace_gaps.model import OpKind
+from trace_gaps.records import WallStats
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,3 +115,26 @@ class StageChange:
     before: StageSide | None
     after: StageSide | None
     change_ns_per_step: int
+
+
+@dataclass(frozen=True, slots=True)
+class Side:
+    """Which export and process one side of the diff is, and its steps."""
+
+    file: str
+    pid: int
+    process_name: str
+    step_name: str | None
+    steps_analysed: int
+    steps_skipped: int
+    wall: WallStats
+
+
+@dataclass(frozen=True, slots=True)
+class RunChange:
+    """Several ranks compared: the run's step time, which is its slowest rank's (the one the
+    user waits for), on each side, and its change with the noise of those two ranks' steps."""
+
+    before: Side  # the before side's slowest rank (largest mean step wall time)
+    after: Side  # the after side's
+    wall: WallChange

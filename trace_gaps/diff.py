@@ -24,13 +24,15 @@ from trace_gaps.changes import (
     BucketChange,
     NsInterval,
     PctInterval,
+    RunChange,
+    Side,
     StageChange,
     WallChange,
     stage_side,
 )
 from trace_gaps.errors import TraceGapsError
 from trace_gaps.model import END_NS, PID, START_NS, Bucket, CandidateStatus, Presence
-from trace_gaps.records import ProcessReport, Report, WallStats
+from trace_gaps.records import ProcessReport, Report
 from trace_gaps.repeats import RunSpread
 from trace_gaps.side_draws import SideMeans
 from trace_gaps.verdicts import write_diff_verdict
@@ -43,19 +45,6 @@ DIFF_SCHEMA_VERSION = 2  # 2: side.wall {mean_ns, ...}, was wall_ns {mean, ...}
 PRACTICAL_FRACTION = 0.01
 PRACTICAL_MIN_NS = 10_000
 PRACTICAL_FLOOR_FRACTION = 0.05
-
-
-@dataclass(frozen=True, slots=True)
-class Side:
-    """Which export and process one side of the diff is, and its steps."""
-
-    file: str
-    pid: int
-    process_name: str
-    step_name: str | None
-    steps_analysed: int
-    steps_skipped: int
-    wall: WallStats
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,16 +72,6 @@ class ProcessDiff:
     buckets: list[BucketChange]
     stages: list[StageChange]
     candidates: list[CandidateChange]
-
-
-@dataclass(frozen=True, slots=True)
-class RunChange:
-    """Several ranks compared: the run's step time, which is its slowest rank's (the one the
-    user waits for), on each side, and its change with the noise of those two ranks' steps."""
-
-    before: Side  # the before side's slowest rank (largest mean step wall time)
-    after: Side  # the after side's
-    wall: WallChange
 
 
 @dataclass(frozen=True, slots=True)

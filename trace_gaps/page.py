@@ -12,9 +12,8 @@ from __future__ import annotations
 import base64
 from collections.abc import Sequence
 from html import escape
-from typing import TYPE_CHECKING
 
-from trace_gaps.records import Report
+from trace_gaps.records import Provenance, Report
 from trace_gaps.render.tables import (
     RIGHT,
     Table,
@@ -30,9 +29,6 @@ from trace_gaps.render.tables import (
     process_title,
     stage_table,
 )
-
-if TYPE_CHECKING:
-    from trace_gaps.bundle import Provenance
 
 _STYLE = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 1200px;

@@ -429,3 +429,17 @@ class Spans:
     end_ns: list[int]
     group: list[str]  # what colours the span: a stage, a call category or an idle cause
     name: list[str]  # what to write on it when it is wide enough
+
+
+@dataclass(frozen=True, slots=True)
+class Provenance:
+    """Where the numbers come from: the export file and how it was captured."""
+
+    file: str
+    size_bytes: int
+    sha256: str
+    nsys_version: str | None
+    trace_gaps_version: str
+    capture_settings: list[tuple[str, str]]  # only those privacy.shareable_settings keeps
+    command_included: bool = False  # the program's arguments kept (--include-command)
+    session_start_utc_ns: int | None = None  # when its capture session started (epoch ns)

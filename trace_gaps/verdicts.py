@@ -26,8 +26,7 @@ from trace_gaps.model import (
 from trace_gaps.units import format_count, format_duration, format_rate
 
 if TYPE_CHECKING:
-    from trace_gaps.changes import BucketChange, StageChange, WallChange
-    from trace_gaps.diff import RunChange
+    from trace_gaps.changes import BucketChange, RunChange, StageChange, WallChange
     from trace_gaps.figures import StageSummary
     from trace_gaps.records import (
         Candidate,

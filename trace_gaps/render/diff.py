@@ -12,8 +12,8 @@ from rich.markup import escape
 from rich.table import Table as RichTable
 
 from trace_gaps.analysis.bootstrap import CONFIDENCE_PCT
-from trace_gaps.changes import StageChange, StageSide
-from trace_gaps.diff import Diff, ProcessDiff, Side
+from trace_gaps.changes import Side, StageChange, StageSide
+from trace_gaps.diff import Diff, ProcessDiff
 from trace_gaps.model import Presence
 from trace_gaps.render.markdown import escape_markdown, render_table
 from trace_gaps.render.tables import LEFT, RIGHT, Table
