@@ -39,6 +39,16 @@ INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
 
 
+@pytest.fixture(autouse=True)
+def ctrl_c_reaches_the_children() -> Iterator[None]:
+    """pytest-xdist's workers ignore SIGINT, and an ignored signal stays ignored in every
+    program they start: such a child never sees the Ctrl-C these tests send. A handler (not
+    SIG_IGN) is reset to the default in the child, as a terminal starts a program."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
+
+
 @pytest.fixture
 def export(tmp_path: Path) -> Path:
     """A copy of a real sample export (19 decode_step ranges, each with forward and sample)."""
