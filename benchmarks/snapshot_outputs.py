@@ -46,4 +46,6 @@ def main(out: Path, exports: list[Path]) -> None:
 
 
 if __name__ == "__main__":
+    if len(sys.argv) < 3 or sys.argv[1].startswith("-"):
+        sys.exit("usage: python benchmarks/snapshot_outputs.py OUT.tsv EXPORT [EXPORT ...]")
     main(Path(sys.argv[1]), [Path(p) for p in sys.argv[2:]])
