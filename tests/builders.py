@@ -15,6 +15,7 @@ import pandas as pd
 from trace_gaps.analysis.launches import mark_blocking_copies
 from trace_gaps.analysis.pipeline import Analysis
 from trace_gaps.analysis.stages import project_ops, stage_calls
+from trace_gaps.analysis.threads import lent_threads
 from trace_gaps.model import Trace
 
 SCHEMA = {
@@ -345,6 +346,7 @@ def projected_frames(trace: Trace, analysis: Analysis) -> tuple[pd.DataFrame, pd
 
     The Analysis keeps only merged totals; tests that check op by op rebuild these.
     """
-    staged = stage_calls(trace.api_calls, analysis.stage_map)
+    calls = lent_threads(trace.api_calls, analysis.borrowed_threads)
+    staged = stage_calls(calls, analysis.stage_map)
     projected = project_ops(trace.gpu_ops, staged, analysis.stage_map)
     return mark_blocking_copies(staged, projected), projected
