@@ -192,7 +192,7 @@ def test_workers_leave_a_ctrl_c_to_the_main_process() -> None:
     try:
         parallel._keep("shared")
         assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
-        assert parallel._run(lambda shared, x: (shared, x), (1,)) == ("shared", 1)
+        assert parallel._run(lambda shared, x: (shared, x), (1,))[0] == ("shared", 1)
     finally:
         signal.signal(signal.SIGINT, before)
         parallel._SHARED.clear()
@@ -230,3 +230,49 @@ def check_a_killed_forked_child_is_an_error() -> None:
 
 def test_a_killed_forked_child_is_a_one_line_error() -> None:
     run_fresh("check_a_killed_forked_child_is_an_error")
+
+
+def sleeping(shared: float, value: int) -> int:
+    import time
+
+    time.sleep(shared)
+    return value
+
+
+def test_the_pool_measures_where_its_time_went() -> None:
+    """Making the tasks is this process's time, their work the workers': both are measured,
+    so that a pool that cost more than it saved can say so (PoolTime.note)."""
+    import time
+
+    def made_slowly() -> Iterator[tuple[int]]:
+        for value in range(4):
+            time.sleep(0.05)
+            yield (value,)
+
+    timing = parallel.PoolTime()
+    assert list(ordered_map(sleeping, 0.1, made_slowly(), jobs=2, timing=timing)) == [0, 1, 2, 3]
+    assert timing.jobs == 2
+    assert timing.making_s >= 0.2
+    assert timing.working_s >= 0.4
+    assert timing.wall_s >= timing.making_s
+
+
+def test_a_pool_slower_than_one_process_says_so_with_its_figures() -> None:
+    paid = parallel.PoolTime(jobs=8, making_s=20.0, working_s=12.0, wall_s=25.0)
+    lost = parallel.PoolTime(jobs=8, making_s=20.0, working_s=12.0, wall_s=39.9)
+    assert not paid.slower_than_one_process()
+    assert lost.slower_than_one_process()
+    assert not parallel.PoolTime(jobs=1, wall_s=99.0).slower_than_one_process()
+    note = lost.note("the 12 windows")
+    assert "--jobs 8 took 39.9 s for the 12 windows" in note
+    assert "about 32.0 s" in note and "--jobs 1 is faster" in note
+
+
+def test_analyze_prints_the_pool_note_once_when_workers_lost_time(monkeypatch) -> None:
+    monkeypatch.setattr(parallel.PoolTime, "slower_than_one_process", lambda self: True)
+    monkeypatch.setattr(parallel.PoolTime, "note", lambda self, what: f"note: pool {what}")
+    result = CliRunner().invoke(app, ["analyze", "-f", "json", str(SAMPLES / "spec_sync.sqlite")])
+    assert result.exit_code == 0
+    assert result.stderr.count("note: pool the ") == 1
+    quiet = CliRunner().invoke(app, ["analyze", "-q", str(SAMPLES / "spec_sync.sqlite")])
+    assert "note: pool" not in quiet.stderr

@@ -25,10 +25,12 @@ import os
 import pickle
 import signal
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
 from typing import Any, BinaryIO, Generic, TypeVar, cast
 
 from trace_gaps.allocator import keep_freed_memory, python_string_storage
@@ -144,18 +146,46 @@ def default_jobs() -> int:
     return 1 if cores <= 2 else min(cores, MAX_DEFAULT_JOBS)
 
 
+@dataclass
+class PoolTime:
+    """Where the time of a pool of workers went (ordered_map), measured as it ran: whether the
+    workers paid. One process would have taken about making + working seconds."""
+
+    jobs: int = 1
+    making_s: float = 0.0  # this process making the tasks (reading and joining the rows)
+    working_s: float = 0.0  # the tasks' own work on the workers, summed
+    wall_s: float = 0.0  # from the pool's start to the last result
+
+    def slower_than_one_process(self) -> bool:
+        return self.jobs > 1 and self.wall_s > self.making_s + self.working_s
+
+    def note(self, what: str) -> str:
+        """One line for the user: what the workers cost and why."""
+        alone = self.making_s + self.working_s
+        return (
+            f"note: --jobs {self.jobs} took {self.wall_s:.1f} s for {what}, where one process "
+            f"would take about {alone:.1f} s ({self.making_s:.1f} s reading and joining the "
+            f"rows, which the main process does, plus {self.working_s:.1f} s of the windows' "
+            f"own work, which the workers share; handing the windows over cost the rest): "
+            f"--jobs 1 is faster on this export"
+        )
+
+
 def ordered_map(
     function: Callable[..., R],
     shared: Any,
     tasks: Iterable[tuple[Any, ...]],
     *,
     jobs: int,
+    timing: PoolTime | None = None,
 ) -> Iterator[R]:
     """function(shared, *task) for each task, in order, on up to `jobs` worker processes.
 
     function must be a module-level function (workers import it by name). The tasks
-    iterator is advanced only as results are taken, at most jobs + 1 tasks ahead.
+    iterator is advanced only as results are taken, at most jobs + 1 tasks ahead. timing,
+    if given, is filled in as the pool runs (left as it is when no pool runs).
     """
+    started = time.perf_counter()
     pool = _start_pool(function, shared, jobs) if jobs > 1 else None
     if pool is None:
         for task in tasks:
@@ -163,14 +193,23 @@ def ordered_map(
             del task  # let the task's rows go before the iterator makes the next
             yield result
         return
-    pending: deque[Future[R]] = deque()
+    timing = PoolTime() if timing is None else timing
+    timing.jobs = jobs
+    pending: deque[Future[tuple[R, float]]] = deque()
+
+    def taken() -> R:
+        result, seconds = pending.popleft().result()
+        timing.working_s += seconds
+        timing.wall_s = time.perf_counter() - started
+        return result
+
     try:
-        for task in tasks:
+        for task in _timed(tasks, timing):
             pending.append(pool.submit(_run, function, task))
             while len(pending) > jobs:
-                yield pending.popleft().result()
+                yield taken()
         while pending:
-            yield pending.popleft().result()
+            yield taken()
     except BrokenProcessPool as error:
         raise TraceGapsError(
             f"a worker process ended without its result (killed, or out of memory with "
@@ -178,6 +217,20 @@ def ordered_map(
         ) from error
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _timed(tasks: Iterable[tuple[Any, ...]], timing: PoolTime) -> Iterator[tuple[Any, ...]]:
+    """The tasks, the time spent making each added to timing.making_s."""
+    made = iter(tasks)
+    while True:
+        started = time.perf_counter()
+        try:
+            task = next(made)
+        except StopIteration:
+            return
+        finally:
+            timing.making_s += time.perf_counter() - started
+        yield task
 
 
 def _start_pool(function: Callable[..., Any], shared: Any, jobs: int) -> ProcessPoolExecutor | None:
@@ -204,5 +257,7 @@ def _keep(shared: Any) -> None:
     _SHARED[:] = [shared]
 
 
-def _run(function: Callable[..., R], task: tuple[Any, ...]) -> R:
-    return function(_SHARED[0], *task)
+def _run(function: Callable[..., R], task: tuple[Any, ...]) -> tuple[R, float]:
+    started = time.perf_counter()
+    result = function(_SHARED[0], *task)
+    return result, time.perf_counter() - started

@@ -95,6 +95,21 @@ class OsCallIndex:
         reach = np.maximum.accumulate(ends) if len(ends) else ends
         return cls(calls, calls[START_NS].to_numpy(), reach)
 
+    def near_steps(self, steps: pd.DataFrame) -> pd.DataFrame:
+        """The calls overlapping the span of these steps: only they can overlap the steps'
+        idle time or host gaps."""
+        if steps.empty:
+            return self.calls.iloc[:0]
+        return self.overlapping(int(steps[START_NS].min()), int(steps[END_NS].max()))
+
+    def of_steps(self, steps: pd.DataFrame) -> OsCallIndex:
+        """The index of near_steps(steps) alone, which answers near_steps(steps) as this one
+        does: what a window's worker needs, a slice of what the whole trace holds."""
+        calls = self.near_steps(steps)
+        ends = calls[END_NS].to_numpy()
+        reach = np.maximum.accumulate(ends) if len(ends) else ends
+        return OsCallIndex(calls, calls[START_NS].to_numpy(), reach)
+
     def overlapping(self, lo: int, hi: int) -> pd.DataFrame:
         """The calls that overlap [lo, hi) (start < hi, end > lo), in start order.
 

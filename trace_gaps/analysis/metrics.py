@@ -267,13 +267,7 @@ def merge_longest_gaps(parts: list[pd.DataFrame], top: int = GAPS_KEPT) -> pd.Da
 
 
 def _os_calls_near(frames: WindowFrames) -> pd.DataFrame:
-    """The OS calls overlapping the span of the window's steps: only they can overlap the
-    steps' idle time or host gaps."""
-    steps = frames.steps
-    if steps.empty:
-        return frames.inputs.os_calls.calls.iloc[:0]
-    lo, hi = int(steps[START_NS].min()), int(steps[END_NS].max())
-    return frames.inputs.os_calls.overlapping(lo, hi)
+    return frames.inputs.os_calls.near_steps(frames.steps)
 
 
 def _blocked_host(frames: WindowFrames) -> pd.DataFrame:

@@ -57,6 +57,7 @@ from trace_gaps.model import (
     Trace,
     empty_frame,
 )
+from trace_gaps.parallel import PoolTime
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +93,8 @@ class Analysis:
     other_kinds: tuple[Analysis, ...] = ()  # the analyses of the other kinds (analyse_kinds)
     # Launching thread -> the step thread it stands in for (threads.borrowed_threads).
     borrowed_threads: dict[int, int] = field(default_factory=dict)
+    # Where the window workers' time went (jobs > 1): whether they paid.
+    window_pool: PoolTime = field(default_factory=PoolTime)
 
     @property
     def kind(self) -> str | None:
@@ -342,6 +345,7 @@ def _merge(
         collectives=collectives,
         kinds=kinds,
         borrowed_threads=borrowed,
+        window_pool=results.pool,
     )
 
 

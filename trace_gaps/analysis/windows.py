@@ -33,13 +33,14 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from trace_gaps.analysis.collectives import WAIT_END_NS, wait_ends
+from trace_gaps.analysis.host import OsCallIndex
 from trace_gaps.analysis.launches import (
     calls_in_analysed_steps,
     mark_blocking_copies,
@@ -73,7 +74,7 @@ from trace_gaps.model import (
     CallCategory,
     NeedsWholeTrace,
 )
-from trace_gaps.parallel import ordered_map
+from trace_gaps.parallel import PoolTime, ordered_map
 
 # About this many ops and calls per window; a window holds at least one step.
 WINDOW_ROWS = 400_000
@@ -94,6 +95,7 @@ class WindowResults:
 
     metrics: MergedMetrics
     windows: int
+    pool: PoolTime = field(default_factory=PoolTime)  # where the workers' time went, if any
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,22 +223,26 @@ def analyse_in_windows(
         _window_parts if pooled else functools.partial(_window_parts, metrics=metrics)
     )
     tasks = _window_tasks(op_streams, call_stream, inputs, plan)
+    # Each window gets its own OS calls with its rows: the whole trace's (millions, with
+    # --trace=osrt) sent to every worker cost more than the workers saved.
+    shared = replace(inputs, os_calls=inputs.os_calls.of_steps(inputs.steps.iloc[:0]))
+    pool = PoolTime()
     for w, window_parts in enumerate(
-        ordered_map(compute, inputs, tasks, jobs=jobs if pooled else 1)
+        ordered_map(compute, shared, tasks, jobs=jobs if pooled else 1, timing=pool)
     ):
         for metric, part in zip(metrics, window_parts, strict=True):
             parts[metric.name].append(part)
         if on_window is not None:
             on_window(w + 1, plan.count)
-    return WindowResults(merge_parts(metrics, parts), plan.count)
+    return WindowResults(merge_parts(metrics, parts), plan.count, pool)
 
 
 def _window_tasks(
     op_streams: list[RowStream], call_stream: RowStream, inputs: WindowInputs, plan: WindowPlan
-) -> Iterator[tuple[pd.DataFrame, pd.DataFrame, LaunchIndex, pd.DataFrame, int, int]]:
+) -> Iterator[tuple[pd.DataFrame, pd.DataFrame, LaunchIndex, pd.DataFrame, int, int, OsCallIndex]]:
     """Per window, in order: read its rows, join its ops to their calls, check the rows hold
     to the module's assumptions, and hand over (projected ops, staged calls, the calls'
-    LaunchIndex, steps, lo, hi) for _window_parts, only the rows it can use
+    LaunchIndex, steps, lo, hi, its OS calls) for _window_parts, only the rows it can use
     (_rows_for_window); then drop the rows no later window needs."""
     dropped_corr: dict[int, int] = {}  # per pid, the largest correlation id of a dropped launch
     for w in range(plan.count):
@@ -253,7 +259,8 @@ def _window_tasks(
         steps = inputs.steps[plan.step_window == w]
         lo, hi = int(plan.lo[w]), plan.hi(w)
         window_ops, window_calls = _rows_for_window(projected, calls, steps, hi)
-        yield window_ops, window_calls, index.prefix(len(window_calls)), steps, lo, hi
+        near = inputs.os_calls.of_steps(steps)
+        yield window_ops, window_calls, index.prefix(len(window_calls)), steps, lo, hi, near
         del calls, index, window_ops, window_calls  # as large as the window's rows: let go
         if w + 1 < plan.count:
             _drop_finished(op_streams, call_stream, projected, plan, w, dropped_corr)
@@ -291,11 +298,14 @@ def _window_parts(
     steps: pd.DataFrame,
     lo: int,
     hi: int,
+    os_calls: OsCallIndex,
     *,
     metrics: tuple[Metric[Any, Any], ...] = METRICS,
 ) -> list[Any]:
-    """Every metric's part of one window (lo and hi: the time it owns), in metrics' order.
-    A worker process runs it with the declared METRICS (its lambdas are not sent)."""
+    """Every metric's part of one window (lo and hi: the time it owns; os_calls: the OS
+    calls near its steps), in metrics' order. A worker process runs it with the declared
+    METRICS (its lambdas are not sent)."""
+    inputs = replace(inputs, os_calls=os_calls)
     frames = _window_frames(inputs, projected, calls, index, steps, lo, hi)
     return [metric.compute(frames) for metric in metrics]
 

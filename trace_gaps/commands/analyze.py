@@ -22,7 +22,7 @@ from trace_gaps.formats import Format
 from trace_gaps.inputs import given_exports, resolve_export
 from trace_gaps.output import refuse_inputs_as_outputs
 from trace_gaps.progress import progress
-from trace_gaps.streams import say_not_analysed, write_output
+from trace_gaps.streams import say, say_not_analysed, write_output
 
 if TYPE_CHECKING:
     from trace_gaps.analysis.pipeline import AnalysisOptions
@@ -108,6 +108,8 @@ def analyze(
         except LeverError as error:
             raise TraceGapsError(f"--what-if: {error}") from error
         text = render_report(report, fmt)
+    if not quiet and analysis.window_pool.slower_than_one_process():
+        say(analysis.window_pool.note(f"the {analysis.windows} windows"))
     write_output(text, output, quiet=quiet)
 
 
