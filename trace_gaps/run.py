@@ -9,6 +9,7 @@ launch) is loaded whole and analysed as one window instead, with the same result
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -68,19 +69,27 @@ def analyse_export(
                 jobs=default_jobs() if jobs is None else jobs,
                 on_steps=on_steps,
             )
-            return stream.trace(), analysis
+            return _analysed(stream.trace()), analysis
     except NeedsWholeTrace:
         trace = load_trace(path)
         try:
-            return trace, analyse_trace(
+            analysis = analyse_trace(
                 trace, options, timelines=timelines, collectives=collectives, on_steps=on_steps
             )
+            return _analysed(trace), analysis
         except NeedsWholeTrace as error:  # the rows break an assumption even when whole
             raise TraceGapsError(
                 f"holds rows trace-gaps cannot analyse ({error}); the export is damaged: "
                 "re-export it, and report it with the nsys version if that does not help",
                 path=path,
             ) from error
+
+
+def _analysed(trace: Trace) -> Trace:
+    """The Trace as the report needs it, after the analysis: without its OS calls (millions
+    with --trace=osrt, read only for the windows' host-time split; 29 of the 33 MB a Dask
+    worker sent back per export of 1M kernels)."""
+    return replace(trace, os_calls=trace.os_calls.iloc[:0])
 
 
 def analyse_stream(
