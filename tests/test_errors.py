@@ -320,50 +320,57 @@ def test_an_export_missing_a_column_we_read_names_the_schema_problem(tmp_path):
 def notes_of(path: Path, *options: str) -> str:
     result = invoke(["analyze", str(path), "-f", "json", *options])
     assert result.exit_code == 0, result.output
-    return " | ".join(json.loads(result.stdout)["notes"])
+    return " | ".join(f"[{n['code']}] {n['text']}" for n in json.loads(result.stdout)["notes"])
 
 
 def test_no_nvtx_table_falls_back_to_whole_trace_analysis_and_says_so(export_builder):
     path = export_builder().launch("gemm", 0, 100, 200, 900).write()
-    assert "No NVTX_EVENTS table" in (notes := notes_of(path))
+    assert "[no_nvtx] No NVTX_EVENTS table" in (notes := notes_of(path))
     assert "each process is analysed as one step" in notes
 
 
 def test_no_repeating_range_falls_back_to_whole_trace_analysis_and_says_so(export_builder):
     path = export_builder().range("once", 0, 1_000).launch("gemm", 0, 100, 200, 900).write()
-    assert "No step range, whole-trace analysis" in notes_of(path)
+    assert "[no_step_range] No step range, whole-trace analysis" in notes_of(path)
 
 
 def test_a_graph_level_trace_says_kernels_inside_graphs_are_not_visible(export_builder):
     builder = small_export(export_builder())
     builder.call("cudaGraphLaunch", 4_100, 4_200, correlation_id=500)
     path = builder.graph_replay(4_300, 6_000, correlation_id=500).write()
-    assert "Graph-level CUDA graph trace: 1 graph replays" in notes_of(path, "--skip", "0")
+    assert "[graph_level_trace] Graph-level CUDA graph trace: 1 graph replays" in notes_of(
+        path, "--skip", "0"
+    )
 
 
 def test_unclosed_ranges_and_ranges_closed_on_another_thread_are_noted(export_builder):
     builder = small_export(export_builder())
     builder.range("verify", 5_000, None).range("accept", 6_000, 7_000, end_tid=101)
     notes = notes_of(builder.write(), "--skip", "0")
-    assert "1 NVTX ranges were never closed" in notes
-    assert "1 NVTX ranges were closed on another thread" in notes
+    assert "[unclosed_ranges] 1 NVTX ranges were never closed" in notes
+    assert "[ranges_closed_elsewhere] 1 NVTX ranges were closed on another thread" in notes
 
 
 def test_untimed_rows_are_left_out_and_counted(export_builder):
     builder = small_export(export_builder())
     path = builder.kernel("late", 0, 0, correlation_id=900).write()
-    assert "1 GPU op or API rows had start = end = 0" in notes_of(path, "--skip", "0")
+    assert "[untimed_rows] 1 GPU op or API rows had start = end = 0" in notes_of(
+        path, "--skip", "0"
+    )
 
 
 def test_ops_without_a_launching_call_are_counted(export_builder):
     path = small_export(export_builder()).kernel("orphan", 5_000, 6_000).write()
-    assert "1 of 4 GPU ops have no launching call" in notes_of(path, "--skip", "0")
+    assert "[ops_without_launch_call] 1 of 4 GPU ops have no launching call" in notes_of(
+        path, "--skip", "0"
+    )
 
 
 def test_profiler_overhead_inside_steps_is_noted(export_builder):
     path = small_export(export_builder()).overhead(12_000, 13_000).write()
-    assert "1 profiler-overhead rows (1.0 µs) fall inside analysed steps" in notes_of(
-        path, "--skip", "0"
+    assert (
+        "[profiler_overhead_in_steps] 1 profiler-overhead rows (1.0 µs) fall inside analysed steps"
+        in notes_of(path, "--skip", "0")
     )
 
 
@@ -373,8 +380,8 @@ def test_several_processes_and_gpus_are_noted(export_builder):
     builder.kernel("rank1", 300, 900, pid=200, device_id=1, correlation_id=700)
     builder.kernel("peer", 1_000, 1_500, device_id=1)
     notes = notes_of(builder.write(), "--skip", "0")
-    assert "2 processes ran GPU work (100 on GPU 0, 1; 200 on GPU 1)" in notes
-    assert "Process 100 runs ops on 2 GPUs" in notes
+    assert "[several_processes] 2 processes ran GPU work (100 on GPU 0, 1; 200 on GPU 1)" in notes
+    assert "[process_on_several_gpus] Process 100 runs ops on 2 GPUs" in notes
 
 
 def test_a_time_sliced_export_is_noted(export_builder):
@@ -403,10 +410,15 @@ def test_an_old_schema_is_read_and_noted(export_builder):
     report = json.loads(result.stdout)
     assert report["export"]["nsys_version"] == "2022.2.1.31"
     assert report["processes"][0]["steps"]["name"] == "decode_step"
-    notes = " | ".join(report["notes"])
-    assert "Older export schema (EXPORT_META_DATA, Nsight Systems 2022.2.1.31" in notes
-    assert "NVTX_EVENTS has no textId column" in notes
-    assert "CUPTI_ACTIVITY_KIND_KERNEL has no graphNodeId column" in notes
+    notes = " | ".join(f"[{n['code']}] {n['text']}" for n in report["notes"])
+    assert (
+        "[older_schema] Older export schema (EXPORT_META_DATA, Nsight Systems 2022.2.1.31" in notes
+    )
+    assert "[nvtx_without_text_id] NVTX_EVENTS has no textId column" in notes
+    assert (
+        "[kernels_without_graph_node_id] CUPTI_ACTIVITY_KIND_KERNEL has no graphNodeId column"
+        in notes
+    )
 
 
 def test_non_utf8_bytes_in_names_are_replaced_not_fatal(export_builder):
@@ -439,7 +451,9 @@ def test_a_process_with_steps_but_no_gpu_ops_is_all_idle_not_a_crash(export_buil
         builder.range("draft", offset, offset + 4_000, pid=200, tid=200)
         builder.call("cudaMalloc", offset + 10, offset + 20, pid=200, tid=200)
     path = builder.write()
-    assert "3 analysed steps have no GPU op running in them" in notes_of(path, "--skip", "0")
+    assert "[steps_without_gpu_work] 3 analysed steps have no GPU op running in them" in notes_of(
+        path, "--skip", "0"
+    )
     result = invoke(["analyze", str(path), "--process", "200", "-f", "json", "--skip", "0"])
     assert result.exit_code == 0, result.output
     (process,) = json.loads(result.stdout)["processes"]

@@ -166,7 +166,10 @@ def test_domain_picks_the_ranges_of_one_domain():
     path = _serving("serving_named_domain")
     found = _json(str(path))
     assert found["processes"][0]["steps"]["name"] == "step[* bs=* tokens=*]"
-    assert any("named domains llm_server" in note for note in found["notes"])
+    assert any(
+        note["code"] == "named_domains_used" and "named domains llm_server" in note["text"]
+        for note in found["notes"]
+    )
     default_only = _json(str(path), "--domain", "default")
     assert default_only["processes"][0]["steps"]["name"] is None  # no range in the default domain
 
@@ -176,5 +179,8 @@ def test_a_launching_thread_is_charged_to_the_step_thread_by_time():
     process = report["processes"][0]
     stages = {e["stage"] for e in process["ledger"] if e["bucket"] == "busy"}
     assert "(other thread)" not in stages and "wait_for_forward" in stages
-    assert any("launches no GPU work" in note for note in report["notes"])
+    assert any(
+        note["code"] == "launching_thread_borrowed" and "launches no GPU work" in note["text"]
+        for note in report["notes"]
+    )
     assert process["candidates"][0]["evidence"]["launches_per_step"] > 200

@@ -162,8 +162,9 @@ def test_an_op_with_impossible_times_is_left_out_with_a_note(change, reader, exp
     clean = json_report(SAMPLE)
     edit(export, f"UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET {change} WHERE rowid = {KERNEL_ROW}")
     report = json_report(export)
-    notes = [n for n in report["notes"] if "impossible times" in n]
-    assert notes and notes[0].startswith("1 GPU ops had impossible times")
+    notes = [n for n in report["notes"] if n["code"] == "impossible_op_times"]
+    assert notes and notes[0]["text"].startswith("1 GPU ops had impossible times")
+    assert notes[0]["severity"] == "partial" and notes[0]["figures"] == ["gpu_time"]
     # One op of 6,612 left out: the busy time moves by at most that op, never by multiples.
     busy, clean_busy = (
         sum(s["busy_ns_per_step"] for s in r["processes"][0]["stages"]) for r in (report, clean)
@@ -178,7 +179,11 @@ def test_a_call_with_impossible_times_is_left_out_with_a_note(change, reader, ex
         monkeypatch.setenv("TRACE_GAPS_NO_ARROW", "1")
     edit(export, f"UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET {change} WHERE rowid = 500")
     notes = json_report(export)["notes"]
-    assert any(n.startswith("1 CUDA API calls had impossible times") for n in notes)
+    assert any(
+        n["code"] == "impossible_call_times"
+        and n["text"].startswith("1 CUDA API calls had impossible times")
+        for n in notes
+    )
 
 
 def json_report(path: Path, *args: str) -> dict:
@@ -194,7 +199,11 @@ NINTH_STEP = "(SELECT rowid FROM NVTX_EVENTS WHERE text = 'decode_step' LIMIT 1 
 def test_a_step_with_impossible_times_is_left_out_with_a_note(change, export):
     edit(export, f"UPDATE NVTX_EVENTS SET {change} WHERE rowid = {NINTH_STEP}")
     report = json_report(export)
-    assert any(n.startswith("1 NVTX ranges had impossible times") for n in report["notes"])
+    assert any(
+        n["code"] == "impossible_range_times"
+        and n["text"].startswith("1 NVTX ranges had impossible times")
+        for n in report["notes"]
+    )
     steps = report["processes"][0]["step_rows"]
     assert len(steps) == 18 and all(s["wall_ns"] > 0 for s in steps)
 
@@ -211,7 +220,7 @@ def test_overlapping_steps_are_counted_in_a_note(export):
         "WHERE rowid = (SELECT rowid FROM NVTX_EVENTS WHERE text = 'decode_step' LIMIT 1 OFFSET 5)",
     )
     report = json_report(export)
-    note = next(n for n in report["notes"] if "overlap an earlier one" in n)
+    note = next(n["text"] for n in report["notes"] if n["code"] == "overlapping_step_ranges")
     assert note.startswith("13 of 19 'decode_step' ranges overlap")
 
 
@@ -298,9 +307,11 @@ def test_ctrl_c_while_the_libraries_load_is_one_line(module, export):
 def test_launch_calls_whose_kernels_were_lost_are_counted_in_a_note(reader, export, monkeypatch):
     if reader == "sqlite3":
         monkeypatch.setenv("TRACE_GAPS_NO_ARROW", "1")
-    assert not any("records were lost" in n for n in json_report(SAMPLE)["notes"])
+    assert not any(n["code"] == "lost_launch_records" for n in json_report(SAMPLE)["notes"])
     edit(export, "DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE rowid % 2 = 0")
-    note = next(n for n in json_report(export)["notes"] if "records were lost" in n)
+    note = next(
+        n["text"] for n in json_report(export)["notes"] if n["code"] == "lost_launch_records"
+    )
     assert note.startswith("3069 of 6155 launch calls in analysed steps have no GPU op")
     assert "'forward', 'sample'" in note
 
@@ -320,13 +331,13 @@ def test_nsys_diagnostics_about_lost_events_are_quoted(export):
         "INSERT INTO DIAGNOSTIC_EVENT VALUES "
         "(5, 1, 1, 2, 'CUPTI: 1234 events were lost.\tIncrease the buffer size.', NULL)",
     )
-    notes = json_report(export)["notes"]
+    notes = [n["text"] for n in json_report(export)["notes"]]
     assert (
         "nsys reported lost events during the capture: "
         "'CUPTI: 1234 events were lost. Increase the buffer size.'."
     ) in notes
     # The sample's own diagnostics (injection loaded, buffers flushed on stop) are not quoted.
-    assert not any("nsys reported lost events" in n for n in json_report(SAMPLE)["notes"])
+    assert not any(n["code"] == "nsys_lost_events" for n in json_report(SAMPLE)["notes"])
 
 
 # --- duplicated rows ------------------------------------------------------------------------
@@ -358,7 +369,10 @@ def test_duplicated_rows_are_left_out_with_a_note(where, export):
             *doubled("CUPTI_ACTIVITY_KIND_RUNTIME"),
         )
     report = json_report(export)
-    assert report["notes"][-1].startswith("6612 GPU op rows and 14927 CUDA API rows are duplicates")
+    assert report["notes"][-1]["code"] == "duplicate_rows"
+    assert report["notes"][-1]["text"].startswith(
+        "6612 GPU op rows and 14927 CUDA API rows are duplicates"
+    )
     assert report["processes"] == clean["processes"]
 
 
@@ -906,7 +920,9 @@ def test_damaged_rows_beyond_a_small_share_flag_the_figures_they_feed(
 
 def test_unknown_call_names_are_counted_in_a_note(export):
     edit(export, DAMAGES["unknown call names"])
-    notes = json_report(export)["notes"]
+    notes = [
+        n["text"] for n in json_report(export)["notes"] if n["code"] == "unresolved_call_names"
+    ]
     assert any(
         n.startswith("7463 CUDA API calls have a name id that is not in StringIds") for n in notes
     )
@@ -988,7 +1004,7 @@ def test_an_export_whose_ops_all_have_impossible_times_is_reported_beside_a_good
     bad = no_step_and_no_possible_op(
         another_session(Path(shutil.copy(export, tmp_path / "bad.sqlite")))
     )
-    note = json_report(bad)["notes"][-1]
+    note = json_report(bad)["notes"][-1]["text"]
     assert note.startswith("6632 GPU ops had impossible times") and "(100 % of 6632 rows)" in note
     report = json.loads(ok(["analyze", export, bad, "-f", "json", *jobs]).stdout)
     assert report["unreliable"][0]["figures"] == "gpu_time"
@@ -1183,7 +1199,7 @@ def test_kernels_whose_names_are_not_in_the_string_table_are_counted_in_a_note(
     assert any(
         k["name"] == "?" for k in report["processes"][0]["candidates"][0]["evidence"]["top_kernels"]
     )
-    note = next(n for n in report["notes"] if "kernels have a name id" in n)
+    note = next(n["text"] for n in report["notes"] if n["code"] == "unresolved_kernel_names")
     assert note.startswith("2204 kernels have a name id that is not in StringIds")
     assert note.endswith("(33.2 % of 6632 rows).")  # of every GPU op row
     assert (

@@ -83,7 +83,7 @@ def test_every_peer_trace_has_the_notes_its_quirks_call_for(path):
     expected = EXPECTED_NOTES.get(peer_id(path))
     if expected is None:
         pytest.skip(f"no expectations written down for {peer_id(path)} yet")
-    notes = " | ".join(analysed(path)["notes"])
+    notes = " | ".join(note["text"] for note in analysed(path)["notes"])
     for fragment in expected:
         assert fragment in notes
 

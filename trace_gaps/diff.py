@@ -129,8 +129,8 @@ def diff_reports(
         notes.append(
             f"The two sides use different step ranges ({shown}): compare with --step NAME."
         )
-    notes += [f"before: {note}" for note in before.notes] + [
-        f"after: {note}" for note in after.notes
+    notes += [f"before: {note.text}" for note in before.notes] + [
+        f"after: {note.text}" for note in after.notes
     ]
     run = _run_change(before, after, rng) if len(diffs) > 1 else None
     return Diff(processes=diffs, notes=notes, run=run)

@@ -41,13 +41,14 @@ from trace_gaps.analysis.collectives import (
     number_instances,
     user_collectives,
 )
+from trace_gaps.analysis.integrity import note_of
 from trace_gaps.analysis.picks import StepPick, TimelineRequest
 from trace_gaps.analysis.pipeline import Analysis, AnalysisOptions
 from trace_gaps.analysis.ranks import RankSource, build_ranks_across
 from trace_gaps.errors import TraceGapsError, about_file
 from trace_gaps.model import END_NS, NAME, PID, START_NS, ExportInfo, Trace
 from trace_gaps.nsys.stream import stream_export
-from trace_gaps.records import RanksView, Report
+from trace_gaps.records import Figures, Note, RanksView, Report, Severity
 from trace_gaps.report import build_report, slowest_ranks
 from trace_gaps.run import analyse_export
 
@@ -275,7 +276,15 @@ def analyse_exports(
     ]
     reports = _timelines_on_one_clock(reports, [alignment.offsets_ns[i] for i, _ in analysed])
     notes = _alignment_notes(alignment, [sides[i].path for i, _ in analysed], dropped, match)
-    notes += [f"{path.name}: not analysed: {message}" for path, message in failed]
+    notes += [
+        note_of(
+            "export_not_analysed",
+            Severity.PARTIAL,
+            [Figures.WAITS],
+            f"{path.name}: not analysed: {message}",
+        )
+        for path, message in failed
+    ]
     infos = [trace.info for _, (trace, _) in analysed]
     return MultiResult(merge_reports(reports, ranks, notes), failed, infos, reports)
 
@@ -358,7 +367,7 @@ def _labels(exports: list[tuple[Path, Analysis]]) -> list[dict[int, str]]:
 
 def _alignment_notes(
     alignment: Alignment, paths: list[Path], dropped: int, match: CollectiveMatch
-) -> list[str]:
+) -> list[Note]:
     if len(paths) < 2:
         return []
     offsets = ", ".join(
@@ -374,16 +383,21 @@ def _alignment_notes(
         )
     if alignment.drift_ns_per_s is not None:
         note += f"; remaining drift {alignment.drift_ns_per_s / 1e3:.2f} µs/s (not corrected)"
-    notes = [note + "."]
+    notes = [note_of("exports_aligned", Severity.INFO, [Figures.WAITS], note + ".")]
     if dropped:
         notes.append(
-            f"{dropped} waits across exports no longer than the alignment's p99 residual were not "
-            "attributed: they cannot be told apart from clock error."
+            note_of(
+                "waits_within_clock_error",
+                Severity.PARTIAL,
+                [Figures.WAITS],
+                f"{dropped} waits across exports no longer than the alignment's p99 residual "
+                "were not attributed: they cannot be told apart from clock error.",
+            )
         )
     return notes
 
 
-def merge_reports(reports: list[Report], ranks: RanksView, notes: list[str]) -> Report:
+def merge_reports(reports: list[Report], ranks: RanksView, notes: list[Note]) -> Report:
     """One Report: the first export's summary, every export's processes, notes and timelines."""
     first = reports[0]
     processes = [
@@ -392,7 +406,7 @@ def merge_reports(reports: list[Report], ranks: RanksView, notes: list[str]) -> 
         for process in report.processes
     ]
     merged_notes = [
-        f"{report.export.file}: {note}" if len(reports) > 1 else note
+        replace(note, text=f"{report.export.file}: {note.text}") if len(reports) > 1 else note
         for report in reports
         for note in report.notes
     ]

@@ -97,7 +97,7 @@ def render_page(
                 out += [f"<p><strong>{escape(heading)}</strong></p>", *_list(lines)]
     out += _table(cross_process_table(report))
     if report.notes:
-        out += ["<h2>Integrity notes</h2>", *_list(report.notes)]
+        out += ["<h2>Integrity notes</h2>", *_list([note.text for note in report.notes])]
     for provenance in provenances:
         out += _provenance(provenance)
     out.append("</body></html>")

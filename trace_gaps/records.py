@@ -13,7 +13,7 @@ from enum import StrEnum
 
 from trace_gaps.figures import StageSummary as StageSummary
 
-SCHEMA_VERSION = 2  # 2: keys renamed to one rule (docs/json.md, "Naming")
+SCHEMA_VERSION = 3  # 2: keys renamed to one rule (docs/json.md, "Naming"); 3: notes as records
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,7 +23,7 @@ class Report:
     export: ExportSummary
     processes: list[ProcessReport]
     slowest_rank_by_stage: list[SlowestRank]
-    notes: list[str]
+    notes: list[Note]
     schema_version: int = field(default=SCHEMA_VERSION)
     timelines: list[StepTimeline] = field(default_factory=list)  # only when asked for
     ranks: RanksView = field(default_factory=lambda: RanksView(None, [], 0, 0))
@@ -69,10 +69,34 @@ class SlowestRank:
 
 
 class Figures(StrEnum):
-    """Report figures that damaged rows can make unreliable (UnreliableFigures.figures)."""
+    """Report figures that damaged rows can make unreliable (UnreliableFigures.figures), and
+    that an integrity note affects (Note.figures)."""
 
     GPU_TIME = "gpu_time"  # GPU busy and idle time, the ledger, top kernels
     LAUNCHES = "launches"  # launch counts, launches per step, idle split by cause, verdicts
+    STEPS = "steps"  # which steps and stages there are, and so every per-step figure
+    KERNELS = "kernels"  # per-kernel evidence and the top kernels
+    WAITS = "waits"  # collective waits across ranks
+    HOST_IDLE = "host_idle"  # idle time charged to host, and the host-gap findings
+
+
+class Severity(StrEnum):
+    """How an integrity note bears on the figures it names."""
+
+    INFO = "info"  # how the export was read: a choice made, a convention followed
+    PARTIAL = "partial"  # the figures miss some rows or cover part of the run
+    UNRELIABLE = "unreliable"  # the figures may be wrong: check before acting on them
+
+
+@dataclass(frozen=True, slots=True)
+class Note:
+    """An integrity note: what in the export bears on which figures, as a stable code (for
+    tools and tests), a severity and the figures affected, with its sentence for people."""
+
+    code: str
+    severity: str  # Severity
+    figures: list[str]  # Figures values ([] when no figure in particular)
+    text: str
 
 
 @dataclass(frozen=True, slots=True)

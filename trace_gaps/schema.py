@@ -13,7 +13,15 @@ from trace_gaps.changes import StageSide
 from trace_gaps.diff import Diff
 from trace_gaps.figures import LAUNCH_TOTALS, UNEXPECTED_TOTALS, StageSummary
 from trace_gaps.model import WAIT_CAUSE, Bucket, ExecutionMode, IdleCause, VerdictKind
-from trace_gaps.records import Candidate, Evidence, LedgerEntry, Report, StepLedgerEntry
+from trace_gaps.records import (
+    Candidate,
+    Evidence,
+    LedgerEntry,
+    Note,
+    Report,
+    Severity,
+    StepLedgerEntry,
+)
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 
@@ -29,6 +37,7 @@ VOCABULARY: dict[tuple[type, str], list[str]] = {
     (Candidate, "kind"): [kind.value for kind in VerdictKind],
     (StageSummary, "execution"): [mode.value for mode in ExecutionMode],
     (StageSide, "execution"): [mode.value for mode in ExecutionMode],
+    (Note, "severity"): [severity.value for severity in Severity],
 }
 
 # Dict fields whose keys are a fixed set (a dict may hold fewer: an evidence without a stage

@@ -99,7 +99,7 @@ def render_markdown(report: Report) -> str:
     if report.notes:
         out += (
             ["## Integrity notes", ""]
-            + [f"- {escape_markdown(note)}" for note in report.notes]
+            + [f"- {escape_markdown(note.text)}" for note in report.notes]
             + [""]
         )
     return "\n".join(out).rstrip() + "\n"

@@ -112,5 +112,5 @@ def render_text(report: Report, *, width: int = 160) -> str:
         console.print()
         console.print("Integrity notes:")
         for note in report.notes:
-            console.print(plain(f"  - {note}"))
+            console.print(plain(f"  - {note.text}"))
     return buffer.getvalue()
