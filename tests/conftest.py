@@ -7,9 +7,10 @@ import json
 import lzma
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Iterable
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import jsonschema
 import pytest
@@ -67,6 +68,30 @@ def peer_trace_paths() -> list[Path]:
 def sample_trace_paths() -> list[Path]:
     """Every real sample export shipped in sample_traces/, the corpus included."""
     return sorted(SAMPLE_TRACES.glob("*.sqlite")) + corpus_trace_paths()
+
+
+# A default run sweeps one or two real captures per behaviour; the thorough run (CI's last
+# stage) sweeps every one. Ours: eager, node-level graphs, two processes on one GPU; other
+# people's code: transformers' assisted generation, a serving loop with kinds of steps.
+REPRESENTATIVE_SAMPLES = (
+    "spec_eager",
+    "spec_graph_node",
+    "spec_two_ranks",
+    "hf_assisted",
+    "serving_batch_names",
+)
+# Peer captures: a real program on 2 GPUs, and nsys-ai's mock with no NVTX at all.
+REPRESENTATIVE_PEERS = ("mfu_2gpu_before", "mock")
+
+
+def sweep(paths: Iterable[Path], keep: Collection[str]) -> list[Any]:
+    """The captures as test parameters: those named in `keep` (stems) in every run, the
+    others marked thorough. A kept name missing from non-empty `paths` fails collection."""
+    paths = list(paths)
+    missing = set(keep) - {p.stem for p in paths}
+    if paths and missing:
+        raise ValueError(f"representative captures missing: {sorted(missing)}")
+    return [p if p.stem in keep else pytest.param(p, marks=pytest.mark.thorough) for p in paths]
 
 
 def shipped_trace(name: str) -> Path:

@@ -16,7 +16,13 @@ from types import ModuleType
 import pytest
 from typer.testing import CliRunner
 
-from tests.conftest import ROOT, peer_trace_paths, sample_trace_paths
+from tests.conftest import (
+    REPRESENTATIVE_PEERS,
+    ROOT,
+    peer_trace_paths,
+    sample_trace_paths,
+    sweep,
+)
 from trace_gaps.cli import app
 
 runner = CliRunner()
@@ -79,10 +85,17 @@ SERVING = {
     "serving_autograd_nvtx": ({"step_glob": "step[*"}, "step[* bs=* tokens=*]", True),
 }
 SERVING_PATHS = [p for p in SAMPLES if p.stem in SERVING]
+# By default one capture with kinds of steps and one without; every one in the thorough run.
+SERVING_SWEEP = sweep(SERVING_PATHS, ("serving_batch_names", "serving_two_threads"))
 
 
 @pytest.mark.parametrize(
-    "path", [p for p in SAMPLES if p.stem not in SERVING], ids=lambda p: p.stem
+    "path",
+    sweep(
+        [p for p in SAMPLES if p.stem not in SERVING],
+        ("spec_eager", "spec_two_ranks", "hf_assisted"),
+    ),
+    ids=lambda p: p.stem,
 )
 def test_sample_with_no_flags_matches_the_recount(path: Path) -> None:
     check(path, "decode_step")
@@ -92,7 +105,7 @@ def test_the_serving_corpus_is_there() -> None:
     assert {p.stem for p in SERVING_PATHS} == set(SERVING)
 
 
-@pytest.mark.parametrize("path", SERVING_PATHS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", SERVING_SWEEP, ids=lambda p: p.stem)
 def test_serving_capture_with_no_flags_analyses_every_kind_apart(path: Path) -> None:
     """No flags: the step family found, >= 90 % of each kind's iterations analysed, decode
     first in the headline; the kinds are the recount's."""
@@ -113,7 +126,7 @@ def test_serving_capture_with_no_flags_analyses_every_kind_apart(path: Path) -> 
         assert steps["steps_analysed"] >= 0.9 * iterations
 
 
-@pytest.mark.parametrize("path", SERVING_PATHS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", SERVING_SWEEP, ids=lambda p: p.stem)
 def test_serving_capture_each_kinds_ledger_matches_the_recount(path: Path) -> None:
     """With the recount's warm-up (--skip 3), each kind's step time, GPU busy time and
     per-stage time agree with measure.py within 2 % of the step."""
@@ -138,7 +151,7 @@ def test_serving_capture_each_kinds_ledger_matches_the_recount(path: Path) -> No
 
 
 @pytest.mark.skipif(not PEERS, reason="../shared/peer_traces is absent")
-@pytest.mark.parametrize("path", PEERS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", sweep(PEERS, REPRESENTATIVE_PEERS), ids=lambda p: p.stem)
 def test_peer_trace_with_no_flags_matches_the_recount(path: Path) -> None:
     # None of the peer exports has a repeating NVTX range around others: whole-process steps.
     check(path, None)

@@ -11,7 +11,13 @@ import pytest
 from typer.testing import CliRunner
 
 from tests.builders import ExportBuilder
-from tests.conftest import PEER_TRACES, assert_matches_schema, sample_trace_paths
+from tests.conftest import (
+    PEER_TRACES,
+    REPRESENTATIVE_SAMPLES,
+    assert_matches_schema,
+    sample_trace_paths,
+    sweep,
+)
 from trace_gaps.analysis.pipeline import AnalysisOptions, analyse_trace
 from trace_gaps.changes import (
     BucketChange,
@@ -478,7 +484,9 @@ def test_bucket_tables_made_beside_each_side_give_the_same_diff():
     assert render_diff_json(made_from_sent) == render_diff_json(made_apart)
 
 
-@pytest.mark.parametrize("path", sample_trace_paths(), ids=lambda p: p.stem)
+@pytest.mark.parametrize(
+    "path", sweep(sample_trace_paths(), REPRESENTATIVE_SAMPLES), ids=lambda p: p.stem
+)
 def test_a_sides_tables_from_its_analysis_are_those_of_its_report(path):
     # A diff's side of one export makes its tables from the analysis' ledger frame and
     # sends a report without step ledger entries (diff_sides.diff_side): the tables must be the

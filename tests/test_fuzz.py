@@ -19,7 +19,8 @@ from trace_gaps.cli import app
 
 runner = CliRunner()
 
-CASES = 30
+CASES = 30  # the thorough run's; a default run takes the first QUICK_CASES
+QUICK_CASES = 9
 SEED = 20_261_129
 COMMANDS = (["analyze", "-f", "md"], ["analyze", "-f", "json"], ["info"])
 
@@ -74,7 +75,10 @@ def assert_clean(args: list[str], path: Path, what: str) -> None:
     assert len(lines) == 1 and lines[0].startswith(f"error: {path}: "), (what, result.stderr)
 
 
-@pytest.mark.parametrize("case", range(CASES))
+@pytest.mark.parametrize(
+    "case",
+    [c if c < QUICK_CASES else pytest.param(c, marks=pytest.mark.thorough) for c in range(CASES)],
+)
 def test_a_damaged_export_gives_a_clean_error_or_a_report(case, tmp_path):
     base = base_export(tmp_path)
     rng = random.Random(SEED + case)

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from tests.conftest import ROOT, peer_trace_paths
+from tests.conftest import REPRESENTATIVE_PEERS, ROOT, peer_trace_paths, sweep
 from trace_gaps.cli import app
 from trace_gaps.units import format_count
 
@@ -81,7 +81,9 @@ def test_every_figure_fits_its_container_on_the_samples(golden: Path) -> None:
 
 
 @pytest.mark.skipif(not peer_trace_paths(), reason="../shared/peer_traces is absent")
-@pytest.mark.parametrize("path", peer_trace_paths(), ids=lambda p: p.stem)
+@pytest.mark.parametrize(
+    "path", sweep(peer_trace_paths(), REPRESENTATIVE_PEERS), ids=lambda p: p.stem
+)
 def test_every_figure_fits_its_container_on_the_peer_traces(path: Path) -> None:
     result = CliRunner().invoke(app, ["analyze", str(path), "-f", "json"])
     assert result.exit_code == 0, result.output

@@ -14,7 +14,13 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from tests.conftest import PEER_TRACES, peer_trace_paths, sample_trace_paths
+from tests.conftest import (
+    PEER_TRACES,
+    REPRESENTATIVE_PEERS,
+    peer_trace_paths,
+    sample_trace_paths,
+    sweep,
+)
 from trace_gaps.cli import app
 
 runner = CliRunner()
@@ -47,6 +53,8 @@ EXPECTED_NOTES: dict[str, list[str]] = {
 }
 
 PEERS = peer_trace_paths()
+# Two peer captures by default; every one in the thorough run.
+PEER_SWEEP = sweep(PEERS, REPRESENTATIVE_PEERS)
 needs_peers = pytest.mark.skipif(not PEERS, reason="../shared/peer_traces is absent")
 
 
@@ -65,7 +73,7 @@ def analysed(path: Path) -> dict[str, Any]:
 
 
 @needs_peers
-@pytest.mark.parametrize("path", PEERS, ids=peer_id)
+@pytest.mark.parametrize("path", PEER_SWEEP, ids=peer_id)
 def test_every_peer_trace_gives_a_report_whose_steps_add_up(path):
     report = analysed(path)
     assert report["processes"], "no process analysed"
@@ -78,7 +86,7 @@ def test_every_peer_trace_gives_a_report_whose_steps_add_up(path):
 
 
 @needs_peers
-@pytest.mark.parametrize("path", PEERS, ids=peer_id)
+@pytest.mark.parametrize("path", PEER_SWEEP, ids=peer_id)
 def test_every_peer_trace_has_the_notes_its_quirks_call_for(path):
     expected = EXPECTED_NOTES.get(peer_id(path))
     if expected is None:
@@ -94,7 +102,7 @@ def test_every_peer_trace_has_its_expectations_written_down():
 
 
 @needs_peers
-@pytest.mark.parametrize("path", PEERS, ids=peer_id)
+@pytest.mark.parametrize("path", PEER_SWEEP, ids=peer_id)
 def test_every_peer_trace_renders_in_markdown_and_info(path):
     for args in (["analyze", str(path), "-f", "md"], ["info", str(path)]):
         result = runner.invoke(app, args)

@@ -13,7 +13,13 @@ from matplotlib.figure import Figure
 from typer.testing import CliRunner
 
 from tests.builders import ExportBuilder
-from tests.conftest import peer_trace_paths, sample_trace_paths
+from tests.conftest import (
+    REPRESENTATIVE_PEERS,
+    REPRESENTATIVE_SAMPLES,
+    peer_trace_paths,
+    sample_trace_paths,
+    sweep,
+)
 from trace_gaps.analysis.pipeline import AnalysisOptions, analyse_trace
 from trace_gaps.cli import app
 from trace_gaps.nsys.load import load_trace
@@ -327,7 +333,11 @@ def test_plot_timeline_user_errors(decode_export, tmp_path, options, message, ex
     assert message in result.output
 
 
-REAL_TRACES = [*peer_trace_paths(), *sample_trace_paths()]
+# Two peer captures and the representative samples by default; every capture in the thorough run.
+REAL_TRACES = [
+    *sweep(peer_trace_paths(), REPRESENTATIVE_PEERS),
+    *sweep(sample_trace_paths(), REPRESENTATIVE_SAMPLES),
+]
 
 
 @pytest.mark.skipif(not REAL_TRACES, reason="no peer or sample traces here")

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from tests.conftest import SAMPLE_TRACES, corpus_trace_paths
+from tests.conftest import SAMPLE_TRACES, corpus_trace_paths, sweep
 from trace_gaps.analysis.metrics import REPLAY_MODELS
 from trace_gaps.analysis.pipeline import Analysis, AnalysisOptions
 from trace_gaps.analysis.replay import (
@@ -30,7 +30,10 @@ from trace_gaps.records import NotApplicable
 from trace_gaps.report import build_report
 from trace_gaps.run import analyse_export
 
-SAMPLES = sorted(SAMPLE_TRACES.glob("*.sqlite"))
+# Every sample in the thorough run; by default an eager one, a graph one and two ranks.
+SAMPLES = sweep(
+    sorted(SAMPLE_TRACES.glob("*.sqlite")), ("spec_eager", "spec_graph_node", "spec_two_ranks")
+)
 CORPUS = {p.stem: p for p in corpus_trace_paths()}
 
 

@@ -13,7 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import assert_matches_schema, sample_trace_paths, shipped_trace
+from tests.conftest import (
+    REPRESENTATIVE_SAMPLES,
+    assert_matches_schema,
+    sample_trace_paths,
+    shipped_trace,
+    sweep,
+)
 from trace_gaps.analysis.pipeline import AnalysisOptions, analyse_trace
 from trace_gaps.nsys.load import load_trace
 from trace_gaps.records import Report
@@ -22,7 +28,8 @@ from trace_gaps.render.markdown import escape_markdown, render_markdown
 from trace_gaps.report import build_report
 
 GOLDEN = Path(__file__).parent / "golden" / "samples"
-SAMPLES = sample_trace_paths()
+# Every sample in the thorough run (CI's last stage); the representative ones by default.
+SAMPLES = sweep(sample_trace_paths(), REPRESENTATIVE_SAMPLES)
 
 
 @cache
@@ -48,13 +55,12 @@ def check_golden(name: str, text: str, update_golden: bool) -> None:
         pytest.fail(f"{name} changed (run --update-golden if intended):\n{diff[:4000]}")
 
 
-def test_every_sample_is_a_real_export_from_the_gpu_machine():
-    assert len(SAMPLES) >= 5
-    for path in SAMPLES:
-        report = sample_report(path)
-        assert report.export.nsys_version and report.export.nsys_version.startswith("2025.")
-        # Captures on the 2-GPU machine list both GPUs, whichever they used.
-        assert report.export.gpus in (["0: NVIDIA H200"], ["0: NVIDIA H200", "1: NVIDIA H200"])
+@pytest.mark.parametrize("path", SAMPLES, ids=lambda p: p.stem)
+def test_the_sample_is_a_real_export_from_the_gpu_machine(path: Path) -> None:
+    report = sample_report(path)
+    assert report.export.nsys_version and report.export.nsys_version.startswith("2025.")
+    # Captures on the 2-GPU machine list both GPUs, whichever they used.
+    assert report.export.gpus in (["0: NVIDIA H200"], ["0: NVIDIA H200", "1: NVIDIA H200"])
 
 
 @pytest.mark.parametrize("path", SAMPLES, ids=lambda p: p.stem)
@@ -113,20 +119,20 @@ def test_bypassed_graph_sample_tells_only_verify_that_it_captured_a_graph():
     assert capture.instantiations == 1
 
 
-def test_every_sample_has_a_headline_first():
-    for path in SAMPLES:
-        report = sample_report(path)
-        for process in report.processes:
-            assert process.headline.startswith(f"{process.steps.name} ")
-            assert "GPU busy" in process.headline and "biggest saving" in process.headline
-            # One order (issue 30 item 3): the headline speaks of verdict #1's candidate.
-            top = process.candidates[0]
-            assert f"biggest saving: {top.stage} " in process.headline
-            assert top.saving_ns is not None and top.saving_ns >= max(
-                c.saving_ns or 0 for c in process.candidates
-            )
-        first_process = render_markdown(report).split("## Process", 1)[1].splitlines()
-        assert first_process[2] == f"**{escape_markdown(report.processes[0].headline)}**"
+@pytest.mark.parametrize("path", SAMPLES, ids=lambda p: p.stem)
+def test_the_sample_has_a_headline_first(path: Path) -> None:
+    report = sample_report(path)
+    for process in report.processes:
+        assert process.headline.startswith(f"{process.steps.name} ")
+        assert "GPU busy" in process.headline and "biggest saving" in process.headline
+        # One order (issue 30 item 3): the headline speaks of verdict #1's candidate.
+        top = process.candidates[0]
+        assert f"biggest saving: {top.stage} " in process.headline
+        assert top.saving_ns is not None and top.saving_ns >= max(
+            c.saving_ns or 0 for c in process.candidates
+        )
+    first_process = render_markdown(report).split("## Process", 1)[1].splitlines()
+    assert first_process[2] == f"**{escape_markdown(report.processes[0].headline)}**"
 
 
 def corpus_report(name: str) -> Report:
@@ -173,15 +179,15 @@ def test_compiled_graph_mode_prepare_inputs_is_neither_launch_bound_nor_told_of_
     assert process.graphs.graph_events == 8 and process.graphs.captures == []
 
 
-def test_launch_bound_verdicts_on_the_samples_have_evenly_spread_gaps():
+@pytest.mark.parametrize("path", SAMPLES, ids=lambda p: p.stem)
+def test_launch_bound_verdicts_on_the_sample_have_evenly_spread_gaps(path: Path) -> None:
     """Launch-bound means per-op dispatch: most short-gap host time in even gaps."""
-    for path in SAMPLES:
-        for process in sample_report(path).processes:
-            stages = {s.name: s for s in process.stages}
-            for candidate in process.candidates:
-                if candidate.kind == "launch_bound":
-                    even = stages[candidate.stage].even_gap_fraction
-                    assert even is not None and even >= 0.5, (path.stem, candidate.stage)
+    for process in sample_report(path).processes:
+        stages = {s.name: s for s in process.stages}
+        for candidate in process.candidates:
+            if candidate.kind == "launch_bound":
+                even = stages[candidate.stage].even_gap_fraction
+                assert even is not None and even >= 0.5, (path.stem, candidate.stage)
 
 
 def test_two_rank_sample_counts_graph_captures_per_process():

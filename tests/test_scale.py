@@ -18,7 +18,14 @@ import pandas as pd
 import pytest
 
 from tests.builders import projected_frames
-from tests.conftest import ROOT, SAMPLE_TRACES, assert_matches_schema, peer_trace_paths
+from tests.conftest import (
+    REPRESENTATIVE_PEERS,
+    ROOT,
+    SAMPLE_TRACES,
+    assert_matches_schema,
+    peer_trace_paths,
+    sweep,
+)
 from trace_gaps.analysis.pipeline import AnalysisOptions, analyse_trace
 from trace_gaps.errors import NotAnExportError
 from trace_gaps.nsys import read
@@ -27,6 +34,8 @@ from trace_gaps.render.json import render_json
 from trace_gaps.report import build_report
 
 GOLDEN = Path(__file__).parent / "golden" / "scale"
+# Two peer captures by default; every one in the thorough run.
+PEERS = sweep(peer_trace_paths(), REPRESENTATIVE_PEERS)
 
 
 def _report_json(path: Path) -> str:
@@ -50,7 +59,7 @@ def _check(name: str, text: str, update_golden: bool) -> None:
         pytest.fail("report JSON changed:\n" + "\n".join(list(diff)[:60]))
 
 
-@pytest.mark.parametrize("path", peer_trace_paths(), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", PEERS, ids=lambda p: p.name)
 def test_report_json_of_peer_traces_is_unchanged(path: Path, update_golden: bool) -> None:
     text = _report_json(path)
     assert_matches_schema(text)
@@ -82,7 +91,7 @@ TRACE_FRAMES = ("gpu_ops", "api_calls", "nvtx_ranges", "threads", "overhead")
 
 
 @needs_arrow
-@pytest.mark.parametrize("path", peer_trace_paths(), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", PEERS, ids=lambda p: p.name)
 def test_the_arrow_reader_loads_the_same_trace_as_sqlite3(
     path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -239,7 +248,7 @@ def test_cutting_a_thread_into_chunks_leaves_the_ledger_unchanged(export_builder
         pd.testing.assert_frame_equal(whole[i % per_run], frame)
 
 
-@pytest.mark.parametrize("path", peer_trace_paths(), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", PEERS, ids=lambda p: p.name)
 def test_cutting_real_threads_into_chunks_leaves_the_ledger_unchanged(path: Path, monkeypatch):
     frames = _chunked_ledgers(path, monkeypatch)
     per_run = len(frames) // 3
