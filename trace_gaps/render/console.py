@@ -30,6 +30,10 @@ class Terminal:
     color: bool = False
 
 
+# A file, a pipe, a test: stable width, no colour.
+NOT_A_TERMINAL = Terminal()
+
+
 def elide(text: str, limit: int = MAX_NAME) -> str:
     """Shorten a long name in the middle: 'void gemm<...>...kernel'."""
     text = " ".join(text.split())

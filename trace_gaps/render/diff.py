@@ -11,8 +11,15 @@ from trace_gaps.analysis.bootstrap import CONFIDENCE_PCT
 from trace_gaps.changes import Side, StageChange, StageSide
 from trace_gaps.diff import Diff, ProcessDiff
 from trace_gaps.model import Presence
+from trace_gaps.render.console import (
+    NOT_A_TERMINAL,
+    Terminal,
+    new_console,
+    plain,
+    print_item,
+    print_table,
+)
 from trace_gaps.render.markdown import escape_markdown, render_table
-from trace_gaps.render.console import Terminal, new_console, plain, print_item, print_table
 from trace_gaps.render.tables import LEFT, RIGHT, Table
 from trace_gaps.units import NS_PER_MS, NS_PER_US
 from trace_gaps.verdicts import describe_mode_change, write_run_verdict, write_runs_verdict
@@ -273,7 +280,7 @@ def render_diff_markdown(diff: Diff) -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
-def render_diff_text(diff: Diff, terminal: Terminal = Terminal()) -> str:
+def render_diff_text(diff: Diff, terminal: Terminal = NOT_A_TERMINAL) -> str:
     """Render the Diff for a terminal of the given width, in colour or none."""
     buffer = StringIO()
     console = new_console(buffer, terminal)

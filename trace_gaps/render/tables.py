@@ -11,7 +11,7 @@ from trace_gaps.figures import RIGHT as RIGHT
 from trace_gaps.figures import stage_columns
 from trace_gaps.model import CAUSE_ORDER, Bucket
 from trace_gaps.records import ExportSummary, ProcessReport, Report
-from trace_gaps.units import format_count, format_duration, format_ms
+from trace_gaps.units import format_count, format_duration, format_durations, format_ms
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,17 +270,18 @@ def stage_table(process: ProcessReport) -> Table:
 
 def long_gap_table(process: ProcessReport) -> Table:
     """The long host gaps, grouped by pattern, per step."""
+    typical = format_durations([finding.typical_ns for finding in process.long_host_gaps])
     rows = [
         [
             finding.stage,
             f"{finding.gaps_per_step:g}",
-            format_duration(finding.typical_ns),
+            typical_cell,
             format_ms(finding.idle_ns_per_step),
             finding.call_before or "(step start)",
             finding.call_after or "(step end)",
             ", ".join(finding.os_calls),
         ]
-        for finding in process.long_host_gaps
+        for finding, typical_cell in zip(process.long_host_gaps, typical, strict=True)
     ]
     return Table(
         title=(

@@ -4,7 +4,14 @@ from io import StringIO
 
 from trace_gaps.analysis.integrity import unreliable_lines
 from trace_gaps.records import Report
-from trace_gaps.render.console import Terminal, new_console, plain, print_item, print_table
+from trace_gaps.render.console import (
+    NOT_A_TERMINAL,
+    Terminal,
+    new_console,
+    plain,
+    print_item,
+    print_table,
+)
 from trace_gaps.render.tables import (
     candidate_table,
     cross_process_table,
@@ -24,7 +31,7 @@ from trace_gaps.render.tables import (
 HEADING = "bold"
 
 
-def render_text(report: Report, terminal: Terminal = Terminal()) -> str:
+def render_text(report: Report, terminal: Terminal = NOT_A_TERMINAL) -> str:
     """Render the Report for a terminal of the given width, in colour or none."""
     buffer = StringIO()
     console = new_console(buffer, terminal)
