@@ -34,7 +34,7 @@ def test_analyze_writes_each_format_to_a_file(export_builder, tmp_path, fmt):
         assert len(json.loads(text)["processes"][0]["candidates"]) == 3
     elif fmt == "csv":
         assert text.splitlines()[0] == (
-            "pid,stage,bucket,cause,ns_per_step,steps_analyzed,lever,saving_ns,predicted_step_ns"
+            "pid,stage,bucket,cause,ns_per_step,steps_analysed,lever,saving_ns,predicted_step_ns"
         )
     elif fmt == "md":
         assert text.startswith("# trace-gaps report")

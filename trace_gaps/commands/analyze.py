@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -112,7 +113,8 @@ def analyze(
         except LeverError as error:
             raise TraceGapsError(f"--what-if: {error}") from error
         terminal = text_terminal(output, no_color=no_color)
-        text = render_report(report, fmt, terminal)
+        named = "--demo" if demo else shlex.quote(str(paths[0]))
+        text = render_report(report, fmt, terminal, export_argument=named)
     write_output(text, output, quiet=quiet, styled=fmt is Format.TEXT and terminal.color)
 
 

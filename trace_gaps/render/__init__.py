@@ -36,10 +36,19 @@ RENDERERS: dict[Format, Renderers] = {
 }
 
 
-def render_report(report: Report, fmt: Format, terminal: Terminal = NOT_A_TERMINAL) -> str:
-    """The Report in the chosen format; text drawn for the terminal."""
+def render_report(
+    report: Report,
+    fmt: Format,
+    terminal: Terminal = NOT_A_TERMINAL,
+    *,
+    export_argument: str | None = None,
+) -> str:
+    """The Report in the chosen format; text drawn for the terminal. export_argument: the
+    export as the command line named it, for the commands the report suggests."""
     if fmt is Format.TEXT:
-        return render_text(report, terminal)
+        return render_text(report, terminal, export_argument=export_argument)
+    if fmt is Format.MD:
+        return render_markdown(report, export_argument=export_argument)
     return RENDERERS[fmt].report(report)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 
 from trace_gaps.analysis.kinds import kind_label
@@ -349,10 +350,12 @@ def evidence_lines(
     top: int = 3,
     export: ExportSummary | None = None,
     several_processes: bool = False,
+    export_argument: str | None = None,
 ) -> list[tuple[str, list[str]]]:
-    """Per top candidate, its evidence in words. With the export, each longest gap also
-    gives its time in the export's own timeline and the command that draws its step."""
-    """For the top candidates: a heading and bullet lines of kernels, calls and gaps."""
+    """Per top candidate, its evidence in words: a heading and bullet lines of kernels,
+    calls and gaps. With the export, each longest gap also gives its time in the export's own
+    timeline and the command that draws its step, naming the export as export_argument (the
+    command line's own words: a path as given, `--demo`), else by its file name."""
     sections = []
     for candidate in process.candidates[:top]:
         evidence = candidate.evidence
@@ -399,8 +402,9 @@ def evidence_lines(
                 f"(as nsys shows it; step {gap.step_index}, mostly {gap.cause})"
             )
             pid = f" --process {process.pid}" if several_processes else ""
+            named = export_argument or shlex.quote(export.file)
             lines.append(
-                f"see it: trace-gaps plot timeline {export.file} --step-index {gap.step_index}"
+                f"see it: trace-gaps plot timeline {named} --step-index {gap.step_index}"
                 f"{pid} -o step-{gap.step_index}.png"
             )
         sections.append((f"#{candidate.rank} {candidate.stage} {candidate.bucket}", lines))

@@ -31,8 +31,12 @@ from trace_gaps.render.tables import (
 HEADING = "bold"
 
 
-def render_text(report: Report, terminal: Terminal = NOT_A_TERMINAL) -> str:
-    """Render the Report for a terminal of the given width, in colour or none."""
+def render_text(
+    report: Report, terminal: Terminal = NOT_A_TERMINAL, *, export_argument: str | None = None
+) -> str:
+    """Render the Report for a terminal of the given width, in colour or none;
+    export_argument: how the command that draws a gap's step names the export
+    (evidence_lines)."""
     buffer = StringIO()
     console = new_console(buffer, terminal)
     for line in [*describe_export(report), *unreliable_lines(report.unreliable)]:
@@ -77,6 +81,7 @@ def render_text(report: Report, terminal: Terminal = NOT_A_TERMINAL) -> str:
             # Several exports: a process's own export and clock are not this one's.
             export=None if report.other_exports else report.export,
             several_processes=len(report.processes) > 1,
+            export_argument=export_argument,
         ):
             console.print()
             console.print(plain(heading), style=HEADING)
