@@ -15,7 +15,7 @@ from tests.conftest import SAMPLE_TRACES
 from tests.test_samples import sample_report
 from trace_gaps.cli import app
 from trace_gaps.commands.options import text_terminal
-from trace_gaps.render.console import NOT_A_TERMINAL, Terminal
+from trace_gaps.render.console import NOT_A_TERMINAL, Terminal, new_console, print_item
 from trace_gaps.render.tables import evidence_lines
 from trace_gaps.render.text import render_text
 
@@ -113,3 +113,15 @@ def test_analyze_and_diff_take_no_color_and_COLUMNS() -> None:
     diffed = runner.invoke(app, ["diff", sample, sample, "--no-color"], env={"COLUMNS": "100"})
     assert diffed.exit_code == 0, diffed.output
     assert max(len(line) for line in diffed.stdout.splitlines()) <= 100
+
+
+def test_in_colour_a_names_control_characters_are_written_out() -> None:
+    # Colour is written as drawn (not escaped again): the names must be inert already.
+    buffer = io.StringIO()
+    console = new_console(buffer, Terminal(width=80, color=True))
+    print_item(console, "kernel\x1b]0;retitled\x07\x1b[2J")
+    console.print("Verdict:", style="bold")
+    drawn = buffer.getvalue()
+    assert "kernel\\u001b]0;retitled\\u0007\\u001b[2J" in drawn
+    assert "\x1b" not in re.sub(r"\x1b\[[0-9;]*m", "", drawn)
+    assert "\x1b[1m" in drawn
