@@ -227,6 +227,9 @@ def capped_jobs(jobs: int | None, *, quiet: bool) -> int | None:
     return cores
 
 
+NARROWEST = 40  # columns
+
+
 def text_terminal(output: Path | None, *, no_color: bool) -> Terminal:
     """What text output is drawn for: COLUMNS when set, else the terminal's width (rich's
     detection) when stdout is one, else a stable width (a pipe or -o file reads the same
@@ -241,5 +244,7 @@ def text_terminal(output: Path | None, *, no_color: bool) -> Terminal:
         return NOT_A_TERMINAL
     color = on_terminal and stdout.color_system is not None
     return Terminal(
-        width=stdout.width, color=color and not no_color and not os.environ.get("NO_COLOR")
+        # Narrower than a table's key columns draws nothing readable (COLUMNS=0 included).
+        width=max(stdout.width, NARROWEST),
+        color=color and not no_color and not os.environ.get("NO_COLOR"),
     )
