@@ -103,6 +103,8 @@ def test_a_file_or_pipe_gets_the_stable_width_unless_COLUMNS_is_set(
     assert text_terminal(None, no_color=False) == NOT_A_TERMINAL
     on_a_terminal.setenv("COLUMNS", "100")
     assert text_terminal(None, no_color=False) == Terminal(width=100, color=False)
+    on_a_terminal.setenv("COLUMNS", "0")
+    assert text_terminal(None, no_color=False) == Terminal(width=40, color=False)
 
 
 def test_analyze_and_diff_take_no_color_and_COLUMNS() -> None:
