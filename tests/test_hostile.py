@@ -930,7 +930,7 @@ def test_unknown_call_names_are_counted_in_a_note(export):
 
 def test_a_sound_exports_csv_has_no_unreliable_column():
     assert ok(["analyze", SAMPLE, "-f", "csv"]).stdout.startswith(
-        "pid,stage,bucket,cause,ns_per_step,steps_analyzed,lever,saving_ns,predicted_step_ns\n"
+        "pid,stage,bucket,cause,ns_per_step,steps_analysed,lever,saving_ns,predicted_step_ns\n"
     )
 
 

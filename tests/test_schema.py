@@ -8,11 +8,19 @@ docs/json.md and docs/diff.md name every key of the schema and no key it lacks.
 
 from __future__ import annotations
 
+import csv
+import io
+import json
 import re
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, SAMPLE_TRACES
+from tests.test_samples import sample_report
+from trace_gaps import __version__
+from trace_gaps.records import Report
+from trace_gaps.render.csv import render_csv
+from trace_gaps.render.json import render_json
 from trace_gaps.schema import SCHEMAS, json_schema, render_schema, schema_keys, schema_values
 
 DOCS = ROOT / "docs"
@@ -70,3 +78,16 @@ def test_no_key_of_the_report_or_the_diff_breaks_the_naming_rule() -> None:
                 types = [prop.get("type"), *(p.get("type") for p in prop.get("anyOf", []))]
                 if any(t == ["number", "integer"] for t in types):
                     assert key.endswith(("_per_step", "_per_replay", "_pct", "_fraction")), key
+
+
+def test_the_csv_header_uses_the_json_key_names() -> None:
+    # A CSV column is named as the JSON key it copies (steps_analysed, not steps_analyzed).
+    report = sample_report(SAMPLE_TRACES / "spec_sync.sqlite")
+    header = next(csv.reader(io.StringIO(render_csv(report))))
+    assert set(header) <= schema_keys(json_schema(Report)), header
+
+
+def test_the_json_names_the_trace_gaps_that_wrote_it() -> None:
+    data = json.loads(render_json(sample_report(SAMPLE_TRACES / "spec_sync.sqlite")))
+    assert list(data)[:2] == ["schema_version", "tool_version"]
+    assert data["tool_version"] == __version__

@@ -13,6 +13,7 @@ from typer.core import TyperGroup
 from trace_gaps import __version__
 from trace_gaps.commands import analyze, diff, export, info, mcp, plot, report
 from trace_gaps.commands.options import HELP_OPTIONS
+from trace_gaps.commands.usage import choice_error, name_values, plain_help
 from trace_gaps.errors import SlowerError, TraceGapsError, UsageError
 from trace_gaps.streams import keep_descriptor_2_open, say, tolerate_any_encoding
 
@@ -42,11 +43,28 @@ def user_errors() -> Iterator[None]:
 
 
 class Commands(TyperGroup):
-    """The app's commands, each run inside user_errors."""
+    """The app's commands, each run inside user_errors; their help with plain value names,
+    a wrong choice answered in one line."""
+
+    def __init__(self, **attrs: Any) -> None:
+        super().__init__(**attrs)
+        plain_help(self, HELP_OPTIONS["help_option_names"])
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        params = super().get_params(ctx)
+        name_values(params)  # typer adds --install-completion after __init__
+        return params
 
     def invoke(self, ctx: Any) -> Any:  # typer's own (vendored) click Context
         with user_errors():
-            return super().invoke(ctx)
+            try:
+                return super().invoke(ctx)
+            except typer.BadParameter as error:
+                line = choice_error(error)
+                if line is None:
+                    raise
+                say(f"error: {line}")
+                raise typer.Exit(2) from None
 
 
 app = typer.Typer(

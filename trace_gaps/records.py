@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from trace_gaps import __version__
 from trace_gaps.figures import StageSummary as StageSummary
 
 SCHEMA_VERSION = 3  # 2: keys renamed to one rule (docs/json.md, "Naming"); 3: notes as records
@@ -25,6 +26,7 @@ class Report:
     slowest_rank_by_stage: list[SlowestRank]
     notes: list[Note]
     schema_version: int = field(default=SCHEMA_VERSION)
+    tool_version: str = field(default=__version__)  # the trace-gaps that wrote it
     timelines: list[StepTimeline] = field(default_factory=list)  # only when asked for
     ranks: RanksView = field(default_factory=lambda: RanksView(None, [], 0, 0))
     other_exports: list[ExportSummary] = field(default_factory=list)  # analysed with `export`

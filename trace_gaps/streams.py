@@ -42,10 +42,13 @@ def say(line: str) -> None:
             os.close(devnull)
 
 
-def write_output(text: str, output: Path | None, *, quiet: bool = False) -> None:
+def write_output(
+    text: str, output: Path | None, *, quiet: bool = False, styled: bool = False
+) -> None:
     """Write to the file given with -o, else to stdout. Control characters in names are
-    escaped (terminal escapes, NUL), in every format."""
-    text = escape_control_characters(text)
+    escaped (terminal escapes, NUL), in every format; styled text (colour drawn by the text
+    renderer, which escaped the names itself) is written as it is."""
+    text = text if styled else escape_control_characters(text)
     if output is None:
         write_stdout(text)
         return

@@ -115,7 +115,7 @@ def _given(range_tree: pd.DataFrame, step_name: str) -> StepSelection:
         raise StepNotFoundError(
             f"no NVTX range named {step_name!r} (nor a family or glob matching it) in this "
             f"export. {near}Families present (most frequent first): "
-            f"{', '.join(known[:15]) or 'none'}. Run `trace-gaps info` to see them all."
+            f"{', '.join(known[:15]) or 'none'}. `trace-gaps info` on this export lists them all."
         )
     members = tuple(sorted(pd.unique(raw_names[picked]).astype(str)))
     families_picked = pd.unique(range_tree.loc[picked, NAME])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -11,11 +12,13 @@ import typer
 from trace_gaps.commands.options import (
     ExportsArg,
     JobsOpt,
+    NoColorOpt,
     QuietOpt,
     SchedulerOpt,
     TopOpt,
     analysis_options,
     capped_jobs,
+    text_terminal,
 )
 from trace_gaps.errors import TraceGapsError, UsageError, about_file
 from trace_gaps.formats import Format
@@ -54,6 +57,7 @@ def analyze(
     jobs: JobsOpt = None,
     scheduler: SchedulerOpt = None,
     what_if: WhatIfOpt = None,
+    no_color: NoColorOpt = False,
 ) -> None:
     """Per-step, per-stage ledger of GPU busy and idle time, and the ranked bottlenecks."""
     from trace_gaps.analysis.replay import LeverError, parse_levers
@@ -82,6 +86,7 @@ def analyze(
             quiet=quiet,
             jobs=jobs,
             scheduler=scheduler,
+            no_color=no_color,
         )
         return
     from trace_gaps.render import render_report
@@ -107,10 +112,12 @@ def analyze(
             )
         except LeverError as error:
             raise TraceGapsError(f"--what-if: {error}") from error
-        text = render_report(report, fmt)
+        terminal = text_terminal(output, no_color=no_color)
+        named = "--demo" if demo else shlex.quote(str(paths[0]))
+        text = render_report(report, fmt, terminal, export_argument=named)
     if not quiet and analysis.window_pool.slower_than_one_process():
         say(analysis.window_pool.note(f"the {analysis.windows} windows"))
-    write_output(text, output, quiet=quiet)
+    write_output(text, output, quiet=quiet, styled=fmt is Format.TEXT and terminal.color)
 
 
 def analyze_run(
@@ -123,6 +130,7 @@ def analyze_run(
     quiet: bool,
     jobs: int | None,
     scheduler: str | None,
+    no_color: bool,
 ) -> None:
     """Several exports of one run (or one, on a --scheduler), analysed as one on Dask."""
     from trace_gaps.cluster import dask_client  # asyncio: not for --help
@@ -145,8 +153,9 @@ def analyze_run(
             client=client,
             on_export=lambda done, total: shown("analysing exports", done, total),
         )
-        text = render_report(result.report, fmt)
-    write_output(text, output, quiet=quiet)
+        terminal = text_terminal(output, no_color=no_color)
+        text = render_report(result.report, fmt, terminal)
+    write_output(text, output, quiet=quiet, styled=fmt is Format.TEXT and terminal.color)
     if result.failed:
         say_not_analysed(result.failed)
         raise typer.Exit(1)

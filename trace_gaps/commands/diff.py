@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from trace_gaps.commands.options import QuietOpt, analysis_options
+from trace_gaps.commands.options import NoColorOpt, QuietOpt, analysis_options, text_terminal
 from trace_gaps.errors import SlowerError
 from trace_gaps.formats import DiffFormat, Format
 from trace_gaps.inputs import expand_exports, resolve_export
@@ -61,6 +61,7 @@ def diff(
     ] = DiffFormat.TEXT,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write here.")] = None,
     quiet: QuietOpt = False,
+    no_color: NoColorOpt = False,
 ) -> None:
     """Did the fix work? Step time with its noise, stage and launch changes, BEFORE → AFTER."""
     from dataclasses import replace
@@ -88,7 +89,9 @@ def diff(
             ]
             side_options = (replace(options, process=pids[0]), replace(options, process=pids[1]))
             result = diff_sides(sides, side_options, output)
-    write_output(render_diff(result, Format(fmt.value)), output, quiet=quiet)
+    terminal = text_terminal(output, no_color=no_color)
+    text = render_diff(result, Format(fmt.value), terminal)
+    write_output(text, output, quiet=quiet, styled=fmt is DiffFormat.TEXT and terminal.color)
     if fail_if_slower is not None:
         gate(result, fail_if_slower, repeats=repeats)
 

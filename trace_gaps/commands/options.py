@@ -5,14 +5,19 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from trace_gaps.streams import say
+
+if TYPE_CHECKING:
+    from trace_gaps.render.console import Terminal
 
 HELP_OPTIONS = {"help_option_names": ["-h", "--help"]}
 
@@ -30,6 +35,13 @@ ExportsArg = Annotated[
 ]
 QuietOpt = Annotated[
     bool, typer.Option("--quiet", "-q", help="No progress bar and no 'wrote FILE' lines on stderr.")
+]
+NoColorOpt = Annotated[
+    bool,
+    typer.Option(
+        "--no-color",
+        help="No colour in text output, even on a terminal (as NO_COLOR=1 in the environment).",
+    ),
 ]
 TopOpt = Annotated[int, typer.Option("--top", min=1, help="How many candidates to rank.")]
 JobsOpt = Annotated[
@@ -213,3 +225,26 @@ def capped_jobs(jobs: int | None, *, quiet: bool) -> int | None:
     if not quiet:
         say(f"note: --jobs {jobs} capped at {cores}, the cores this machine gives trace-gaps")
     return cores
+
+
+NARROWEST = 40  # columns
+
+
+def text_terminal(output: Path | None, *, no_color: bool) -> Terminal:
+    """What text output is drawn for: COLUMNS when set, else the terminal's width (rich's
+    detection) when stdout is one, else a stable width (a pipe or -o file reads the same
+    everywhere); colour only on a terminal, and never with --no-color or NO_COLOR."""
+    from rich.console import Console
+
+    from trace_gaps.render.console import NOT_A_TERMINAL, Terminal
+
+    stdout = Console(file=sys.stdout)
+    on_terminal = output is None and stdout.is_terminal
+    if not on_terminal and not os.environ.get("COLUMNS", "").isdigit():
+        return NOT_A_TERMINAL
+    color = on_terminal and stdout.color_system is not None
+    return Terminal(
+        # Narrower than a table's key columns draws nothing readable (COLUMNS=0 included).
+        width=max(stdout.width, NARROWEST),
+        color=color and not no_color and not os.environ.get("NO_COLOR"),
+    )

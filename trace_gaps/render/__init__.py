@@ -8,6 +8,7 @@ from trace_gaps.errors import TraceGapsError
 from trace_gaps.formats import Format
 from trace_gaps.overview import Overview
 from trace_gaps.records import Report
+from trace_gaps.render.console import NOT_A_TERMINAL, Terminal
 from trace_gaps.render.csv import render_csv
 from trace_gaps.render.diff import render_diff_json, render_diff_markdown, render_diff_text
 from trace_gaps.render.json import render_json
@@ -35,13 +36,26 @@ RENDERERS: dict[Format, Renderers] = {
 }
 
 
-def render_report(report: Report, fmt: Format) -> str:
-    """The Report in the chosen format."""
+def render_report(
+    report: Report,
+    fmt: Format,
+    terminal: Terminal = NOT_A_TERMINAL,
+    *,
+    export_argument: str | None = None,
+) -> str:
+    """The Report in the chosen format; text drawn for the terminal. export_argument: the
+    export as the command line named it, for the commands the report suggests."""
+    if fmt is Format.TEXT:
+        return render_text(report, terminal, export_argument=export_argument)
+    if fmt is Format.MD:
+        return render_markdown(report, export_argument=export_argument)
     return RENDERERS[fmt].report(report)
 
 
-def render_diff(diff: Diff, fmt: Format) -> str:
-    """The Diff in the chosen format; diff has no CSV form."""
+def render_diff(diff: Diff, fmt: Format, terminal: Terminal = NOT_A_TERMINAL) -> str:
+    """The Diff in the chosen format, text drawn for the terminal; diff has no CSV form."""
+    if fmt is Format.TEXT:
+        return render_diff_text(diff, terminal)
     renderer = RENDERERS[fmt].diff
     if renderer is None:
         raise TraceGapsError(f"diff has no {fmt.value} output; use --format text, md or json.")

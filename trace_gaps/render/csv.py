@@ -22,7 +22,7 @@ def render_csv(report: Report) -> str:
             "bucket",
             "cause",
             "ns_per_step",
-            "steps_analyzed",
+            "steps_analysed",  # the JSON's key
             "lever",
             "saving_ns",
             "predicted_step_ns",

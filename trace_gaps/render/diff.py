@@ -7,17 +7,20 @@ import json
 from dataclasses import dataclass
 from io import StringIO
 
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table as RichTable
-
 from trace_gaps.analysis.bootstrap import CONFIDENCE_PCT
 from trace_gaps.changes import Side, StageChange, StageSide
 from trace_gaps.diff import Diff, ProcessDiff
 from trace_gaps.model import Presence
+from trace_gaps.render.console import (
+    NOT_A_TERMINAL,
+    Terminal,
+    new_console,
+    plain,
+    print_item,
+    print_table,
+)
 from trace_gaps.render.markdown import escape_markdown, render_table
 from trace_gaps.render.tables import LEFT, RIGHT, Table
-from trace_gaps.render.text import elide
 from trace_gaps.units import NS_PER_MS, NS_PER_US
 from trace_gaps.verdicts import describe_mode_change, write_run_verdict, write_runs_verdict
 
@@ -277,44 +280,35 @@ def render_diff_markdown(diff: Diff) -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
-def _rich_table(table: Table) -> RichTable:
-    rich = RichTable(title=escape(table.title), title_justify="left")
-    for column, align in zip(table.columns, table.align, strict=True):
-        rich.add_column(escape(column), justify="right" if align == RIGHT else "left")
-    for row in table.rows:
-        rich.add_row(*(escape(elide(cell)) for cell in row))
-    return rich
-
-
-def render_diff_text(diff: Diff, *, width: int = 160) -> str:
-    """Render the Diff for a terminal of the given width."""
+def render_diff_text(diff: Diff, terminal: Terminal = NOT_A_TERMINAL) -> str:
+    """Render the Diff for a terminal of the given width, in colour or none."""
     buffer = StringIO()
-    console = Console(file=buffer, width=width, color_system=None, highlight=False, soft_wrap=False)
+    console = new_console(buffer, terminal)
     if diff.runs is not None:
-        console.print(escape(write_runs_verdict(diff.runs, confidence_pct=CONFIDENCE_PCT)))
+        console.print(plain(write_runs_verdict(diff.runs, confidence_pct=CONFIDENCE_PCT)))
     if diff.run is not None:
-        console.print(escape(write_run_verdict(diff.run, confidence_pct=diff.confidence_pct)))
+        console.print(plain(write_run_verdict(diff.run, confidence_pct=diff.confidence_pct)))
     for process in diff.processes:
-        console.print(escape(process.verdict))
+        console.print(plain(process.verdict))
     for process in diff.processes:
         console.print()
-        console.rule(f"Process {process.before.pid} → {process.after.pid}")
-        console.print(escape(describe_side("before", process.before)))
-        console.print(escape(describe_side("after", process.after)))
+        console.rule(plain(f"Process {process.before.pid} → {process.after.pid}"))
+        console.print(plain(describe_side("before", process.before)))
+        console.print(plain(describe_side("after", process.after)))
         for table in _tables(process):
             if table.rows:
                 console.print()
-                console.print(_rich_table(table))
+                print_table(console, table)
         lines = stage_lines(process)
         if lines:
             console.print()
         for line in lines:
-            console.print(f"  - {escape(line)}")
+            print_item(console, line)
     if diff.notes:
         console.print()
         console.print("Notes:")
         for note in diff.notes:
-            console.print(f"  - {escape(note)}")
+            print_item(console, note)
     return buffer.getvalue()
 
 

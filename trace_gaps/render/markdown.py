@@ -55,8 +55,9 @@ def render_table(table: Table) -> list[str]:
     return [f"**{escape_markdown(table.title)}**", "", *lines, ""]
 
 
-def render_markdown(report: Report) -> str:
-    """Render the Report as a Markdown document."""
+def render_markdown(report: Report, *, export_argument: str | None = None) -> str:
+    """Render the Report as a Markdown document; export_argument: how the command that
+    draws a gap's step names the export (evidence_lines)."""
     out = ["# trace-gaps report", ""]
     out += [escape_markdown(line) + "  " for line in describe_export(report)] + [""]
     out += [f"**{escape_markdown(line)}**  " for line in unreliable_lines(report.unreliable)]
@@ -89,6 +90,7 @@ def render_markdown(report: Report) -> str:
             # Several exports: a process's own export and clock are not this one's.
             export=None if report.other_exports else report.export,
             several_processes=len(report.processes) > 1,
+            export_argument=export_argument,
         )
         if sections:
             out += ["### Evidence", ""]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 
 from trace_gaps.analysis.kinds import kind_label
@@ -11,7 +12,7 @@ from trace_gaps.figures import RIGHT as RIGHT
 from trace_gaps.figures import stage_columns
 from trace_gaps.model import CAUSE_ORDER, Bucket
 from trace_gaps.records import ExportSummary, ProcessReport, Report
-from trace_gaps.units import format_count, format_duration, format_ms
+from trace_gaps.units import format_count, format_duration, format_durations, format_ms
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,17 +271,18 @@ def stage_table(process: ProcessReport) -> Table:
 
 def long_gap_table(process: ProcessReport) -> Table:
     """The long host gaps, grouped by pattern, per step."""
+    typical = format_durations([finding.typical_ns for finding in process.long_host_gaps])
     rows = [
         [
             finding.stage,
             f"{finding.gaps_per_step:g}",
-            format_duration(finding.typical_ns),
+            typical_cell,
             format_ms(finding.idle_ns_per_step),
             finding.call_before or "(step start)",
             finding.call_after or "(step end)",
             ", ".join(finding.os_calls),
         ]
-        for finding in process.long_host_gaps
+        for finding, typical_cell in zip(process.long_host_gaps, typical, strict=True)
     ]
     return Table(
         title=(
@@ -348,10 +350,12 @@ def evidence_lines(
     top: int = 3,
     export: ExportSummary | None = None,
     several_processes: bool = False,
+    export_argument: str | None = None,
 ) -> list[tuple[str, list[str]]]:
-    """Per top candidate, its evidence in words. With the export, each longest gap also
-    gives its time in the export's own timeline and the command that draws its step."""
-    """For the top candidates: a heading and bullet lines of kernels, calls and gaps."""
+    """Per top candidate, its evidence in words: a heading and bullet lines of kernels,
+    calls and gaps. With the export, each longest gap also gives its time in the export's own
+    timeline and the command that draws its step, naming the export as export_argument (the
+    command line's own words: a path as given, `--demo`), else by its file name."""
     sections = []
     for candidate in process.candidates[:top]:
         evidence = candidate.evidence
@@ -398,8 +402,9 @@ def evidence_lines(
                 f"(as nsys shows it; step {gap.step_index}, mostly {gap.cause})"
             )
             pid = f" --process {process.pid}" if several_processes else ""
+            named = export_argument or shlex.quote(export.file)
             lines.append(
-                f"see it: trace-gaps plot timeline {export.file} --step-index {gap.step_index}"
+                f"see it: trace-gaps plot timeline {named} --step-index {gap.step_index}"
                 f"{pid} -o step-{gap.step_index}.png"
             )
         sections.append((f"#{candidate.rank} {candidate.stage} {candidate.bucket}", lines))

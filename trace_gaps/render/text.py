@@ -1,17 +1,18 @@
 """Text: rich tables for a terminal."""
 
-import re
 from io import StringIO
-
-from rich.console import Console
-from rich.table import Table as RichTable
-from rich.text import Text
 
 from trace_gaps.analysis.integrity import unreliable_lines
 from trace_gaps.records import Report
+from trace_gaps.render.console import (
+    NOT_A_TERMINAL,
+    Terminal,
+    new_console,
+    plain,
+    print_item,
+    print_table,
+)
 from trace_gaps.render.tables import (
-    RIGHT,
-    Table,
     candidate_table,
     cross_process_table,
     describe_export,
@@ -27,42 +28,23 @@ from trace_gaps.render.tables import (
     what_if_table,
 )
 
-MAX_NAME = 48
+HEADING = "bold"
 
 
-def elide(text: str, limit: int = MAX_NAME) -> str:
-    """Shorten a long name in the middle: 'void gemm<...>...kernel'."""
-    text = " ".join(text.split())
-    if len(text) <= limit:
-        return text
-    keep = (limit - 1) // 2
-    return text[:keep] + "…" + text[-(limit - 1 - keep) :]
-
-
-def plain(text: str) -> Text:
-    """A user string (kernel or range name) as literal text: no markup, no emoji, one line."""
-    return Text(re.sub(r"[\r\n\v\f\x85\u2028\u2029]", " ", text))
-
-
-def _rich_table(table: Table) -> RichTable:
-    rich = RichTable(title=plain(table.title), title_justify="left", show_lines=False)
-    for column, align in zip(table.columns, table.align, strict=True):
-        rich.add_column(plain(column), justify="right" if align == RIGHT else "left")
-    for row in table.rows:
-        rich.add_row(*(plain(elide(cell)) for cell in row))
-    return rich
-
-
-def render_text(report: Report, *, width: int = 160) -> str:
-    """Render the Report for a terminal of the given width."""
+def render_text(
+    report: Report, terminal: Terminal = NOT_A_TERMINAL, *, export_argument: str | None = None
+) -> str:
+    """Render the Report for a terminal of the given width, in colour or none;
+    export_argument: how the command that draws a gap's step names the export
+    (evidence_lines)."""
     buffer = StringIO()
-    console = Console(file=buffer, width=width, color_system=None, highlight=False, soft_wrap=False)
+    console = new_console(buffer, terminal)
     for line in [*describe_export(report), *unreliable_lines(report.unreliable)]:
         console.print(plain(line))
     kinds = kinds_table(report)
     if kinds.rows:
         console.print()
-        console.print(_rich_table(kinds))
+        print_table(console, kinds)
     for process in report.processes:
         console.print()
         console.rule(plain(process_title(process)))
@@ -71,9 +53,9 @@ def render_text(report: Report, *, width: int = 160) -> str:
             console.print(plain(line))
         if process.candidates:
             console.print()
-            console.print("Verdict:")
+            console.print("Verdict:", style=HEADING)
             for candidate in process.candidates[:3]:
-                console.print(plain(f"  {candidate.rank}. {candidate.verdict}"))
+                print_item(console, candidate.verdict, bullet=f"  {candidate.rank}. ")
         tables = (
             what_if_table(process),
             candidate_table(process),
@@ -84,33 +66,34 @@ def render_text(report: Report, *, width: int = 160) -> str:
         for table in tables:
             if table.rows:
                 console.print()
-                console.print(_rich_table(table))
+                print_table(console, table)
         for line in replay_lines(process):
             console.print()
             console.print(plain(line))
         graphs = graph_lines(process)
         if graphs:
             console.print()
-            console.print("CUDA graphs:")
+            console.print("CUDA graphs:", style=HEADING)
             for line in graphs:
-                console.print(plain(f"  - {line}"))
+                print_item(console, line)
         for heading, lines in evidence_lines(
             process,
             # Several exports: a process's own export and clock are not this one's.
             export=None if report.other_exports else report.export,
             several_processes=len(report.processes) > 1,
+            export_argument=export_argument,
         ):
             console.print()
-            console.print(plain(heading))
+            console.print(plain(heading), style=HEADING)
             for line in lines:
-                console.print(plain(f"  - {elide(line, 120)}"))
+                print_item(console, line)
     slowest = cross_process_table(report)
     if slowest.rows:
         console.print()
-        console.print(_rich_table(slowest))
+        print_table(console, slowest)
     if report.notes:
         console.print()
-        console.print("Integrity notes:")
+        console.print("Integrity notes:", style=HEADING)
         for note in report.notes:
-            console.print(plain(f"  - {note.text}"))
+            print_item(console, note.text)
     return buffer.getvalue()

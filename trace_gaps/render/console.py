@@ -1,0 +1,136 @@
+"""The terminal a text report is drawn for: its width, whether it takes colour, and how
+tables and bullet lines fit into it (nothing cut, no row wider than the terminal)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from io import StringIO
+
+from rich.console import Console
+from rich.measure import Measurement
+from rich.table import Table as RichTable
+from rich.text import Text
+
+from trace_gaps.figures import RIGHT
+from trace_gaps.output import escape_control_characters
+from trace_gaps.render.tables import Table
+
+# Text written to a file or a pipe, COLUMNS unset: the same bytes whatever the terminal.
+STABLE_WIDTH = 160
+MAX_NAME = 48
+UNBOUNDED = 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class Terminal:
+    """Where text goes: its width in columns, and whether it is drawn in colour."""
+
+    width: int = STABLE_WIDTH
+    color: bool = False
+
+
+# A file, a pipe, a test: stable width, no colour.
+NOT_A_TERMINAL = Terminal()
+
+
+def elide(text: str, limit: int = MAX_NAME) -> str:
+    """Shorten a long name in the middle: 'void gemm<...>...kernel'."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    keep = (limit - 1) // 2
+    return text[:keep] + "…" + text[-(limit - 1 - keep) :]
+
+
+def plain(text: str) -> Text:
+    """A user string (kernel or range name) as literal text: no markup, no emoji, one line,
+    control characters written out (`\\u001b`): in colour the text is written as drawn."""
+    return Text(escape_control_characters(re.sub(r"[\r\n\v\f\x85\u2028\u2029]", " ", text)))
+
+
+def new_console(buffer: StringIO, terminal: Terminal) -> Console:
+    """A console that draws into buffer at the terminal's width, in colour or none."""
+    return Console(
+        file=buffer,
+        width=terminal.width,
+        color_system="standard" if terminal.color else None,
+        force_terminal=terminal.color,
+        highlight=False,
+        soft_wrap=False,
+    )
+
+
+def print_item(console: Console, text: str, *, bullet: str = "  - ") -> None:
+    """A bullet line, wrapped at word boundaries under its own first word: never cut (a
+    word longer than the line folds)."""
+    indent = len(bullet)
+    lines = plain(text).wrap(console, max(console.width - indent, 1), overflow="fold")
+    for number, line in enumerate(lines):
+        line.rstrip()
+        console.print(Text(bullet if number == 0 else " " * indent) + line)
+
+
+def print_table(console: Console, table: Table) -> None:
+    """The table within the console's width. When its one-line headers do not fit, headers
+    wrap at their spaces; when that is not enough either, the table continues below: its
+    further columns in tables of their own that repeat its leading key columns (`#`,
+    `stage`). No row wraps, no number is cut, a name folds only in a column of its own."""
+    everything = list(range(len(table.columns)))
+    if _measure(console, table, everything).maximum <= console.width:
+        console.print(_rich_table(table, everything, table.title))
+        return
+    keys = _key_columns(table)
+    parts: list[list[int]] = []
+    for column in everything[len(keys) :]:
+        if parts and _fits(console, table, [*keys, *parts[-1], column]):
+            parts[-1].append(column)
+        else:
+            parts.append([column])
+    for number, part in enumerate(parts or [[]]):
+        title = table.title if number == 0 else "(continued)"
+        console.print(_rich_table(table, [*keys, *part], title, compact=True))
+
+
+def _key_columns(table: Table) -> list[int]:
+    """The first column and the left-aligned (name) columns right after it."""
+    keys = [0]
+    while len(keys) < len(table.columns) and table.align[len(keys)] != RIGHT:
+        keys.append(len(keys))
+    return keys
+
+
+def _fits(console: Console, table: Table, columns: list[int]) -> bool:
+    return _measure(console, table, columns, compact=True).minimum <= console.width
+
+
+def _measure(
+    console: Console, table: Table, columns: list[int], *, compact: bool = False
+) -> Measurement:
+    """The table's width unbounded: rich clamps a measure to the width it is given."""
+    unbounded = console.options.update_width(UNBOUNDED)
+    return console.measure(_rich_table(table, columns, "", compact=compact), options=unbounded)
+
+
+def _rich_table(
+    table: Table, columns: list[int], title: str, *, compact: bool = False
+) -> RichTable:
+    """The columns as a rich table; compact: each header wraps at its spaces, each column of
+    numbers (and the key names) as wide as its longest cell or header word, other names wrap."""
+    keys = _key_columns(table)
+    rich = RichTable(title=plain(title), title_justify="left", show_lines=False)
+    for column in columns:
+        header = table.columns[column]
+        right = table.align[column] == RIGHT
+        cells = [elide(row[column]) for row in table.rows]
+        width = max([*map(len, cells), *map(len, header.split())])
+        fixed = compact and (right or column in keys)
+        rich.add_column(
+            plain(header),
+            justify="right" if right else "left",
+            width=width if fixed else None,
+            overflow="fold" if compact else "ellipsis",
+        )
+    for row in table.rows:
+        rich.add_row(*(plain(elide(row[column])) for column in columns))
+    return rich
