@@ -9,6 +9,7 @@ from rich.text import Text
 
 from trace_gaps.analysis.integrity import unreliable_lines
 from trace_gaps.records import Report
+from trace_gaps.render.kernels import kernel_table
 from trace_gaps.render.tables import (
     RIGHT,
     Table,
@@ -80,6 +81,7 @@ def render_text(report: Report, *, width: int = 160) -> str:
             ledger_table(process),
             stage_table(process),
             long_gap_table(process),
+            kernel_table(process),
         )
         for table in tables:
             if table.rows:
