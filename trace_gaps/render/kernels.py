@@ -20,7 +20,11 @@ def kernel_table(process: ProcessReport) -> Table:
     return Table(
         title=f"GPU ops of the {summary.steps_analysed} analysed steps by GPU time: "
         f"{summary.count} ops, {format_duration(summary.total_ns)}"
-        + (f" (top {len(shown)} of {len(summary.rows)} rows; every row in the JSON report)" if more else ""),
+        + (
+            f" (top {len(shown)} of {len(summary.rows)} rows; every row in the JSON report)"
+            if more
+            else ""
+        ),
         columns=[
             "op",
             "stage",
