@@ -5,8 +5,9 @@ analysed steps only, copies and graph replays included.
 An op belongs to the analysed steps when its launching call starts in one (as in the stage
 table's top kernels). Percentiles must be exact however the steps are cut into windows, so
 a window keeps its ops' durations as value counts (how many ops of each (pid, stage, kind,
-from graph, name) ran exactly d ns): they merge by addition, and the percentiles are read off the merged
-counts. Their size is at most one row per op, and far fewer where durations repeat.
+from graph, name) ran exactly d ns): they merge by addition, and the percentiles are read
+off the merged counts. They hold at most one row per op, and far fewer where durations
+repeat (GPU timestamps tick in tens of ns: 9,284 ops are 1,051 rows on spec_eager).
 """
 
 from __future__ import annotations
@@ -69,8 +70,7 @@ def merge_op_durations(parts: list[pd.DataFrame]) -> pd.DataFrame:
 
 def summarise_op_durations(durations: pd.DataFrame) -> pd.DataFrame:
     """Per (pid, stage, kind, from graph, name): ops, total, mean (rounded), p50, p90, min
-    and max ns
-    (KERNEL_SUMMARY_COLUMNS), from value counts sorted by group then duration.
+    and max ns (KERNEL_SUMMARY_COLUMNS), from value counts sorted by group then duration.
 
     Percentiles are numpy's "nearest": the value of rank round((n - 1) x q), half to even,
     as the step wall time's.
