@@ -21,6 +21,7 @@ from typer.testing import CliRunner
 
 from tests.conftest import SAMPLE_TRACES, assert_matches_schema, shipped_trace
 from tests.test_report import report_of
+from tests.test_windows import assert_same, streamed, whole_report
 from trace_gaps.analysis.kernels import (
     DURATION_COLUMNS,
     merge_op_durations,
@@ -76,6 +77,18 @@ def test_windows_give_the_summary_of_one_pass():
     expected = summarise_op_durations(whole.metrics[OP_DURATIONS])
     assert len(expected) > 50
     pd.testing.assert_frame_equal(summarise_op_durations(windowed.metrics[OP_DURATIONS]), expected)
+
+
+@pytest.mark.parametrize(("name", "steps"), [("spec_sync", "3:12"), ("serving_sglang", "10:")])
+def test_streamed_in_windows_the_kernels_and_the_step_range_are_those_of_the_whole_trace(
+    name, steps, monkeypatch
+):
+    path = shipped_trace(name)
+    options = AnalysisOptions(kernel_summary=True, step_range=parse(steps))
+    report, analysis = streamed(path, options, window_rows=2_000, monkeypatch=monkeypatch)
+    assert analysis.windows > 5
+    assert all(p.kernels is not None and p.kernels.rows for p in report.processes)
+    assert_same(report, whole_report(path, options))
 
 
 def two_stage_steps(builder):  # type: ignore[no-untyped-def]
