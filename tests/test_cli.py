@@ -259,7 +259,15 @@ def test_every_analysis_command_offers_every_analysis_option(path):
     for name in path:
         command = command.commands[name]
     offered = {p.name for p in command.params}
-    assert {o.name for o in ANALYSIS_OPTIONS} <= offered
+    assert {o.name for o in ANALYSIS_OPTIONS if o.shared} <= offered
+    # --steps (the analysed range) and --kernels only where a command asks for them: plot
+    # timeline and export perfetto have a --steps of their own (the steps drawn).
+    unshared = {o.name for o in ANALYSIS_OPTIONS if not o.shared}
+    assert unshared == {"steps", "kernels"}
+    if path in (["analyze"], ["report"]):
+        assert unshared <= offered
+    else:
+        assert not {"kernels"} & offered
 
 
 def test_the_analysis_options_become_one_analysis_options():
@@ -283,3 +291,33 @@ def test_the_analysis_options_become_one_analysis_options():
     assert received == [(AnalysisOptions("decode", 2, 2, 7, "DECODE", "default", ("ar_",)), 3)]
     assert CliRunner().invoke(probe, []).exit_code == 0
     assert received[-1] == (AnalysisOptions(), 1)
+    assert CliRunner().invoke(probe, ["--steps", "3:6"]).exit_code == 2  # not offered
+
+
+def test_the_offered_options_become_analysis_options_too():
+    import typer
+
+    from trace_gaps.analysis.pipeline import AnalysisOptions
+    from trace_gaps.analysis.step_range import StepRange
+    from trace_gaps.commands.options import analysis_options
+
+    received = []
+    probe = typer.Typer()
+
+    @probe.command()
+    @analysis_options(offer=("steps", "kernels"))
+    def command(*, options: AnalysisOptions) -> None:
+        received.append(options)
+
+    for args, expected in [
+        (
+            ["--steps", "3:6", "--kernels"],
+            AnalysisOptions(step_range=StepRange(3, 6), kernel_summary=True),
+        ),
+        (["--steps", "10:"], AnalysisOptions(step_range=StepRange(10, None))),
+        (["--steps", ":4"], AnalysisOptions(step_range=StepRange(0, 4))),
+        ([], AnalysisOptions()),
+    ]:
+        result = CliRunner().invoke(probe, args)
+        assert result.exit_code == 0, result.output
+        assert received[-1] == expected

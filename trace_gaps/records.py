@@ -15,6 +15,9 @@ from trace_gaps import __version__
 from trace_gaps.figures import StageSummary as StageSummary
 
 SCHEMA_VERSION = 3  # 2: keys renamed to one rule (docs/json.md, "Naming"); 3: notes as records
+# Fields (`X | None`, by name) that an option asks for: left out of the JSON where None, not
+# null, so that a report without the option is unchanged; optional in the Schema.
+OMITTED_WHEN_NONE = frozenset({"kernels"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +36,36 @@ class Report:
     kinds: list[KindRow] = field(default_factory=list)  # where steps come in several kinds
     # Figures made unreliable by damaged rows (integrity.UNRELIABLE_SHARE): flagged, not dropped.
     unreliable: list[UnreliableFigures] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class KernelRow:
+    """One op name's GPU time in one stage, of one kind, over the analysed steps."""
+
+    name: str
+    stage: str
+    kind: str  # OpKind: kernel, memcpy, memset, graph (a graph-level replay row)
+    from_graph: bool  # run by a graph launch (a node of a replay, or the replay itself)
+    count: int
+    count_per_step: float
+    total_ns: int
+    ns_per_step: int
+    mean_ns: int
+    p50_ns: int
+    p90_ns: int
+    min_ns: int
+    max_ns: int
+    share_pct: float  # of the process's GPU op time in the analysed steps (the summary's total)
+
+
+@dataclass(frozen=True, slots=True)
+class KernelSummary:
+    """The GPU ops of the analysed steps by name, stage and kind, most GPU time first."""
+
+    steps_analysed: int
+    count: int  # ops
+    total_ns: int  # their GPU time, summed (concurrent ops each count)
+    rows: list[KernelRow]
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +165,7 @@ class ProcessReport:
     replay: ReplayCheck | None = None  # the what-if replay of unchanged steps vs measured
     what_if: Prediction | None = None  # analyze --what-if: the levers' predicted step
     export_file: str = ""  # the export it comes from, when the report has several; else ""
+    kernels: KernelSummary | None = None  # analyze --kernels; left out of the JSON when None
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from trace_gaps.analysis.integrity import integrity_notes, unreliable_figures
+from trace_gaps.analysis.kernels import kernel_summary
 from trace_gaps.analysis.kinds import (
     MEAN_NS,
     SHARE_PCT,
@@ -11,7 +12,7 @@ from trace_gaps.analysis.kinds import (
     kind_label,
     ordered_kinds,
 )
-from trace_gaps.analysis.metrics import REPLAY_MODELS
+from trace_gaps.analysis.metrics import OP_DURATIONS, REPLAY_MODELS
 from trace_gaps.analysis.pipeline import Analysis
 from trace_gaps.analysis.ranks import build_ranks
 from trace_gaps.analysis.replay import Lever, LeverError, parse_levers, replay
@@ -221,6 +222,9 @@ def _process_report(
         replay=check_replay(models) if models else None,
         what_if=predict(models, levers, names, mode, mean_ns, strict=False)
         if levers and models
+        else None,
+        kernels=kernel_summary(analysis.metrics[OP_DURATIONS], pid, names, steps.steps_analysed)
+        if analysis.options.kernel_summary
         else None,
     )
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
+import operator
 import types
 import typing
 from enum import StrEnum
@@ -12,10 +14,12 @@ from typing import Any
 from trace_gaps.changes import StageSide
 from trace_gaps.diff import Diff
 from trace_gaps.figures import LAUNCH_TOTALS, UNEXPECTED_TOTALS, StageSummary
-from trace_gaps.model import WAIT_CAUSE, Bucket, ExecutionMode, IdleCause, VerdictKind
+from trace_gaps.model import WAIT_CAUSE, Bucket, ExecutionMode, IdleCause, OpKind, VerdictKind
 from trace_gaps.records import (
+    OMITTED_WHEN_NONE,
     Candidate,
     Evidence,
+    KernelRow,
     LedgerEntry,
     Note,
     Report,
@@ -38,6 +42,7 @@ VOCABULARY: dict[tuple[type, str], list[str]] = {
     (StageSummary, "execution"): [mode.value for mode in ExecutionMode],
     (StageSide, "execution"): [mode.value for mode in ExecutionMode],
     (Note, "severity"): [severity.value for severity in Severity],
+    (KernelRow, "kind"): [kind.value for kind in OpKind],
 }
 
 # Dict fields whose keys are a fixed set (a dict may hold fewer: an evidence without a stage
@@ -63,8 +68,9 @@ _SCALARS: dict[Any, dict[str, Any]] = {
 def json_schema(root: type) -> dict[str, Any]:
     """The JSON Schema (draft 2020-12) of `dataclasses.asdict(root(...))` as rendered.
 
-    Every dataclass is an object with all its fields required and no other keys; `X | None`
-    is either; a float field also accepts integers (JSON does not tell 1.0 from 1).
+    Every dataclass is an object with all its fields required (but for OMITTED_WHEN_NONE,
+    present only where given) and no other keys; `X | None` is either; a float field also
+    accepts integers (JSON does not tell 1.0 from 1).
     """
     definitions: dict[str, dict[str, Any]] = {}
     _define(root, definitions)
@@ -102,17 +108,26 @@ def _define(cls: type, definitions: dict[str, dict[str, Any]]) -> dict[str, Any]
         definitions[name] = {}  # placeholder: a dataclass may refer to itself
         hints = typing.get_type_hints(cls)
         properties = {
-            f.name: _field_schema(cls, f.name, hints[f.name], definitions)
+            f.name: _field_schema(cls, f.name, _given(f.name, hints[f.name]), definitions)
             for f in dataclasses.fields(cls)
         }
         definitions[name] = {
             "description": (cls.__doc__ or "").strip().splitlines()[0],
             "type": "object",
             "properties": properties,
-            "required": list(properties),
+            "required": [key for key in properties if key not in OMITTED_WHEN_NONE],
             "additionalProperties": False,
         }
     return {"$ref": f"#/$defs/{name}"}
+
+
+def _given(name: str, hint: Any) -> Any:
+    """A field left out where None is, where given, not None."""
+    if name not in OMITTED_WHEN_NONE:
+        return hint
+    return functools.reduce(
+        operator.or_, [arg for arg in typing.get_args(hint) if arg is not type(None)]
+    )
 
 
 def _field_schema(

@@ -38,6 +38,7 @@ from trace_gaps.analysis.collectives import (
 )
 from trace_gaps.analysis.grouped import summed_by
 from trace_gaps.analysis.host import BLOCKED_COLUMNS, OsCallIndex, find_blocked_host_time
+from trace_gaps.analysis.kernels import merge_op_durations, op_durations
 from trace_gaps.analysis.launches import (
     STAGE_STAT_COLUMNS,
     STAGE_STEP_COLUMNS,
@@ -91,6 +92,7 @@ class WindowInputs:
     )
     replay_step_ids: frozenset[int] = frozenset()  # the steps what-if replays (replay.py)
     graph_mode: GraphTraceMode = GraphTraceMode.UNKNOWN  # the export's --cuda-graph-trace
+    kernel_durations: bool = False  # compute OP_DURATIONS (analyze --kernels)
 
 
 @dataclass(frozen=True, slots=True)
@@ -430,6 +432,14 @@ LAUNCH_SPACING = declare(
 # capture/instantiate/upload calls: pid, tid, name, start, end
 GRAPH_SETUP_CALLS = declare(
     "graph_setup_calls", _graph_setup_calls, concatenated(GRAPH_SETUP_COLUMNS)
+)
+# per (pid, stage, kind, name, duration): analysed ops that ran that long (--kernels only)
+OP_DURATIONS = declare(
+    "op_durations",
+    lambda frames: op_durations(
+        frames.analysed_ops if frames.inputs.kernel_durations else frames.analysed_ops.iloc[:0]
+    ),
+    merge_op_durations,
 )
 # the calls, ops and idle runs of the steps a timeline picked
 STEP_DETAILS = declare("step_details", _step_details, _union)

@@ -21,6 +21,7 @@ from trace_gaps.analysis.metrics import MergedMetrics, WindowInputs
 from trace_gaps.analysis.picks import TimelineRequest, choose_steps
 from trace_gaps.analysis.ranges import build_range_tree
 from trace_gaps.analysis.stages import StageMap, map_stages, stage_calls
+from trace_gaps.analysis.step_range import StepRange, restrict_steps
 from trace_gaps.analysis.steps import (
     IS_WARMUP,
     STEP_ID,
@@ -72,6 +73,8 @@ class AnalysisOptions:
     domain: str | None = None  # steps and stages from this NVTX domain only ("default": 0)
     # Regular expressions of kernel names that are collectives too (--collective).
     collective_patterns: tuple[str, ...] = ()
+    step_range: StepRange | None = None  # analyse only these step indices (--steps A:B)
+    kernel_summary: bool = False  # keep every analysed op's duration (analyze --kernels)
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,6 +219,8 @@ def analyse_rows(
         op_chunks = [(name, _of_process(pid, chunks())) for name, chunks in sources.ops]
         call_chunks = _of_process(pid, sources.calls())
         rows = sources.rows
+    if options.step_range is not None:
+        steps = restrict_steps(steps, options.step_range)
     kinds = kind_table(steps)
     steps, kind = of_one_kind(steps, kinds, options.kind, trace.info.path)
     options = replace(options, kind=kind)
@@ -236,6 +241,7 @@ def analyse_rows(
         detail_step_ids=frozenset(int(i) for _, chosen in picked for i in chosen[STEP_ID]),
         replay_step_ids=replay_steps(steps),
         graph_mode=trace.info.graph_trace_mode,
+        kernel_durations=options.kernel_summary,
     )
     results = analyse_in_windows(
         [RowStream(name, chunks, empty_frame(GPU_OP_COLUMNS)) for name, chunks in op_chunks],

@@ -40,7 +40,7 @@ WhatIfOpt = Annotated[
 ]
 
 
-@analysis_options()
+@analysis_options(offer=("steps", "kernels"))
 def analyze(
     *,
     exports: ExportsArg = None,
@@ -67,6 +67,10 @@ def analyze(
             parse_levers(what_if)
         except LeverError as error:
             raise UsageError(f"--what-if: {error}") from error
+    if options.kernel_summary and fmt is Format.CSV:
+        raise UsageError(
+            "--kernels has no CSV form (the CSV is the ledger); use -f text, md or json."
+        )
     paths = given_exports(exports, demo, verb="analyses")
     outputs = [] if output is None else [output]
     refuse_inputs_as_outputs(outputs, paths)

@@ -16,7 +16,8 @@ import typer
 
 from trace_gaps.streams import say
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the analysis imports pandas: not for --help
+    from trace_gaps.analysis.step_range import StepRange
     from trace_gaps.render.console import Terminal
 
 HELP_OPTIONS = {"help_option_names": ["-h", "--help"]}
@@ -87,6 +88,15 @@ class AnalysisOption:
     default: Any
     field: str
     convert: Callable[[Any], Any] = lambda value: value
+    # Offered to every command with an `options` parameter; the others only where a command
+    # asks for them by name (analysis_options(offer=...)).
+    shared: bool = True
+
+
+def _step_range(text: str | None) -> StepRange | None:
+    from trace_gaps.analysis.step_range import parse_step_range
+
+    return None if text is None else parse_step_range(text)
 
 
 # In this order in each command's help, where the command has its `options` parameter.
@@ -116,6 +126,26 @@ ANALYSIS_OPTIONS = (
         ],
         None,
         "skip",
+    ),
+    # Not shared: plot timeline and export perfetto have a --steps of their own (the steps to
+    # draw), with the same indices.
+    AnalysisOption(
+        "steps",
+        Annotated[
+            str | None,
+            typer.Option(
+                "--steps",
+                metavar="A:B",
+                help="Analyse only the steps with index A to B-1 on each thread (from 0, "
+                "warm-up included, as plot's --step-index; 'A:' from A on, ':B' up to B-1); "
+                "warm-up steps in the range stay skipped.",
+                show_default=False,
+            ),
+        ],
+        None,
+        "step_range",
+        _step_range,
+        shared=False,
     ),
     AnalysisOption(
         "depth",
@@ -172,17 +202,33 @@ ANALYSIS_OPTIONS = (
         "collective_patterns",
         lambda patterns: tuple(patterns or ()),
     ),
+    AnalysisOption(
+        "kernels",
+        Annotated[
+            bool,
+            typer.Option(
+                "--kernels",
+                help="Add the kernel summary: the GPU ops of the analysed steps by name, stage "
+                "and kind, with count, total, mean, p50 and p90 (nsys's cuda_gpu_kern_sum for "
+                "the analysed steps only).",
+            ),
+        ],
+        False,
+        "kernel_summary",
+        shared=False,
+    ),
 )
 
 Command = Callable[..., Any]
 
 
-def analysis_options(**own: Any) -> Callable[[Command], Command]:
+def analysis_options(*, offer: tuple[str, ...] = (), **own: Any) -> Callable[[Command], Command]:
     """Give a command the analysis options where its keyword `options` stands; the command
-    gets them as one AnalysisOptions. own: an option's annotation for this command (its help
-    worded for it), by name."""
+    gets them as one AnalysisOptions. offer: the options not shared that it takes too, by
+    name. own: an option's annotation for this command (its help worded for it), by name."""
+    offered = tuple(o for o in ANALYSIS_OPTIONS if o.shared or o.name in offer)
 
-    def offer(option: AnalysisOption) -> inspect.Parameter:
+    def parameter_of(option: AnalysisOption) -> inspect.Parameter:
         return inspect.Parameter(
             option.name,
             inspect.Parameter.KEYWORD_ONLY,
@@ -196,7 +242,7 @@ def analysis_options(**own: Any) -> Callable[[Command], Command]:
         parameters: list[inspect.Parameter] = []
         for parameter in signature.parameters.values():
             if parameter.name == "options":
-                parameters.extend(offer(option) for option in ANALYSIS_OPTIONS)
+                parameters.extend(parameter_of(option) for option in offered)
             else:
                 parameters.append(parameter)
 
@@ -204,7 +250,7 @@ def analysis_options(**own: Any) -> Callable[[Command], Command]:
         def run(**given: Any) -> Any:
             from trace_gaps.analysis.pipeline import AnalysisOptions
 
-            chosen = {o.field: o.convert(given.pop(o.name)) for o in ANALYSIS_OPTIONS}
+            chosen = {o.field: o.convert(given.pop(o.name)) for o in offered}
             return command(**given, options=AnalysisOptions(**chosen))
 
         run.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]

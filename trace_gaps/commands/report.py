@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from trace_gaps.analysis.pipeline import AnalysisOptions
 
 
-@analysis_options()
+@analysis_options(offer=("steps", "kernels"))
 def report(
     *,
     output: Annotated[Path, typer.Option("--output", "-o", help="Folder to write the report in.")],

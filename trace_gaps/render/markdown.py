@@ -2,6 +2,7 @@
 
 from trace_gaps.analysis.integrity import unreliable_lines
 from trace_gaps.records import Report
+from trace_gaps.render.kernels import kernel_table
 from trace_gaps.render.tables import (
     RIGHT,
     Table,
@@ -80,6 +81,7 @@ def render_markdown(report: Report, *, export_argument: str | None = None) -> st
         out += render_table(ledger_table(process))
         out += render_table(stage_table(process))
         out += render_table(long_gap_table(process))
+        out += render_table(kernel_table(process))
         graphs = graph_lines(process)
         if graphs:
             out += (

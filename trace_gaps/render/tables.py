@@ -6,6 +6,7 @@ import shlex
 from dataclasses import dataclass
 
 from trace_gaps.analysis.kinds import kind_label
+from trace_gaps.analysis.step_range import OUTSIDE
 from trace_gaps.analysis.whatif import IGNORED, not_applicable_words
 from trace_gaps.figures import LEFT as LEFT
 from trace_gaps.figures import RIGHT as RIGHT
@@ -59,7 +60,9 @@ def describe_steps(process: ProcessReport) -> list[str]:
     skipped = ""
     if steps.steps_skipped:
         reasons = ", ".join(f"{count} {reason}" for reason, count in steps.skip_reasons.items())
-        skipped = f", {steps.steps_skipped} skipped as warm-up ({reasons})"
+        # Not all warm-up where --steps left steps out.
+        why = "" if any(r.startswith(OUTSIDE) for r in steps.skip_reasons) else " as warm-up"
+        skipped = f", {steps.steps_skipped} skipped{why} ({reasons})"
     wall = steps.wall
     return [
         f"Step: {name} — {steps.steps_analysed} analysed{skipped}; {steps.reason.rstrip('.')}.",

@@ -12,6 +12,7 @@ from trace_gaps.render.console import (
     print_item,
     print_table,
 )
+from trace_gaps.render.kernels import kernel_table
 from trace_gaps.render.tables import (
     candidate_table,
     cross_process_table,
@@ -62,6 +63,7 @@ def render_text(
             ledger_table(process),
             stage_table(process),
             long_gap_table(process),
+            kernel_table(process),
         )
         for table in tables:
             if table.rows:
