@@ -183,8 +183,11 @@ class Evidence:
 
 @dataclass(frozen=True, slots=True)
 class KernelShare:
-    """An op name's GPU time in a stage: a collective's split as the ledger splits it, into
-    the part waiting for a peer (the wait bucket) and the rest (busy: transfer and compute)."""
+    """An op name's GPU time in a stage, with the part a collective waited for a peer.
+
+    The ledger splits a collective the same way: its wait is the wait bucket's, the rest
+    (transfer and compute) the busy bucket's.
+    """
 
     name: str
     ns_per_step: int  # all of its time
