@@ -276,8 +276,7 @@ def _caption(report: Report, view: str) -> tuple[str, int]:
     if timeline is None:
         return which, -1
     if timeline.finding:
-        words = finding_words(timeline)
-        which = words[0].upper() + words[1:]
+        which = f"Step {finding_words(timeline)}"
     name = timeline.step_name or "whole process"
     return f"{which}: {name} #{timeline.step_index}, process {timeline.pid}", timeline.step_id
 

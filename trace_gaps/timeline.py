@@ -170,10 +170,9 @@ FINDING_WORDS = {
 
 
 def finding_words(timeline: StepTimeline) -> str:
-    """Why a finding picture's step was drawn: "the step where GPU idle in syncs is
-    largest: 1.20 ms"."""
+    """Why a finding picture's step was drawn: "where GPU idle in syncs is largest (1.20 ms)"."""
     words = FINDING_WORDS[Finding(timeline.finding)]
-    return f"the step where {words} is largest: {format_duration(timeline.finding_ns)}"
+    return f"where {words} is largest ({format_duration(timeline.finding_ns)})"
 
 
 def _op_labels(lane: pd.DataFrame) -> np.ndarray:

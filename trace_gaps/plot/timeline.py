@@ -342,7 +342,7 @@ def _title(report: Report, timelines: list[StepTimeline]) -> str:
         which = {"median": "median step", "worst": "slowest step"}.get(first.view, "step")
         steps = f"{which}: {name} #{first.step_index}" + (" (warm-up)" if first.is_warmup else "")
         if first.finding:
-            steps = f"{name} #{first.step_index}, {finding_words(first)}"
+            steps = f"{name} #{first.step_index}, the step {finding_words(first)}"
         wall = f"wall {format_duration(first.wall_ns)}"
     else:
         steps = f"steps {name} #{first.step_index}–#{last.step_index}"
