@@ -52,6 +52,16 @@ def test_a_long_host_gap_finding_draws_the_step_with_the_most_host_idle_time(two
     )
 
 
+def test_a_sync_finding_of_a_real_capture_draws_the_step_with_the_most_sync_idle_time():
+    # One rank of a 2-GPU run alone: its top candidate is the sample stage's sync.
+    report = load_and_report(shipped_trace("tp_rank0"), AnalysisOptions(), timelines=(FINDING,))[1]
+    process = report.processes[0]
+    assert process.candidates[0].kind == "sync_bound"
+    [finding] = report.timelines
+    assert (finding.step_id, finding.finding_ns) == _largest(process, "idle", "sync")
+    assert finding.finding == "sync"
+
+
 def test_the_median_view_keeps_the_step_nearest_the_median_wall(two_ranks):
     process = two_ranks.processes[0]
     [median] = [t for t in two_ranks.timelines if t.view == "median"]

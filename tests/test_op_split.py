@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tests.conftest import corpus_trace_paths, shipped_trace
+from tests.conftest import shipped_trace
 from trace_gaps.analysis.picks import StepPick, TimelineRequest
 from trace_gaps.analysis.pipeline import AnalysisOptions
 from trace_gaps.multi import analyse_exports
@@ -18,19 +18,13 @@ from trace_gaps.run import load_and_report
 from trace_gaps.units import format_duration
 
 
-def _corpus_pair() -> list:
-    found = {p.stem: p for p in corpus_trace_paths()}
-    if "tp_rank0" not in found:
-        pytest.fail("the corpus lacks tp_rank0/tp_rank1")
-    return [found["tp_rank0"], found["tp_rank1"]]
-
-
 @pytest.fixture(scope="module")
 def rank_pair() -> Report:
     # A real 2-GPU tensor-parallel run, one export per rank: rank 0 (pid 2947) waits in its
     # NCCL all-reduces for rank 1.
     finding = TimelineRequest(StepPick.FINDING)
-    return analyse_exports(_corpus_pair(), AnalysisOptions(), timelines=(finding,)).report
+    pair = [shipped_trace("tp_rank0"), shipped_trace("tp_rank1")]
+    return analyse_exports(pair, AnalysisOptions(), timelines=(finding,)).report
 
 
 @pytest.fixture(scope="module")
