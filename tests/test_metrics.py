@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from trace_gaps.analysis.metrics import (
+    FINDING_STEPS,
     LEDGER,
     METRICS,
     OP_CENSUS,
@@ -12,6 +13,7 @@ from trace_gaps.analysis.metrics import (
     declare,
     merge_parts,
 )
+from trace_gaps.analysis.picks import StepPick, TimelineRequest
 from trace_gaps.analysis.pipeline import AnalysisOptions, analyse_trace
 from trace_gaps.nsys.load import load_trace
 
@@ -50,3 +52,25 @@ def test_parts_merge_by_the_metric_s_rule_and_are_found_by_the_metric():
     merged = merge_parts((steps_seen, LEDGER), {"steps_seen": [3, 3], "ledger": []})
     assert merged[steps_seen] == 6
     assert list(merged[LEDGER].columns) == ["step_id", "stage", "bucket", "cause", "duration_ns"]
+
+
+def test_the_step_where_a_finding_is_largest_is_the_same_however_the_windows_cut(export_builder):
+    # Step 4's verify kernel is launched 2 µs later than the others': the most host idle time.
+    builder = export_builder()
+    for i in range(6):
+        o, late = i * 10_000, 2_000 if i == 4 else 0
+        builder.range("decode_step", o, o + 10_000)
+        builder.range("draft", o, o + 4_000).range("verify", o + 4_000, o + 10_000)
+        builder.launch("k_draft", o + 100, o + 600, o + 1_000, o + 3_000)
+        builder.launch("k_verify", o + 4_100 + late, o + 4_600 + late, o + 5_000 + late, o + 9_500)
+    trace = load_trace(builder.write())
+    finding = (TimelineRequest(StepPick.FINDING),)
+    found = [
+        analyse_trace(
+            trace, AnalysisOptions(skip=0), timelines=finding, window_rows=rows, chunk_rows=3
+        ).metrics[FINDING_STEPS]["host"]
+        for rows in (None, 4)
+    ]
+    whole, windowed = found
+    assert (whole.step_id, whole.duration_ns) == (windowed.step_id, windowed.duration_ns)
+    assert whole.step_id == 4 and len(windowed.detail.ops) == len(whole.detail.ops) == 2

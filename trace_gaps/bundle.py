@@ -2,6 +2,9 @@
 
 DIR/report.md             headline and verdict, provenance, the pictures, then the Markdown report
 DIR/report.json           the Report as JSON, as `trace-gaps analyze -f json` writes it
+DIR/timeline-finding.png  the step where the top candidate's wait, sync or host time is largest
+                          (only when the top candidate is a collective wait, a sync or long
+                          host gaps)
 DIR/timeline-median.png   the analysed step nearest the median wall time
 DIR/timeline-worst.png    the slowest analysed step
 DIR/steps.png             every step's ledger as a stacked bar
@@ -39,7 +42,7 @@ from trace_gaps.render.json import render_json
 from trace_gaps.render.markdown import escape_markdown, render_markdown
 from trace_gaps.render.tables import process_title
 from trace_gaps.report import Report
-from trace_gaps.timeline import StepPick, TimelineRequest
+from trace_gaps.timeline import StepPick, TimelineRequest, finding_words
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -47,7 +50,12 @@ if TYPE_CHECKING:
 # The timelines a bundle draws, and the picture each goes to. The last, every process's
 # lanes for the median step of the first, is drawn only when the report has several.
 RANKS_VIEW = TimelineRequest(StepPick.MEDIAN, all_processes=True)
-BUNDLE_VIEWS = (TimelineRequest(StepPick.MEDIAN), TimelineRequest(StepPick.WORST), RANKS_VIEW)
+BUNDLE_VIEWS = (
+    TimelineRequest(StepPick.FINDING),
+    TimelineRequest(StepPick.MEDIAN),
+    TimelineRequest(StepPick.WORST),
+    RANKS_VIEW,
+)
 REPORT_MD = "report.md"
 REPORT_JSON = "report.json"
 REPORT_HTML = "report.html"
@@ -143,6 +151,8 @@ def render_bundle_markdown(report: Report, provenances: Sequence[Provenance]) ->
             continue
         caption, step_id = _caption(report, request.view)
         image = timeline_file(request.view)
+        if step_id < 0 and request.pick is StepPick.FINDING:
+            continue
         if step_id in drawn:
             out += [
                 f"**{escape_markdown(caption)}**: the step drawn above ([{image}]({image})).",
@@ -265,6 +275,8 @@ def _caption(report: Report, view: str) -> tuple[str, int]:
     which = {"median": "Median step", "worst": "Slowest step"}.get(view, view)
     if timeline is None:
         return which, -1
+    if timeline.finding:
+        which = f"Step {finding_words(timeline)}"
     name = timeline.step_name or "whole process"
     return f"{which}: {name} #{timeline.step_index}, process {timeline.pid}", timeline.step_id
 
@@ -273,7 +285,12 @@ def bundle_figures(report: Report) -> dict[str, Figure]:
     """The bundle's pictures by file name."""
     from trace_gaps.plot import plot_steps, plot_timeline  # matplotlib: only when drawing
 
-    views = [r for r in BUNDLE_VIEWS if r != RANKS_VIEW or len(_drawn_pids(report)) > 1]
+    views = [
+        r
+        for r in BUNDLE_VIEWS
+        if (r != RANKS_VIEW or len(_drawn_pids(report)) > 1)
+        and (r.pick is not StepPick.FINDING or any(t.view == r.view for t in report.timelines))
+    ]
     figures = {timeline_file(r.view): plot_timeline(report, r.view) for r in views}
     return figures | {STEPS_PNG: plot_steps(report)}
 
@@ -359,6 +376,8 @@ def picture_list(report: Report) -> list[tuple[str, str]]:
                 shown.append((_ranks_caption(report, pids), timeline_file(request.view)))
             continue
         caption, step_id = _caption(report, request.view)
+        if step_id < 0 and request.pick is StepPick.FINDING:
+            continue
         if step_id not in drawn:
             drawn.add(step_id)
             shown.append((caption, timeline_file(request.view)))

@@ -243,11 +243,21 @@ class Evidence:
 
 @dataclass(frozen=True, slots=True)
 class KernelShare:
-    """An op name's GPU time in a stage."""
+    """An op name's GPU time in a stage, with the part a collective waited for a peer.
+
+    The ledger splits a collective the same way: its wait is the wait bucket's, the rest
+    (transfer and compute) the busy bucket's.
+    """
 
     name: str
-    ns_per_step: int
+    ns_per_step: int  # all of its time
     count_per_step: float
+    wait_ns_per_step: int = 0  # the part waiting for a peer; 0 for an op that is no collective
+
+    @property
+    def running_ns_per_step(self) -> int:
+        """The part not waiting: what it holds of its stage's busy bucket."""
+        return self.ns_per_step - self.wait_ns_per_step
 
 
 @dataclass(frozen=True, slots=True)
@@ -468,6 +478,9 @@ class StepTimeline:
     api_calls: Spans  # CUDA calls on the step's thread; group is the CallCategory value
     streams: list[StreamLane]  # every stream of the process with an op in the step
     idle: Spans  # GPU idle runs of one cause each; group and name are the IdleCause value
+    # view "finding": the picks.Finding drawn at its largest, and its time in this step
+    finding: str = ""
+    finding_ns: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -115,11 +115,22 @@ def build_report(
         processes=processes,
         slowest_rank_by_stage=slowest_ranks(processes),
         notes=integrity_notes(trace, analysis),
-        timelines=build_timelines(analysis, trace_start_ns=trace_start),
+        timelines=build_timelines(
+            analysis, trace_start_ns=trace_start, top_kinds=_top_kinds(processes)
+        ),
         ranks=ranks,
         kinds=kind_rows(analysis),
         unreliable=unreliable_figures(trace.info),
     )
+
+
+def _top_kinds(processes: list[ProcessReport]) -> dict[int, str]:
+    """Per pid, the verdict kind of its top candidate (of its first kind of step)."""
+    kinds: dict[int, str] = {}
+    for process in processes:
+        if process.candidates:
+            kinds.setdefault(process.pid, process.candidates[0].kind)
+    return kinds
 
 
 def kind_rows(analysis: Analysis) -> list[KindRow]:

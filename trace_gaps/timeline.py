@@ -7,13 +7,22 @@ from the step's start; every span is clipped to the step's window.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 
 from trace_gaps.analysis.collectives import WAIT_END_NS
 from trace_gaps.analysis.ledger import CAUSE
-from trace_gaps.analysis.metrics import STEP_DETAILS
-from trace_gaps.analysis.picks import StepPick, TimelineRequest, choose_request, choose_steps
+from trace_gaps.analysis.metrics import FINDING_STEPS, STEP_DETAILS, StepDetail
+from trace_gaps.analysis.picks import (
+    FINDING_OF_VERDICT,
+    Finding,
+    StepPick,
+    TimelineRequest,
+    choose_request,
+    choose_steps,
+)
 from trace_gaps.analysis.pipeline import Analysis
 from trace_gaps.analysis.stages import STAGE, thread_stage_at
 from trace_gaps.analysis.steps import IS_WARMUP, STEP_ID, STEP_INDEX
@@ -29,28 +38,70 @@ from trace_gaps.model import (
     STREAM_ID,
 )
 from trace_gaps.records import Spans, StepTimeline, StreamLane
+from trace_gaps.units import format_duration
 
 
-def build_timelines(analysis: Analysis, *, trace_start_ns: int) -> list[StepTimeline]:
+def build_timelines(
+    analysis: Analysis, *, trace_start_ns: int, top_kinds: dict[int, str] | None = None
+) -> list[StepTimeline]:
     """One StepTimeline per step each of the analysis's requests picked, in request then time order.
 
     The steps were picked (see picks.choose_steps) and their calls, ops and idle runs kept
-    while the analysis ran.
+    while the analysis ran. top_kinds: per pid, its top candidate's VerdictKind; a FINDING
+    request draws the step where that candidate's finding is largest, and nothing when the
+    candidate is not one a step shows (picks.FINDING_OF_VERDICT).
     """
     names = np.array(analysis.stage_map.names, dtype=object)
-    return [
-        _step_timeline(analysis, names, step, request.view, trace_start_ns)
-        for request, chosen in analysis.picked_steps
-        for step in chosen.itertuples()
-    ]
+    details = analysis.metrics[STEP_DETAILS]
+    timelines = []
+    for request, chosen in analysis.picked_steps:
+        if request.pick is StepPick.FINDING:
+            timelines += _finding_timeline(analysis, names, chosen, top_kinds or {}, trace_start_ns)
+            continue
+        timelines += [
+            _step_timeline(
+                analysis,
+                names,
+                step,
+                request.view,
+                trace_start_ns,
+                details[int(getattr(step, STEP_ID))],
+            )
+            for step in chosen.itertuples()
+        ]
+    return timelines
+
+
+def _finding_timeline(
+    analysis: Analysis,
+    names: np.ndarray,
+    chosen: pd.DataFrame,
+    top_kinds: dict[int, str],
+    trace_start_ns: int,
+) -> list[StepTimeline]:
+    if chosen.empty:
+        return []
+    finding = FINDING_OF_VERDICT.get(top_kinds.get(int(chosen[PID].iloc[0]), ""))
+    found = analysis.metrics[FINDING_STEPS].get(str(finding)) if finding else None
+    if finding is None or found is None:
+        return []
+    step = next(chosen[chosen[STEP_ID] == found.step_id].itertuples())
+    timeline = _step_timeline(
+        analysis, names, step, StepPick.FINDING.value, trace_start_ns, found.detail
+    )
+    return [replace(timeline, finding=finding.value, finding_ns=found.duration_ns)]
 
 
 def _step_timeline(
-    analysis: Analysis, names: np.ndarray, step: object, view: str, trace_start_ns: int
+    analysis: Analysis,
+    names: np.ndarray,
+    step: object,
+    view: str,
+    trace_start_ns: int,
+    detail: StepDetail,
 ) -> StepTimeline:
     pid, tid = int(getattr(step, PID)), int(getattr(step, GLOBAL_TID))
     start, end = int(getattr(step, START_NS)), int(getattr(step, END_NS))
-    detail = analysis.metrics[STEP_DETAILS][int(getattr(step, STEP_ID))]
     idle = detail.idle_runs
 
     calls = detail.calls
@@ -71,7 +122,7 @@ def _step_timeline(
                 start,
                 end,
                 names[lane[STAGE].to_numpy()],
-                lane[NAME].astype(str).to_numpy(),
+                _op_labels(lane),
             ),
             waits=_waits(lane, start, end, names),
         )
@@ -108,6 +159,38 @@ def _step_timeline(
             idle[CAUSE].to_numpy(),
         ),
     )
+
+
+# What a finding picture shows at its largest, in words.
+FINDING_WORDS = {
+    Finding.WAIT: "waiting in collectives",
+    Finding.SYNC: "GPU idle in syncs",
+    Finding.HOST: "GPU idle in host code",
+}
+
+
+def finding_words(timeline: StepTimeline) -> str:
+    """Why a finding picture's step was drawn: "where GPU idle in syncs is largest (1.20 ms)"."""
+    words = FINDING_WORDS[Finding(timeline.finding)]
+    return f"where {words} is largest ({format_duration(timeline.finding_ns)})"
+
+
+def _op_labels(lane: pd.DataFrame) -> np.ndarray:
+    """Each op's name; a collective that waited for a peer also gives its time split as the
+    ledger splits it: "ncclKernel · wait 2.86 ms + run 89.5 µs"."""
+    labels = lane[NAME].astype(str).to_numpy()
+    if WAIT_END_NS not in lane.columns:
+        return labels
+    start, end = lane[START_NS].to_numpy(), lane[END_NS].to_numpy()
+    wait = np.clip(np.minimum(lane[WAIT_END_NS].to_numpy(), end) - start, 0, None)
+    at = np.flatnonzero(wait > 0)  # the step's waiting collectives only: a few
+    labels = labels.astype(object)
+    labels[at] = [
+        f"{labels[i]} · wait {format_duration(int(wait[i]))} + run "
+        f"{format_duration(int(end[i] - start[i] - wait[i]))}"
+        for i in at
+    ]
+    return labels
 
 
 def _waits(lane: pd.DataFrame, start: int, end: int, names: np.ndarray) -> Spans:

@@ -76,7 +76,9 @@ def write_verdict(
     amount = format_duration(ns_per_step)
     if bucket == Bucket.BUSY.value:
         top = evidence.top_kernels[0] if evidence.top_kernels else None
-        kernel = f"; top op {top.name} {format_duration(top.ns_per_step)}/step" if top else ""
+        kernel = (
+            f"; top op {top.name} {format_duration(top.running_ns_per_step)}/step" if top else ""
+        )
         how = {
             ExecutionMode.GRAPH: " (replayed from a CUDA graph)",
             ExecutionMode.EAGER: " (eager launches)",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from trace_gaps.analysis.collectives import WAIT_END_NS
 from trace_gaps.analysis.grouped import is_one_of, summed_by, sums_per_bin
 from trace_gaps.analysis.long_gaps import LAUNCH_GAP_NS, launch_gaps
 from trace_gaps.analysis.stages import (
@@ -241,21 +242,30 @@ def stage_step_values(analysed_calls: pd.DataFrame) -> pd.DataFrame:
 
 
 def kernel_totals(analysed_ops: pd.DataFrame) -> pd.DataFrame:
-    """Per (pid, stage, op name): total GPU ns and count over the given ops."""
+    """Per (pid, stage, op name): total GPU ns, the part of it collectives spent waiting for
+    a peer (wait_ns: from an op's start to its wait end, as the ledger's wait bucket), and
+    count over the given ops."""
     ops = analysed_ops
-    duration = ops[END_NS].to_numpy() - ops[START_NS].to_numpy()
+    start, end = ops[START_NS].to_numpy(), ops[END_NS].to_numpy()
+    wait_end = ops[WAIT_END_NS].to_numpy() if WAIT_END_NS in ops.columns else start
+    wait = np.clip(np.minimum(wait_end, end) - start, 0, None)
     # Group on the categorical names; only the few result rows become strings.
-    grouped = summed_by(ops, [PID, STAGE, NAME], {"total_ns": duration}, "count")
+    grouped = summed_by(
+        ops, [PID, STAGE, NAME], {"total_ns": end - start, "wait_ns": wait}, "count"
+    )
     grouped[NAME] = grouped[NAME].astype(str)
     return grouped
 
 
 def top_kernels(totals: pd.DataFrame, *, top: int = 5) -> pd.DataFrame:
-    """Per (pid, stage): the `top` ops of kernel_totals with the most GPU time."""
-    ordered = totals.sort_values(
-        [PID, STAGE, "total_ns", NAME], ascending=[True, True, False, True], kind="stable"
+    """Per (pid, stage): the `top` ops of kernel_totals with the most GPU time running (their
+    time less their wait: what the busy bucket holds), then the most time."""
+    ordered = totals.assign(running=totals["total_ns"] - totals["wait_ns"]).sort_values(
+        [PID, STAGE, "running", "total_ns", NAME],
+        ascending=[True, True, False, False, True],
+        kind="stable",
     )
-    return ordered.groupby([PID, STAGE]).head(top).reset_index(drop=True)
+    return ordered.drop(columns="running").groupby([PID, STAGE]).head(top).reset_index(drop=True)
 
 
 def api_call_totals(

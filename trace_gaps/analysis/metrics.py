@@ -57,6 +57,7 @@ from trace_gaps.analysis.long_gaps import (
     find_host_gaps,
     launch_spacing,
 )
+from trace_gaps.analysis.picks import largest_findings
 from trace_gaps.analysis.replay import StepModel, step_model
 from trace_gaps.analysis.stages import STAGE, LaunchIndex, StageMap
 from trace_gaps.analysis.steps import IS_WARMUP, STEP_ID, step_rows
@@ -86,6 +87,7 @@ class WindowInputs:
     stage_map: StageMap
     os_calls: OsCallIndex  # the trace's outermost OS calls
     detail_step_ids: frozenset[int]
+    finding_step_ids: frozenset[int] = frozenset()  # the steps a FINDING picture chooses among
     # Per pid: the sorted starts, wait ends and peers of its collective ops that wait.
     collective_waits: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = field(
         default_factory=dict
@@ -339,6 +341,46 @@ def _step_detail(step: object, frames: WindowFrames) -> StepDetail:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class FindingStep:
+    """The step where a finding (picks.Finding) is largest, its time there, and its detail."""
+
+    step_id: int
+    duration_ns: int
+    detail: StepDetail
+
+
+def _finding_steps(frames: WindowFrames) -> dict[str, FindingStep]:
+    """Per finding: the window's step where it is largest (at most one detail per finding)."""
+    ids = np.fromiter(frames.inputs.finding_step_ids, dtype=np.int64)
+    steps = frames.steps[np.isin(frames.steps[STEP_ID].to_numpy(), ids)]
+    if steps.empty:
+        return {}
+    by_id = steps.set_index(STEP_ID, drop=False)
+    return {
+        str(finding): FindingStep(
+            int(step_id), int(ns), _step_detail(next(by_id.loc[[step_id]].itertuples()), frames)
+        )
+        for finding, step_id, ns in largest_findings(
+            frames.ledger, steps[STEP_ID].to_numpy()
+        ).itertuples(index=False)
+    }
+
+
+def _largest(parts: list[dict[str, FindingStep]]) -> dict[str, FindingStep]:
+    """Per finding, the windows' largest (ties: the lowest step id, as in one window)."""
+    largest: dict[str, FindingStep] = {}
+    for part in parts:
+        for finding, found in part.items():
+            held = largest.get(finding)
+            if held is None or (found.duration_ns, -found.step_id) > (
+                held.duration_ns,
+                -held.step_id,
+            ):
+                largest[finding] = found
+    return largest
+
+
 def _union(parts: list[dict[int, StepDetail]]) -> dict[int, StepDetail]:
     return {step_id: detail for part in parts for step_id, detail in part.items()}
 
@@ -407,7 +449,7 @@ STAGE_STEP_VALUES = declare(
 TOP_KERNELS = declare(
     "top_kernels",
     lambda frames: kernel_totals(frames.analysed_ops),
-    top_of(summed([PID, STAGE, NAME], ["total_ns", "count"]), top_kernels),
+    top_of(summed([PID, STAGE, NAME], ["total_ns", "wait_ns", "count"]), top_kernels),
 )
 # per (pid, stage, name): non-launch, non-sync calls
 API_CALL_TOTALS = declare(
@@ -443,6 +485,8 @@ OP_DURATIONS = declare(
 )
 # the calls, ops and idle runs of the steps a timeline picked
 STEP_DETAILS = declare("step_details", _step_details, _union)
+# per finding (picks.Finding): the step where it is largest, with its details
+FINDING_STEPS = declare("finding_steps", _finding_steps, _largest)
 # the replay models of the steps what-if replays (replay.py, whatif.py)
 REPLAY_MODELS = declare("replay_models", _replay_models, _union_models)
 

@@ -1,4 +1,5 @@
-"""Which steps a timeline picture shows: the request, and the steps it picks."""
+"""Which steps a timeline picture shows: the request, the steps it picks, and the step where a
+finding is largest (a finding picture's step is known only once the ledger is)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,19 @@ from enum import StrEnum
 import numpy as np
 import pandas as pd
 
-from trace_gaps.analysis.steps import IS_WARMUP, STEP_INDEX
+from trace_gaps.analysis.ledger import BUCKET, CAUSE, DURATION_NS
+from trace_gaps.analysis.steps import IS_WARMUP, STEP_ID, STEP_INDEX
 from trace_gaps.errors import TraceGapsError, UsageError
-from trace_gaps.model import END_NS, GLOBAL_TID, PID, START_NS
+from trace_gaps.model import (
+    END_NS,
+    GLOBAL_TID,
+    PID,
+    START_NS,
+    WAIT_CAUSE,
+    Bucket,
+    IdleCause,
+    VerdictKind,
+)
 
 
 class StepPick(StrEnum):
@@ -21,6 +32,34 @@ class StepPick(StrEnum):
     INDEX = "index"  # the step with a given index on its thread
     RANGE = "range"  # consecutive steps first <= index < stop
     AT = "at"  # the step under a time: another export's pick, on this export's clock
+    # The analysed step where the top candidate's finding is largest (Finding), when that
+    # candidate is a collective wait, a sync or long host gaps; else no step.
+    FINDING = "finding"
+
+
+class Finding(StrEnum):
+    """A ledger time a picture can show at its largest: (bucket, cause) rows of the ledger."""
+
+    WAIT = "wait"  # the GPU held by collectives waiting for a peer
+    SYNC = "sync"  # GPU idle while the step's thread syncs
+    HOST = "host"  # GPU idle while the step's thread runs host code
+
+    @property
+    def ledger_rows(self) -> tuple[str, str]:
+        """The (bucket, cause) of the ledger rows that hold this time."""
+        return {
+            Finding.WAIT: (Bucket.WAIT.value, WAIT_CAUSE),
+            Finding.SYNC: (Bucket.IDLE.value, IdleCause.SYNC.value),
+            Finding.HOST: (Bucket.IDLE.value, IdleCause.HOST.value),
+        }[self]
+
+
+# The verdicts whose time a picture of one step shows, and the ledger time that is theirs.
+FINDING_OF_VERDICT = {
+    VerdictKind.WAITING_FOR_PEER.value: Finding.WAIT,
+    VerdictKind.SYNC_BOUND.value: Finding.SYNC,
+    VerdictKind.LONG_HOST_GAPS.value: Finding.HOST,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +92,8 @@ def choose_steps(steps: pd.DataFrame, request: TimelineRequest) -> pd.DataFrame:
     """The steps a request picks, from the main thread of the first process with steps.
 
     With all_processes, the steps of the same indices on every process's main thread too.
+    FINDING picks the steps it chooses among (its analysed steps): largest_findings, once
+    the ledger is known, names the one.
     """
     if steps.empty:
         raise TraceGapsError("the export has no steps to draw: no process has GPU work.")
@@ -85,6 +126,9 @@ def _choose_on_thread(
         chosen = thread_steps[indices == request.first]
     elif request.pick is StepPick.RANGE:
         chosen = thread_steps[(indices >= request.first) & (indices < request.stop)]
+    elif request.pick is StepPick.FINDING:
+        analysed = thread_steps[~thread_steps[IS_WARMUP]]
+        chosen = analysed if not analysed.empty else thread_steps
     elif request.pick is StepPick.AT:
         # The step whose window holds the time, else the one whose middle is nearest it.
         middles = (thread_steps[START_NS].to_numpy() + thread_steps[END_NS].to_numpy()) // 2
@@ -118,6 +162,26 @@ def _choose_on_thread(
     return chosen
 
 
+def largest_findings(ledger: pd.DataFrame, step_ids: np.ndarray) -> pd.DataFrame:
+    """Per Finding with time in the given steps: the step with the most of it (ties: the
+    lowest step id, the earliest on its thread) and that time; columns finding, step_id,
+    duration_ns."""
+    ledger = ledger[np.isin(ledger[STEP_ID].to_numpy(), step_ids)]
+    bucket, cause = ledger[BUCKET].astype(str).to_numpy(), ledger[CAUSE].astype(str).to_numpy()
+    rows = []
+    for finding in Finding:
+        want_bucket, want_cause = finding.ledger_rows
+        per_step = (
+            ledger[(bucket == want_bucket) & (cause == want_cause)]
+            .groupby(STEP_ID, sort=True)[DURATION_NS]
+            .sum()
+        )
+        if len(per_step) and int(per_step.max()) > 0:
+            step_id = int(per_step.idxmax())  # the first of equals: the lowest id
+            rows.append((finding.value, step_id, int(per_step[step_id])))
+    return pd.DataFrame(rows, columns=["finding", STEP_ID, DURATION_NS])
+
+
 def choose_request(
     *,
     step_index: int | None = None,
@@ -125,7 +189,8 @@ def choose_request(
     worst: bool = False,
     median: bool = False,
 ) -> TimelineRequest:
-    """The one TimelineRequest the plot options ask for (default: the median step).
+    """The one TimelineRequest the plot options ask for (default: the step where the top
+    finding is largest, StepPick.FINDING; where none applies, the picture is the median step's).
 
     steps is "A:B", Python-style: steps A to B-1 of the step thread.
     """
@@ -147,4 +212,6 @@ def choose_request(
                 "--steps 3:6 draws steps 3, 4 and 5."
             )
         return TimelineRequest(StepPick.RANGE, first=int(first), stop=int(stop))
-    return TimelineRequest(StepPick.WORST if worst else StepPick.MEDIAN)
+    if worst:
+        return TimelineRequest(StepPick.WORST)
+    return TimelineRequest(StepPick.MEDIAN if median else StepPick.FINDING)

@@ -18,7 +18,7 @@ from trace_gaps.analysis.collectives import CollectiveMatch, match_collectives, 
 from trace_gaps.analysis.host import OsCallIndex, outermost_calls
 from trace_gaps.analysis.kinds import kind_table, of_one_kind, ordered_kinds
 from trace_gaps.analysis.metrics import MergedMetrics, WindowInputs
-from trace_gaps.analysis.picks import TimelineRequest, choose_steps
+from trace_gaps.analysis.picks import StepPick, TimelineRequest, choose_steps
 from trace_gaps.analysis.ranges import build_range_tree
 from trace_gaps.analysis.stages import StageMap, map_stages, stage_calls
 from trace_gaps.analysis.step_range import StepRange, restrict_steps
@@ -238,7 +238,8 @@ def analyse_rows(
         stage_map=stage_map,
         os_calls=OsCallIndex.of(outermost_calls(trace.os_calls)),
         collective_waits=collectives.lookup(),
-        detail_step_ids=frozenset(int(i) for _, chosen in picked for i in chosen[STEP_ID]),
+        detail_step_ids=_step_ids(picked, finding=False),
+        finding_step_ids=_step_ids(picked, finding=True),
         replay_step_ids=replay_steps(steps),
         graph_mode=trace.info.graph_trace_mode,
         kernel_durations=options.kernel_summary,
@@ -270,6 +271,19 @@ def analyse_rows(
         collectives,
         kinds,
         borrowed,
+    )
+
+
+def _step_ids(
+    picked: tuple[tuple[TimelineRequest, pd.DataFrame], ...], *, finding: bool
+) -> frozenset[int]:
+    """The ids of the steps picked by FINDING requests (finding), or by the others: a FINDING
+    request keeps the details of its one step only (metrics.FINDING_STEPS)."""
+    return frozenset(
+        int(i)
+        for request, chosen in picked
+        if (request.pick is StepPick.FINDING) == finding
+        for i in chosen[STEP_ID]
     )
 
 

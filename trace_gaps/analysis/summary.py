@@ -290,9 +290,15 @@ def assemble_candidates(
             syncs_per_step=summary.syncs_per_step if summary else 0.0,
             host_ns_per_launch=host_ns_per_launch(split, launches, long_idle) if is_idle else None,
             top_kernels=[
-                KernelShare(str(name), int(round(total / n)), round(count / n, 2))
-                for name, total, count in _rows(
-                    frames.kernels[frames.kernels["stage"] == stage], NAME, "total_ns", "count"
+                KernelShare(
+                    str(name), int(round(total / n)), round(count / n, 2), int(round(wait / n))
+                )
+                for name, total, count, wait in _rows(
+                    frames.kernels[frames.kernels["stage"] == stage],
+                    NAME,
+                    "total_ns",
+                    "count",
+                    "wait_ns",
                 )
             ],
             top_api_calls=[

@@ -39,7 +39,12 @@ def plot_timeline(
     demo: DemoOpt = False,
     median: Annotated[
         bool,
-        typer.Option("--median", help="The analysed step nearest the median wall time (default)."),
+        typer.Option(
+            "--median",
+            help="The analysed step nearest the median wall time (default where the top "
+            "candidate is not a collective wait, a sync or long host gaps; otherwise the "
+            "default is the step where that time is largest).",
+        ),
     ] = False,
     worst: Annotated[bool, typer.Option("--worst", help="The slowest analysed step.")] = False,
     step_index: Annotated[
@@ -83,15 +88,17 @@ def plot_timeline(
     window_ns = zoom_window(from_ms, to_ms)
     from trace_gaps.plot import plot_timeline
     from trace_gaps.run import load_and_report
-    from trace_gaps.timeline import choose_request
+    from trace_gaps.timeline import StepPick, TimelineRequest, choose_request
 
     request = choose_request(step_index=step_index, steps=steps, worst=worst, median=median)
+    # The median step stands in where the top finding is not one a step shows.
+    requests = (request, TimelineRequest()) if request.pick is StepPick.FINDING else (request,)
     if ranks:
         if options.process is not None:
             raise UsageError("--ranks draws every process: give no --process with it.")
-        request = dataclasses.replace(request, all_processes=True)
+        requests = (dataclasses.replace(requests[-1], all_processes=True),)
     path = image_source(output, export, demo)
-    _, report = load_and_report(path, options, timelines=(request,))
+    _, report = load_and_report(path, options, timelines=requests)
     save_figure(plot_timeline(report, window_ns=window_ns), output, quiet=quiet)
 
 

@@ -38,6 +38,7 @@ from trace_gaps.plot.palette import (
     title_name,
 )
 from trace_gaps.records import Report, Spans, StepTimeline
+from trace_gaps.timeline import finding_words
 from trace_gaps.units import NS_PER_MS, NS_PER_S, format_duration
 
 FIGURE_WIDTH_IN = 16.0
@@ -340,6 +341,8 @@ def _title(report: Report, timelines: list[StepTimeline]) -> str:
     if len(timelines) == 1:
         which = {"median": "median step", "worst": "slowest step"}.get(first.view, "step")
         steps = f"{which}: {name} #{first.step_index}" + (" (warm-up)" if first.is_warmup else "")
+        if first.finding:
+            steps = f"{name} #{first.step_index}, the step {finding_words(first)}"
         wall = f"wall {format_duration(first.wall_ns)}"
     else:
         steps = f"steps {name} #{first.step_index}–#{last.step_index}"

@@ -364,9 +364,15 @@ def evidence_lines(
         evidence = candidate.evidence
         lines = []
         for kernel in evidence.top_kernels if candidate.bucket == Bucket.BUSY.value else []:
+            waiting = (
+                f"; another {format_duration(kernel.wait_ns_per_step)}/step waiting for a peer, "
+                "in the wait bucket"
+                if kernel.wait_ns_per_step
+                else ""
+            )
             lines.append(
-                f"op {kernel.name}: {format_duration(kernel.ns_per_step)}/step "
-                f"({kernel.count_per_step:g} per step)"
+                f"op {kernel.name}: {format_duration(kernel.running_ns_per_step)}/step "
+                f"({kernel.count_per_step:g} per step{waiting})"
             )
         for call in evidence.top_api_calls if candidate.bucket == Bucket.IDLE.value else []:
             lines.append(
