@@ -132,3 +132,12 @@ def assert_matches_schema(text: str, kind: str = "report") -> None:
     """The JSON text is valid against the generated schema of `kind` ("report" or "diff")."""
     errors = sorted(_validator(kind).iter_errors(json.loads(text)), key=lambda e: list(e.path))
     assert not errors, "\n".join(f"{list(e.path)}: {e.message[:200]}" for e in errors[:10])
+
+
+@pytest.fixture(autouse=True)
+def no_terminal_width_from_the_runner(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Text output takes its width from COLUMNS when set (commands/options.text_terminal), and
+    pytest-xdist's workers start with COLUMNS=80: tests see the stable width of a pipe, as
+    `pytest -n 0` does, unless they set COLUMNS themselves."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.delenv("NO_COLOR", raising=False)
