@@ -7,7 +7,8 @@ The output keeps the schema of the input (the file is copied first). Every table
 events, profiler overhead, syncs, ...) gets N - 1 more copies of its original rows; copy k
 (1 ≤ k < N) has its times shifted by k × (span of the original + gap) and its correlation
 ids by k × (max correlationId + 1), so launches still join to their own ops and to nothing
-else. Rows CUPTI could not time (start = end = 0, or timestamp 0) stay untimed. The work
+else; the capture's stop and duration (ANALYSIS_DETAILS) move past the last copy. Rows
+CUPTI could not time (start = end = 0, or timestamp 0) stay untimed. The work
 runs inside SQLite (INSERT ... SELECT), with no Python loop per row.
 """
 
@@ -23,6 +24,7 @@ from pathlib import Path
 TIME_COLUMNS = ("start", "end", "timestamp")
 CORRELATION = "correlationId"
 DEFAULT_GAP_NS = 1_000_000
+ANALYSIS_TABLE = "ANALYSIS_DETAILS"  # the capture's start, stop and duration
 
 
 def _quote(name: str) -> str:
@@ -96,6 +98,18 @@ def _select_expressions(columns: list[tuple[str, int]]) -> list[str]:
     return expressions
 
 
+def _stretch_capture(connection: sqlite3.Connection, copies: int, shift: int) -> None:
+    """Move the capture's stop (and its duration) past the last copy: trace-gaps leaves out,
+    as impossible, rows that end after the capture stopped, and would drop every copy."""
+    columns = {name for name, _ in _columns(connection, ANALYSIS_TABLE)}
+    for column in ("stopTime", "duration"):
+        if column in columns:
+            connection.execute(
+                f"UPDATE {ANALYSIS_TABLE} SET {column} = {column} + ? WHERE {column} > 0",
+                (copies * shift,),
+            )
+
+
 def inflate(
     source: Path, output: Path, factor: int, *, gap_ns: int = DEFAULT_GAP_NS
 ) -> dict[str, int]:
@@ -130,6 +144,7 @@ def inflate(
                 )
             connection.execute("DROP TABLE temp._inflate_source")
             counts[table] = int(connection.execute(f"SELECT COUNT(*) FROM main.{q}").fetchone()[0])
+        _stretch_capture(connection, factor - 1, params["shift"])
         connection.commit()
     finally:
         connection.close()

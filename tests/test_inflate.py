@@ -10,7 +10,7 @@ from types import ModuleType
 import pytest
 
 from tests.builders import projected_frames
-from tests.conftest import ROOT, peer_trace_paths
+from tests.conftest import ROOT, peer_trace_paths, shipped_trace
 from trace_gaps.analysis.ledger import DURATION_NS
 from trace_gaps.analysis.metrics import LEDGER
 from trace_gaps.analysis.pipeline import Analysis, AnalysisOptions, analyse_trace
@@ -149,3 +149,15 @@ def test_inflating_a_real_export_triples_its_events_and_ops(tmp_path):
 
     assert missing(large, analysis) == 3 * missing(small, small_analysis)
     _assert_ledger_adds_up(analysis)
+
+
+def test_an_inflated_sample_keeps_every_copy_inside_the_capture(tmp_path):
+    """The copies end after the capture's recorded stop unless inflate moves it: they would
+    be left out as impossible times, and a benchmark would time the reading of rows it drops."""
+    source = shipped_trace("spec_eager")
+    big = tmp_path / "big.sqlite"
+    inflate(source, big, 3)
+    small, large = load_trace(source), load_trace(big)
+    assert large.info.impossible_ops == 0 and large.info.impossible_calls == 0
+    assert len(large.gpu_ops) == 3 * len(small.gpu_ops)
+    assert len(large.api_calls) == 3 * len(small.api_calls)
