@@ -13,6 +13,7 @@ set -u
 PART=${1:?usage: cores.sh big|many}
 T=${TG_CORES_TMP:-/tmp/tg-cores-work}
 RUNS=${RUNS:-1}
+JOBS=${JOBS:-1 2 4 8 16}
 mkdir -p "$T"
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 echo "== host: $(nproc) cores, $(python3 -V 2>&1), $(python3 -c 'import pandas, numpy, pyarrow; print("pandas", pandas.__version__, "numpy", numpy.__version__, "pyarrow", pyarrow.__version__)')"
@@ -22,7 +23,7 @@ big() {
 t0=$SECONDS
 python3 benchmarks/inflate.py sample_traces/spec_eager.sqlite --factor 1030 -o "$T/big10m.sqlite"
 echo "== inflated x1030 in $((SECONDS - t0)) s"
-python3 benchmarks/bench_jobs.py "$T/big10m.sqlite" --jobs 1 2 4 8 16 --runs "$RUNS"
+python3 benchmarks/bench_jobs.py "$T/big10m.sqlite" --jobs $JOBS --runs "$RUNS"
 for j in 1 8; do
   python3 -m trace_gaps analyze -q -j $j -f json "$T/big10m.sqlite" > "$T/big_j$j.json"
 done
