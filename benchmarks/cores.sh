@@ -25,7 +25,7 @@ python3 benchmarks/inflate.py sample_traces/spec_eager.sqlite --factor 1030 -o "
 echo "== inflated x1030 in $((SECONDS - t0)) s"
 python3 benchmarks/bench_jobs.py "$T/big10m.sqlite" --jobs $JOBS --runs "$RUNS"
 for j in 1 8; do
-  python3 -m trace_gaps analyze -q -j $j -f json "$T/big10m.sqlite" > "$T/big_j$j.json"
+  python3 -m trace_gaps analyze -q -j $j -f json "$T/big10m.sqlite" > "$T/big_j$j.json" || echo "!! analyze -j $j failed"
 done
 cmp "$T/big_j1.json" "$T/big_j8.json" && echo "== 10M: JSON of --jobs 1 and --jobs 8 identical"
 }
@@ -41,8 +41,8 @@ for r in 1 2 3 4 5 6 7; do
 done
 echo "== 8 exports made in $((SECONDS - t0)) s"
 python3 benchmarks/bench_many.py "$T"/rank?.sqlite --jobs 8 --repeat "$RUNS"
-python3 -m trace_gaps analyze -f json "$T"/rank?.sqlite > "$T/many_serial.json"
-python3 -m trace_gaps analyze -f json --jobs 8 "$T"/rank?.sqlite > "$T/many_j8.json"
+python3 -m trace_gaps analyze -f json "$T"/rank?.sqlite > "$T/many_serial.json" || echo "!! serial failed"
+python3 -m trace_gaps analyze -f json --jobs 8 "$T"/rank?.sqlite > "$T/many_j8.json" || echo "!! --jobs 8 failed"
 cmp "$T/many_serial.json" "$T/many_j8.json" && echo "== 8 exports: JSON of serial and --jobs 8 identical"
 }
 

@@ -65,3 +65,18 @@ def test_a_wrong_choice_is_answered_in_one_line(args: list[str], line: str) -> N
     assert result.exit_code == 2
     assert result.stderr == f"error: {line}\n"
     assert result.stdout == ""
+
+
+def test_a_typer_without_the_internals_the_help_reads_still_runs(monkeypatch) -> None:
+    """usage.py reads typer 0.29's internals; where they are missing (another typer: one on a
+    GPU host's image lacked Option.display_type, and every command crashed), commands run
+    and the help is typer's own."""
+    import trace_gaps.commands.usage as usage
+
+    def missing(option: object) -> str:
+        raise AttributeError("'TyperOption' object has no attribute 'display_type'")
+
+    monkeypatch.setattr(usage, "_value_name", missing)
+    assert runner.invoke(app, ["analyze", "--help"]).exit_code == 0
+    analysed = runner.invoke(app, ["analyze", "--demo", "-q", "-f", "json"])
+    assert analysed.exit_code == 0, analysed.output

@@ -38,8 +38,14 @@ class PlainArgument(TyperArgument):
 
 def plain_help(command: Command, help_names: list[str]) -> None:
     """Plain value names (name_values) for the command and every command under it.
-    help_names: the help option's names (its option is made here, once)."""
-    help_option = command.get_help_option(SimpleNamespace(help_option_names=help_names))
+    help_names: the help option's names (its option is made here, once).
+
+    This reads typer's internals (0.29's vendored click); under a typer without them the
+    help is typer's own, and the command runs: help text is never worth a crash."""
+    try:
+        help_option = command.get_help_option(SimpleNamespace(help_option_names=help_names))
+    except (AttributeError, TypeError):
+        help_option = None
     name_values([*command.params, *([help_option] if help_option else [])])
     for sub in getattr(command, "commands", {}).values():
         plain_help(sub, help_names)
@@ -49,11 +55,14 @@ def name_values(params: list[Any]) -> None:
     """Give each parameter a plain name for its value: none for a flag, the choices for a
     choice, else the value's kind; an argument its own name in capitals."""
     for param in params:
-        if isinstance(param, TyperArgument) and param.metavar is None:
-            param.metavar = (param.name or "").upper()
-            param.__class__ = PlainArgument
-        elif isinstance(param, TyperOption) and param.metavar is None:
-            param.metavar = "" if param.is_flag else _value_name(param)
+        try:
+            if isinstance(param, TyperArgument) and param.metavar is None:
+                param.metavar = (param.name or "").upper()
+                param.__class__ = PlainArgument
+            elif isinstance(param, TyperOption) and param.metavar is None:
+                param.metavar = "" if param.is_flag else _value_name(param)
+        except (AttributeError, TypeError):  # another typer: its own help for this one
+            continue
 
 
 def _value_name(option: TyperOption) -> str:
