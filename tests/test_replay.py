@@ -224,3 +224,58 @@ def test_analyze_what_if_on_a_serving_capture_says_which_kind_a_lever_does_not_a
         "**What-if no lever: predicted 9.15 ms/step (measured 9.15, saving 0.00); not applicable "
         "to these steps: forward\\_decode=graph (no stage forward\\_decode in these steps)"
     ) in result.stdout
+
+
+def _host_timeline_by_loop(start, end, c_start, c_end, c_stage, stage_map, tid):
+    """The host timeline as first written, one gap at a time: the reference the vectorised
+    replay._host_timeline must equal."""
+    from trace_gaps.analysis.replay import _NONE
+    from trace_gaps.analysis.stages import thread_stage_at
+
+    thread = stage_map.threads.get(tid)
+    cuts = np.zeros(0, dtype=np.int64)
+    if thread is not None:
+        edges = [*thread.level_starts, *thread.level_ends]
+        if edges:
+            cuts = np.unique(np.concatenate(edges))
+            cuts = cuts[(cuts > start) & (cuts < end)]
+    gap_lo = np.r_[start, c_end].astype(np.int64)
+    gap_hi = np.maximum(np.r_[c_start, end].astype(np.int64), gap_lo)
+    calls, lengths, stages = [], [], []
+    for g in range(len(gap_lo)):
+        lo, hi = int(gap_lo[g]), int(gap_hi[g])
+        bounds = np.r_[lo, cuts[(cuts > lo) & (cuts < hi)], hi]
+        if hi > lo:
+            mids = (bounds[:-1] + bounds[1:]) // 2
+            codes = thread_stage_at(stage_map, thread, mids) if thread is not None else 0 * mids
+            for piece, code in zip(np.diff(bounds), codes, strict=True):
+                calls.append(_NONE)
+                lengths.append(int(piece))
+                stages.append(int(code))
+        if g < len(c_start):
+            calls.append(g)
+            lengths.append(0)
+            stages.append(int(c_stage[g]))
+    return calls, lengths, stages
+
+
+def test_the_host_timeline_is_the_gap_by_gap_one_on_random_calls() -> None:
+    from trace_gaps.analysis.replay import _host_timeline
+
+    _, analysis = analysed(SAMPLE_TRACES / "spec_eager.sqlite")
+    stage_map = analysis.stage_map
+    tid = next(iter(stage_map.threads))
+    steps = analysis.steps
+    rng = np.random.default_rng(7)
+    for _ in range(200):
+        step = steps.iloc[int(rng.integers(len(steps)))]
+        start, end = int(step["start_ns"]), int(step["end_ns"])
+        n = int(rng.integers(0, 40))
+        starts = np.sort(rng.integers(start, end, n))
+        ends = np.minimum(starts + rng.integers(0, (end - start) // 4 + 2, n), end)
+        # Calls may overlap (a call ending after the next starts): the gap is then empty.
+        stages = rng.integers(0, len(stage_map.names), n)
+        for thread in (tid, -1):  # a step thread, and a thread with no stages
+            got = _host_timeline(start, end, starts, ends, stages, stage_map, thread)
+            want = _host_timeline_by_loop(start, end, starts, ends, stages, stage_map, thread)
+            assert [a.tolist() for a in got] == [list(w) for w in want]

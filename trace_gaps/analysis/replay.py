@@ -313,44 +313,54 @@ def _host_timeline(
     stage_map: StageMap,
     tid: int,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The host timeline's items: host gaps cut at stage boundaries, and the calls."""
+    """The host timeline's items: host gaps cut at stage boundaries, and the calls, in time
+    order (each gap's pieces, then the call that ends it); vectorised over every gap."""
     thread = stage_map.threads.get(tid)
     cuts = np.zeros(0, dtype=np.int64)
     if thread is not None:
         edges = [*thread.level_starts, *thread.level_ends]
         if edges:
-            cuts = np.unique(np.concatenate(edges))
+            cuts = np.unique(np.concatenate(edges)).astype(np.int64)
             cuts = cuts[(cuts > start) & (cuts < end)]
     gap_lo = np.r_[start, c_end].astype(np.int64)
-    gap_hi = np.r_[c_start, end].astype(np.int64)
-    gap_hi = np.maximum(gap_hi, gap_lo)
-    calls: list[int] = []
-    lengths: list[int] = []
-    stages: list[int] = []
-    for g in range(len(gap_lo)):
-        lo, hi = int(gap_lo[g]), int(gap_hi[g])
-        inner = cuts[(cuts > lo) & (cuts < hi)]
-        bounds = np.r_[lo, inner, hi]
-        if hi > lo:
-            mids = (bounds[:-1] + bounds[1:]) // 2
-            codes = (
-                thread_stage_at(stage_map, thread, mids)
-                if thread is not None
-                else np.zeros(len(mids), dtype=np.int64)
-            )
-            for piece, code in zip(np.diff(bounds), codes, strict=True):
-                calls.append(_NONE)
-                lengths.append(int(piece))
-                stages.append(int(code))
-        if g < len(c_start):
-            calls.append(g)
-            lengths.append(0)
-            stages.append(int(c_stage[g]))
-    return (
-        np.asarray(calls, dtype=np.int32),
-        np.asarray(lengths, dtype=np.int64),
-        np.asarray(stages, dtype=np.int32),
+    gap_hi = np.maximum(np.r_[c_start, end].astype(np.int64), gap_lo)
+    # Gap g holds the cuts strictly inside it, cuts[first[g]:first[g] + inner[g]].
+    first = np.searchsorted(cuts, gap_lo, side="right")
+    inner = np.maximum(np.searchsorted(cuts, gap_hi, side="left") - first, 0)
+    pieces = np.where(gap_hi > gap_lo, inner + 1, 0)
+    gap = np.repeat(np.arange(len(gap_lo)), pieces)
+    at = np.arange(len(gap)) - np.repeat(np.cumsum(pieces) - pieces, pieces)
+    cut_lo = first[gap] + at - 1  # the cut a piece starts at (at > 0)
+    cut_hi = first[gap] + at  # the cut it ends at (at < inner)
+    lo = np.where(
+        at > 0, cuts[np.clip(cut_lo, 0, max(len(cuts) - 1, 0))] if len(cuts) else 0, gap_lo[gap]
     )
+    hi = np.where(
+        at < inner[gap],
+        cuts[np.clip(cut_hi, 0, max(len(cuts) - 1, 0))] if len(cuts) else 0,
+        gap_hi[gap],
+    )
+    mids = (lo + hi) // 2
+    codes = (
+        thread_stage_at(stage_map, thread, mids)
+        if thread is not None
+        else np.zeros(len(mids), dtype=np.int64)
+    )
+    # Items per gap: its pieces, then the call that ends it (the last gap ends the step).
+    ends_in_call = np.arange(len(gap_lo)) < len(c_start)
+    per_gap = pieces + ends_in_call
+    offset = np.cumsum(per_gap) - per_gap
+    total = int(per_gap.sum())
+    calls = np.full(total, _NONE, dtype=np.int32)
+    lengths = np.zeros(total, dtype=np.int64)
+    stages = np.zeros(total, dtype=np.int32)
+    piece_at = offset[gap] + at
+    lengths[piece_at] = hi - lo
+    stages[piece_at] = codes
+    call_at = (offset + pieces)[ends_in_call]
+    calls[call_at] = np.arange(len(c_start), dtype=np.int32)
+    stages[call_at] = np.asarray(c_stage, dtype=np.int64)[: len(c_start)]
+    return calls, lengths, stages
 
 
 def _latencies(
