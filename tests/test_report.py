@@ -59,7 +59,7 @@ def test_launch_counts_queue_time_and_execution_mode_per_stage(export_builder):
 def test_ledger_means_sum_to_the_mean_step_wall_time_in_json(export_builder):
     data = json.loads(render_json(report_of(eager_and_graph_export(export_builder()), skip=0)))
     process = data["processes"][0]
-    assert data["schema_version"] == 2
+    assert data["schema_version"] == 3  # 3: notes as records
     assert process["steps"]["steps_analysed"] == 4
     assert sum(e["ns_per_step"] for e in process["ledger"]) == process["steps"]["wall"]["mean_ns"]
     assert {e["cause"] for e in process["ledger"] if e["bucket"] == "idle"} <= {
