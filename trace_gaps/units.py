@@ -15,20 +15,19 @@ def us_to_ns(us: float) -> Ns:
     return round(us * NS_PER_US)
 
 
+# (unit, ns in one, decimals), smallest first: the units durations are written in.
+_UNITS = (("ns", 1, 0), ("µs", NS_PER_US, 1), ("ms", NS_PER_MS, 2), ("s", NS_PER_S, 2))
+
+
+def _unit(magnitude: float) -> tuple[str, int, int]:
+    """The largest unit not above the magnitude (ns for anything under 1 µs)."""
+    return next(unit for unit in reversed(_UNITS) if magnitude >= unit[1] or unit[1] == 1)
+
+
 def format_duration(ns: float) -> str:
     """Format a duration for people: 850 ns, 12.3 µs, 4.40 ms, 1.25 s."""
-    magnitude = abs(ns)
-    if magnitude < NS_PER_US:
-        return f"{ns:.0f} ns"
-    if magnitude < NS_PER_MS:
-        return f"{ns / NS_PER_US:.1f} µs"
-    if magnitude < NS_PER_S:
-        return f"{ns / NS_PER_MS:.2f} ms"
-    return f"{ns / NS_PER_S:.2f} s"
-
-
-# (unit, ns in one, decimals), smallest first: format_duration's choices.
-_UNITS = (("ns", 1, 0), ("µs", NS_PER_US, 1), ("ms", NS_PER_MS, 2), ("s", NS_PER_S, 2))
+    name, size, decimals = _unit(abs(ns))
+    return f"{ns / size:.{decimals}f} {name}"
 
 
 def format_durations(column: Sequence[float]) -> list[str]:
@@ -37,10 +36,7 @@ def format_durations(column: Sequence[float]) -> list[str]:
     column never switches units from line to line."""
     if not column:
         return []
-    smallest = min(abs(ns) for ns in column)
-    name, size, decimals = next(
-        unit for unit in reversed(_UNITS) if smallest >= unit[1] or unit[1] == 1
-    )
+    name, size, decimals = _unit(min(abs(ns) for ns in column))
     return [f"{ns / size:.{decimals}f} {name}" for ns in column]
 
 

@@ -270,14 +270,13 @@ def merge_longest_gaps(parts: list[pd.DataFrame], top: int = GAPS_KEPT) -> pd.Da
     return gaps.iloc[order[rank < top]].reset_index(drop=True)
 
 
-def _os_calls_near(frames: WindowFrames) -> pd.DataFrame:
-    return frames.inputs.os_calls.near_steps(frames.steps)
-
-
 def _blocked_host(frames: WindowFrames) -> pd.DataFrame:
     inputs = frames.inputs
     return find_blocked_host_time(
-        frames.steps, frames.idle_runs, inputs.stage_map, _os_calls_near(frames)
+        frames.steps,
+        frames.idle_runs,
+        inputs.stage_map,
+        frames.inputs.os_calls.near_steps(frames.steps),
     )
 
 
@@ -298,7 +297,9 @@ def op_census(projected: pd.DataFrame) -> pd.DataFrame:
 def _host_gaps(frames: WindowFrames) -> pd.DataFrame:
     inputs = frames.inputs
     found = find_host_gaps(frames.analysed_calls, frames.steps)
-    return explain_host_gaps(found, frames.idle_runs, _os_calls_near(frames), inputs.stage_map)
+    return explain_host_gaps(
+        found, frames.idle_runs, frames.inputs.os_calls.near_steps(frames.steps), inputs.stage_map
+    )
 
 
 def _graph_setup_calls(frames: WindowFrames) -> pd.DataFrame:

@@ -330,16 +330,12 @@ def _host_timeline(
     pieces = np.where(gap_hi > gap_lo, inner + 1, 0)
     gap = np.repeat(np.arange(len(gap_lo)), pieces)
     at = np.arange(len(gap)) - np.repeat(np.cumsum(pieces) - pieces, pieces)
-    cut_lo = first[gap] + at - 1  # the cut a piece starts at (at > 0)
-    cut_hi = first[gap] + at  # the cut it ends at (at < inner)
-    lo = np.where(
-        at > 0, cuts[np.clip(cut_lo, 0, max(len(cuts) - 1, 0))] if len(cuts) else 0, gap_lo[gap]
-    )
-    hi = np.where(
-        at < inner[gap],
-        cuts[np.clip(cut_hi, 0, max(len(cuts) - 1, 0))] if len(cuts) else 0,
-        gap_hi[gap],
-    )
+    # A piece starts at the gap's start or a cut, and ends at a cut or the gap's end; the
+    # index past the last cut (and -1) read a padding value that np.where discards.
+    padded = np.r_[cuts, 0]
+    cut_at = first[gap] + at
+    lo = np.where(at > 0, padded[cut_at - 1], gap_lo[gap])
+    hi = np.where(at < inner[gap], padded[cut_at], gap_hi[gap])
     mids = (lo + hi) // 2
     codes = (
         thread_stage_at(stage_map, thread, mids)
