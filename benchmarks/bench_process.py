@@ -34,7 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -194,41 +194,41 @@ def _spread(values: list[float], unit: str, digits: int = 2) -> str:
     return f"{min(values):.{digits}f}–{max(values):.{digits}f}{unit}"
 
 
-def measure(export: Path, names: list[str], pairs: int) -> list[str]:
-    """The table's rows for one export: every case paired with its reference."""
-    runs: dict[str, list[Run]] = {}
-    ratios: dict[str, list[float]] = {}
+def _row(export: Path, case: Case, runs: list[Run], ratios: list[float]) -> str:
+    walls = [run.wall_s for run in runs]
+    against = (
+        f"{statistics.median(ratios):.2f}x {case.reference} ({_spread(ratios, 'x')})"
+        if ratios
+        else "–"
+    )
+    return (
+        f"| {export.name} | {case.name} | {statistics.median(walls):.2f} s "
+        f"({_spread(walls, ' s')}) | {against} | "
+        f"{statistics.median(run.peak_mb for run in runs):.0f} MiB |"
+    )
+
+
+def measure(export: Path, names: list[str], pairs: int) -> Iterator[str]:
+    """The table's rows for one export, each as soon as its case is done: the case paired
+    with its reference, then the reference's own row the first time it is timed."""
+    shown: set[str] = set()
     with tempfile.TemporaryDirectory(prefix="bench-process-") as folder:
-        scratch = Path(folder)
+        scratch = Path(folder) / "out"
         for name in names:
             case = CASES[name]
-            reference = CASES.get(case.reference)
+            reference = CASES[case.reference]
+            runs: dict[str, list[Run]] = {case.name: [], reference.name: []}
+            ratios = []
             for turn in range(pairs):
-                order = [case, reference] if reference else [case]
-                if reference and turn % 2:
-                    order.reverse()
-                done = {each.name: run_once(each, export, scratch / "out") for each in order}
-                for each_name, run in done.items():
-                    runs.setdefault(each_name, []).append(run)
-                if reference:
-                    ratio = done[case.name].wall_s / done[reference.name].wall_s
-                    ratios.setdefault(name, []).append(ratio)
-    rows = []
-    for name in names:
-        case = CASES[name]
-        walls = [run.wall_s for run in runs[name]]
-        peaks = [run.peak_mb for run in runs[name]]
-        paired = ratios.get(name)
-        against = (
-            f"{statistics.median(paired):.2f}x {case.reference} ({_spread(paired, 'x')})"
-            if paired
-            else "–"
-        )
-        rows.append(
-            f"| {export.name} | {name} | {statistics.median(walls):.2f} s ({_spread(walls, ' s')}) "
-            f"| {against} | {statistics.median(peaks):.0f} MiB |"
-        )
-    return rows
+                order = [reference, case] if turn % 2 else [case, reference]
+                for each in order:
+                    runs[each.name].append(run_once(each, export, scratch))
+                    print(f"  {each.name}: {runs[each.name][-1].wall_s:.2f} s", file=sys.stderr)
+                ratios.append(runs[case.name][-1].wall_s / runs[reference.name][-1].wall_s)
+            if reference.name not in shown and not reference.reference:
+                yield _row(export, reference, runs[reference.name], [])
+            shown.add(reference.name)
+            yield _row(export, case, runs[case.name], ratios)
 
 
 def main(argv: list[str] | None = None) -> int:
