@@ -44,12 +44,16 @@ def test_the_tools_are_listed_and_analyze_matches_the_schema(tmp_path):
     async def work(session: ClientSession) -> dict[str, Any]:
         tools = await session.list_tools()
         analyzed = await session.call_tool("analyze", {"exports": [str(export)]})
+        narrowed = await session.call_tool(
+            "analyze", {"exports": [str(export)], "steps": "3:6", "kernels": True}
+        )
         info = await session.call_tool("info", {"export": str(export)})
         schema = await session.call_tool("schema", {"kind": "report"})
         resources = await session.list_resources()
         return {
             "tools": sorted(tool.name for tool in tools.tools),
             "analyze": analyzed,
+            "narrowed": narrowed,
             "info": info,
             "schema": schema,
             "resources": sorted(str(r.uri) for r in resources.resources),
@@ -64,6 +68,13 @@ def test_the_tools_are_listed_and_analyze_matches_the_schema(tmp_path):
     # The text content is the same report, for clients that read text only.
     assert json.loads(analyzed.content[0].text) == analyzed.structured_content
     assert analyzed.structured_content["processes"][0]["candidates"]
+    # --steps and --kernels reach the command: three steps, each kernel summarised.
+    narrowed = got["narrowed"].structured_content
+    assert not got["narrowed"].is_error
+    assert_matches_schema(json.dumps(narrowed))
+    assert narrowed["processes"][0]["steps"]["steps_analysed"] == 3
+    assert narrowed["processes"][0]["kernels"]
+    assert "kernels" not in analyzed.structured_content["processes"][0]
     assert got["info"].structured_content["ranges"]
     assert got["schema"].structured_content == json_schema(SCHEMAS["report"])
     # Nothing written: not beside the export, not in the server's folder.

@@ -130,13 +130,19 @@ def build_server(*, quiet: bool = False) -> Any:
         domain: str | None = None,
         process: int | None = None,
         top: int = 10,
+        steps: str | None = None,
+        kernels: bool = False,
     ) -> dict[str, Any]:
         """The report of `trace-gaps analyze -f json`: per process the step ledger (busy,
         wait, idle by cause per stage), launch economics, ranked candidates with verdicts and
         evidence, and notes. Several exports are one run (one per rank), on one clock.
-        step: the NVTX range of a step (name, family or glob; found when omitted)."""
+        step: the NVTX range of a step (name, family or glob; found when omitted).
+        steps: only the steps with index A to B-1 on each thread ("A:B", warm-up included).
+        kernels: add the per-kernel summary (count, total, percentiles per stage)."""
         options = analysis_options(step, skip, depth, kind, domain, process)
-        return call("analyze", [*options, f"--top={top}", "--format=json"], exports)
+        extra = [f"--steps={steps}"] if steps is not None else []
+        extra += ["--kernels"] if kernels else []
+        return call("analyze", [*options, *extra, f"--top={top}", "--format=json"], exports)
 
     @server.tool()
     def diff(
