@@ -127,3 +127,15 @@ def test_in_colour_a_names_control_characters_are_written_out() -> None:
     assert "kernel\\u001b]0;retitled\\u0007\\u001b[2J" in drawn
     assert "\x1b" not in re.sub(r"\x1b\[[0-9;]*m", "", drawn)
     assert "\x1b[1m" in drawn
+
+
+def test_info_fits_COLUMNS_and_a_pipe_keeps_its_lines() -> None:
+    runner = CliRunner()
+    sample = str(SAMPLE_TRACES / "spec_two_ranks.sqlite")
+    piped = runner.invoke(app, ["info", sample])
+    narrow = runner.invoke(app, ["info", sample], env={"COLUMNS": "80"})
+    assert piped.exit_code == narrow.exit_code == 0
+    # Unfitted, info has lines over 80 columns; fitted, none, and no word is lost.
+    assert max(map(len, piped.stdout.splitlines())) > 120
+    assert max(map(len, narrow.stdout.splitlines())) <= 80
+    assert narrow.stdout.split() == piped.stdout.split()

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from trace_gaps.commands.options import ExportArg, QuietOpt
+from trace_gaps.commands.options import ExportArg, QuietOpt, text_terminal
 from trace_gaps.errors import about_file
 from trace_gaps.formats import Format, InfoFormat
 from trace_gaps.inputs import resolve_export
@@ -37,6 +37,7 @@ def info(
     from trace_gaps.nsys.stream import stream_export
     from trace_gaps.overview import build_overview
     from trace_gaps.render import render_overview
+    from trace_gaps.render.console import NOT_A_TERMINAL, fit_lines
 
     path = resolve_export(export, demo)
     with about_file(path), stream_export(path) as opened:
@@ -50,4 +51,8 @@ def info(
             include_command=include_command,
         )
     shown = Format.JSON if as_json or fmt is InfoFormat.JSON else Format.TEXT
-    write_output(render_overview(overview, shown), None, quiet=quiet)
+    text = render_overview(overview, shown)
+    terminal = text_terminal(None, no_color=True)
+    if shown is Format.TEXT and terminal != NOT_A_TERMINAL:
+        text = fit_lines(text, terminal.width)
+    write_output(text, None, quiet=quiet)

@@ -4,6 +4,7 @@ tables and bullet lines fit into it (nothing cut, no row wider than the terminal
 from __future__ import annotations
 
 import re
+import textwrap
 from dataclasses import dataclass
 from io import StringIO
 
@@ -41,6 +42,20 @@ def elide(text: str, limit: int = MAX_NAME) -> str:
         return text
     keep = (limit - 1) // 2
     return text[:keep] + "…" + text[-(limit - 1 - keep) :]
+
+
+def fit_lines(text: str, width: int) -> str:
+    """Plain text whose lines are at most width columns: a longer line wraps at its spaces,
+    its continuation indented under the line's own indent plus four (a word longer than the
+    line folds). Nothing is cut."""
+    fitted = []
+    for line in text.split("\n"):
+        if len(line) <= width:
+            fitted.append(line)
+            continue
+        indent = " " * min(len(line) - len(line.lstrip(" ")) + 4, width // 2)
+        fitted += textwrap.wrap(line, width, subsequent_indent=indent, break_on_hyphens=False)
+    return "\n".join(fitted)
 
 
 def plain(text: str) -> Text:

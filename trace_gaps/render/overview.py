@@ -10,6 +10,7 @@ from trace_gaps.overview import TEXT_SETTINGS, Overview
 
 def render_overview_text(overview: Overview) -> str:
     """Plain text for a terminal."""
+    name_width = min(60, max((len(r.name) for r in overview.ranges), default=0))
     lines = [
         f"File: {overview.file} ({overview.size_bytes / 1e6:.1f} MB)",
         f"Nsight Systems {overview.nsys_version or 'unknown'}, export schema "
@@ -50,7 +51,7 @@ def render_overview_text(overview: Overview) -> str:
         "",
         "NVTX range families (library domains left out), most frequent first — pass one to --step:",
         *(
-            f"  {r.count:>8,} × {r.name[:60]:60} depth {r.min_depth}"
+            f"  {r.count:>8,} × {r.name[:60]:{name_width}} depth {r.min_depth}"
             + (f", {r.names} names" if r.names > 1 else "")
             + (f", inside {', '.join(p[:30] for p in r.parents)}" if r.parents else "")
             for r in overview.ranges
