@@ -1,16 +1,20 @@
 #!/bin/bash
 # Issue 34's figures on a many-core host (the GPU machine's 16 cores), whole process.
 #
-#   bash benchmarks/cores.sh big|many        (from the repository root)
+#   bash benchmarks/cores.sh big|many|process        (from the repository root)
 #
 # 1. One ~10M-kernel export: sample_traces/spec_eager.sqlite inflated x1030 (inflate.py),
 #    `analyze` with --jobs 1 2 4 8 16 (bench_jobs.py: median wall, speed-up, peak RSS), and
 #    the JSON of --jobs 1 against --jobs 8 (must be identical).
 # 2. Eight exports of one run (~1M kernels each, the sample inflated x100, copied 8 times):
 #    serial against --jobs 8 on a local Dask cluster (bench_many.py), JSON compared.
+# 3. process: whole commands as a user times them (bench_process.py) on the real ~1M-kernel
+#    capture (sample_traces/generate/make_large.sh; LARGE=path, or its xz parts carried in
+#    .large/parts/) and on it inflated x10: analyze against the read floors, report, plot
+#    and diff against analyze (PAIRS pairs, default 3).
 # Needs the [fast] and [dask] extras importable (on the GPU machine: carried wheels).
 set -u
-PART=${1:?usage: cores.sh big|many}
+PART=${1:?usage: cores.sh big|many|process}
 T=${TG_CORES_TMP:-/tmp/tg-cores-work}
 RUNS=${RUNS:-1}
 JOBS=${JOBS:-1 2 4 8 16}
@@ -44,6 +48,18 @@ python3 benchmarks/bench_many.py "$T"/rank?.sqlite --jobs 8 --repeat "$RUNS"
 python3 -m trace_gaps analyze -f json "$T"/rank?.sqlite > "$T/many_serial.json" || echo "!! serial failed"
 python3 -m trace_gaps analyze -f json --jobs 8 "$T"/rank?.sqlite > "$T/many_j8.json" || echo "!! --jobs 8 failed"
 cmp "$T/many_serial.json" "$T/many_j8.json" && echo "== 8 exports: JSON of serial and --jobs 8 identical"
+}
+
+process() {
+L=${LARGE:-$T/spec_eager_large.sqlite}
+if [ ! -f "$L" ]; then
+  cat .large/parts/spec_eager_large.sqlite.xz.part-* | xz -d -T0 > "$L" || { echo "!! no large capture: run make_large.sh, or carry .large/parts"; return 1; }
+fi
+t0=$SECONDS
+python3 benchmarks/inflate.py "$L" --factor 10 -o "$T/large_x10.sqlite"
+echo "== inflated x10 in $((SECONDS - t0)) s"
+python3 benchmarks/bench_process.py "$L" --pairs "${PAIRS:-3}"
+python3 benchmarks/bench_process.py "$T/large_x10.sqlite" --pairs "${PAIRS_X10:-2}" --commands analyze "analyze sqlite3"
 }
 
 "$PART"
