@@ -39,6 +39,7 @@ from trace_gaps.analysis.whatif import (
     priced_subset,
 )
 from trace_gaps.model import GLOBAL_TID, PID, Trace
+from trace_gaps.notes import write_note
 from trace_gaps.records import (
     ExportSummary,
     KindRow,
@@ -114,7 +115,7 @@ def build_report(
         export=export,
         processes=processes,
         slowest_rank_by_stage=slowest_ranks(processes),
-        notes=integrity_notes(trace, analysis),
+        notes=[write_note(facts) for facts in integrity_notes(trace, analysis)],
         timelines=build_timelines(
             analysis, trace_start_ns=trace_start, top_kinds=_top_kinds(processes)
         ),
