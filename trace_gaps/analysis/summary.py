@@ -64,11 +64,11 @@ from trace_gaps.model import (
     START_NS,
     Bucket,
     ExecutionMode,
+    ExportLack,
     OpKind,
     Trace,
     VerdictKind,
 )
-from trace_gaps.nsys.queries import GRAPH_NODE_EVENTS_TABLE
 from trace_gaps.records import (
     CallShare,
     Candidate,
@@ -551,7 +551,7 @@ def graph_facts(
 ) -> GraphFacts:
     """The process's graph captures (with their stage), instantiations, events and replays."""
     captures = find_captures(analysis.metrics[GRAPH_SETUP_CALLS], pid)
-    has_nodes = GRAPH_NODE_EVENTS_TABLE in trace.info.tables
+    has_nodes = ExportLack.GRAPH_NODES not in trace.info.lacks
     described = describe_captures(
         captures,
         analysis.range_tree,
