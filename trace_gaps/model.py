@@ -304,7 +304,7 @@ CAUSE_ORDER: tuple[IdleCause, ...] = (
 
 # Stage names of time no NVTX stage owns (a real range with one of these names is renamed).
 # Short gaps between launches within this many times the stage's median launch spacing are
-# the "even" ones: per-op dispatch (analysis/long_gaps.py measures, verdicts.py words it).
+# the "even" ones: per-op dispatch (analysis/long_gaps.py measures, analysis/findings.py judges).
 DISPATCH_FACTOR = 4
 
 NO_STAGE = "(no stage)"  # inside a step, outside every stage

@@ -1,7 +1,8 @@
 """The records the Report is made of: every type a renderer, a plot or the JSON reads.
 
-Analyses build them (analysis/summary.py, candidates.py, graphs.py, ranks.py, whatif.py,
-integrity.py; timeline.py), report.py assembles the Report; the JSON is `asdict` of it and
+Analyses build them (analysis/summary.py, candidates.py, graphs.py, ranks.py, whatif.py;
+timeline.py), report.py assembles the Report, with the words of the findings (verdicts.py) and
+of the integrity notes (notes.py, from NoteFacts); the JSON is `asdict` of it and
 its Schema (schema.py) is generated from these classes. StageSummary, whose fields are the
 per-stage figures, is declared with their computation in figures.py.
 """
