@@ -12,11 +12,14 @@ from pathlib import Path
 
 import pandas as pd
 
+from trace_gaps.analysis.integrity import integrity_notes
 from trace_gaps.analysis.launches import mark_blocking_copies
-from trace_gaps.analysis.pipeline import Analysis
+from trace_gaps.analysis.pipeline import Analysis, AnalysisOptions
 from trace_gaps.analysis.stages import project_ops, stage_calls
 from trace_gaps.analysis.threads import lent_threads
 from trace_gaps.model import Trace
+from trace_gaps.records import NoteCode, NoteFacts
+from trace_gaps.run import analyse_export
 
 SCHEMA = {
     "StringIds": "id INTEGER PRIMARY KEY, value TEXT NOT NULL",
@@ -350,3 +353,10 @@ def projected_frames(trace: Trace, analysis: Analysis) -> tuple[pd.DataFrame, pd
     staged = stage_calls(calls, analysis.stage_map)
     projected = project_ops(trace.gpu_ops, staged, analysis.stage_map)
     return mark_blocking_copies(staged, projected), projected
+
+
+def note_facts(path: Path, options: AnalysisOptions | None = None) -> dict[NoteCode, NoteFacts]:
+    """The integrity notes the analysis of an export finds, by code, before they are words
+    (a code the analysis notes twice, like domains_left_out, keeps its last)."""
+    trace, analysis = analyse_export(path, options or AnalysisOptions())
+    return {note.code: note for note in integrity_notes(trace, analysis)}

@@ -13,7 +13,7 @@ from tests.conftest import corpus_trace_paths, shipped_trace
 from trace_gaps.analysis.pipeline import AnalysisOptions, analyse_trace
 from trace_gaps.cli import app
 from trace_gaps.nsys.load import load_trace
-from trace_gaps.records import Report
+from trace_gaps.records import NoteCode, Report
 from trace_gaps.report import build_report
 
 runner = CliRunner()
@@ -109,10 +109,7 @@ def test_a_rank_missing_a_collective_leaves_the_rest_unmatched_and_says_so(expor
     # 101 lacks step 4's all-reduce: its 5th..7th pair with 100's 6th..8th, whose ends differ
     # (3 unmatched); 100's 8th has no partner at all (not an instance of two).
     assert (report.ranks.matched_instances, report.ranks.unmatched_instances) == (7, 3)
-    assert any(
-        note.code == "unmatched_collectives" and "could not be matched" in note.text
-        for note in report.notes
-    )
+    assert NoteCode.UNMATCHED_COLLECTIVES in [note.code for note in report.notes]
     waiting = next(r for r in report.ranks.processes if r.pid == 101)
     assert waiting.wait_ns_per_step == 300 * US * 4 // 8  # only the 4 matched instances
 

@@ -13,9 +13,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner, Result
 
-from tests.builders import ExportBuilder
+from tests.builders import ExportBuilder, note_facts
+from trace_gaps.analysis.pipeline import AnalysisOptions
 from trace_gaps.cli import app
 from trace_gaps.nsys.export import list_tables, open_export
+from trace_gaps.records import Figures, NoteCode, NoteNumber, Severity
 
 runner = CliRunner()
 
@@ -317,61 +319,64 @@ def test_an_export_missing_a_column_we_read_names_the_schema_problem(tmp_path):
 # Odd but readable exports: a report, with an integrity note that says what is affected.
 
 
-def notes_of(path: Path, *options: str) -> str:
+def notes_of(path: Path, *options: str) -> list[dict[str, object]]:
+    """The report's notes as its JSON carries them."""
     result = invoke(["analyze", str(path), "-f", "json", *options])
     assert result.exit_code == 0, result.output
-    return " | ".join(f"[{n['code']}] {n['text']}" for n in json.loads(result.stdout)["notes"])
+    return json.loads(result.stdout)["notes"]
+
+
+def numbers_of(path: Path, skip: int | None = 0) -> dict[NoteCode, dict[str, NoteNumber]]:
+    """Per note code the analysis finds, the numbers its sentence is written from."""
+    return {
+        code: note.numbers for code, note in note_facts(path, AnalysisOptions(skip=skip)).items()
+    }
 
 
 def test_no_nvtx_table_falls_back_to_whole_trace_analysis_and_says_so(export_builder):
     path = export_builder().launch("gemm", 0, 100, 200, 900).write()
-    assert "[no_nvtx] No NVTX_EVENTS table" in (notes := notes_of(path))
-    assert "each process is analysed as one step" in notes
+    (note,) = notes_of(path)
+    assert note["code"] == NoteCode.NO_NVTX
+    assert (note["severity"], note["figures"]) == (Severity.PARTIAL, [Figures.STEPS])
 
 
 def test_no_repeating_range_falls_back_to_whole_trace_analysis_and_says_so(export_builder):
     path = export_builder().range("once", 0, 1_000).launch("gemm", 0, 100, 200, 900).write()
-    assert "[no_step_range] No step range, whole-trace analysis" in notes_of(path)
+    assert [note["code"] for note in notes_of(path)] == [NoteCode.NO_STEP_RANGE]
 
 
 def test_a_graph_level_trace_says_kernels_inside_graphs_are_not_visible(export_builder):
     builder = small_export(export_builder())
     builder.call("cudaGraphLaunch", 4_100, 4_200, correlation_id=500)
     path = builder.graph_replay(4_300, 6_000, correlation_id=500).write()
-    assert "[graph_level_trace] Graph-level CUDA graph trace: 1 graph replays" in notes_of(
-        path, "--skip", "0"
-    )
+    assert numbers_of(path)[NoteCode.GRAPH_LEVEL_TRACE] == {"graph_replays": 1}
 
 
 def test_unclosed_ranges_and_ranges_closed_on_another_thread_are_noted(export_builder):
     builder = small_export(export_builder())
     builder.range("verify", 5_000, None).range("accept", 6_000, 7_000, end_tid=101)
-    notes = notes_of(builder.write(), "--skip", "0")
-    assert "[unclosed_ranges] 1 NVTX ranges were never closed" in notes
-    assert "[ranges_closed_elsewhere] 1 NVTX ranges were closed on another thread" in notes
+    numbers = numbers_of(builder.write())
+    assert numbers[NoteCode.UNCLOSED_RANGES] == {"ranges": 1}
+    assert numbers[NoteCode.RANGES_CLOSED_ELSEWHERE] == {"ranges": 1}
 
 
 def test_untimed_rows_are_left_out_and_counted(export_builder):
     builder = small_export(export_builder())
     path = builder.kernel("late", 0, 0, correlation_id=900).write()
-    assert "[untimed_rows] 1 GPU op or API rows had start = end = 0" in notes_of(
-        path, "--skip", "0"
-    )
+    assert numbers_of(path)[NoteCode.UNTIMED_ROWS] == {"rows": 1}
 
 
 def test_ops_without_a_launching_call_are_counted(export_builder):
     path = small_export(export_builder()).kernel("orphan", 5_000, 6_000).write()
-    assert "[ops_without_launch_call] 1 of 4 GPU ops have no launching call" in notes_of(
-        path, "--skip", "0"
-    )
+    assert numbers_of(path)[NoteCode.OPS_WITHOUT_LAUNCH_CALL] == {"missing": 1, "ops": 4}
 
 
 def test_profiler_overhead_inside_steps_is_noted(export_builder):
     path = small_export(export_builder()).overhead(12_000, 13_000).write()
-    assert (
-        "[profiler_overhead_in_steps] 1 profiler-overhead rows (1.0 µs) fall inside analysed steps"
-        in notes_of(path, "--skip", "0")
-    )
+    assert numbers_of(path)[NoteCode.PROFILER_OVERHEAD_IN_STEPS] == {
+        "rows": 1,
+        "duration_ns": 1_000,
+    }
 
 
 def test_several_processes_and_gpus_are_noted(export_builder):
@@ -379,15 +384,22 @@ def test_several_processes_and_gpus_are_noted(export_builder):
     builder.call("cudaLaunchKernel", 100, 200, pid=200, tid=200, correlation_id=700)
     builder.kernel("rank1", 300, 900, pid=200, device_id=1, correlation_id=700)
     builder.kernel("peer", 1_000, 1_500, device_id=1)
-    notes = notes_of(builder.write(), "--skip", "0")
-    assert "[several_processes] 2 processes ran GPU work (100 on GPU 0, 1; 200 on GPU 1)" in notes
-    assert "[process_on_several_gpus] Process 100 runs ops on 2 GPUs" in notes
+    numbers = numbers_of(builder.write())
+    # 100 on GPU 0 and 1, 200 on GPU 1: one (pid, gpu) pair each.
+    assert numbers[NoteCode.SEVERAL_PROCESSES] == {
+        "pids": (100, 100, 200),
+        "gpus": (0, 1, 1),
+        "collectives": False,
+    }
+    assert numbers[NoteCode.PROCESS_ON_SEVERAL_GPUS] == {"pid": 100, "gpus": 2}
 
 
 def test_a_time_sliced_export_is_noted(export_builder):
     builder = small_export(export_builder()).meta("EXPORT_PARAM_TIMES_TO_EXPORT", "1s-2s")
-    notes = notes_of(builder.write(), "--skip", "0")
-    assert "only a time window of the capture (EXPORT_PARAM_TIMES_TO_EXPORT=1s-2s)" in notes
+    assert numbers_of(builder.write())[NoteCode.TIME_WINDOW_EXPORT] == {
+        "settings": ("EXPORT_PARAM_TIMES_TO_EXPORT",),
+        "values": ("1s-2s",),
+    }
 
 
 def test_an_old_schema_is_read_and_noted(export_builder):
@@ -410,15 +422,15 @@ def test_an_old_schema_is_read_and_noted(export_builder):
     report = json.loads(result.stdout)
     assert report["export"]["nsys_version"] == "2022.2.1.31"
     assert report["processes"][0]["steps"]["name"] == "decode_step"
-    notes = " | ".join(f"[{n['code']}] {n['text']}" for n in report["notes"])
-    assert (
-        "[older_schema] Older export schema (EXPORT_META_DATA, Nsight Systems 2022.2.1.31" in notes
-    )
-    assert "[nvtx_without_text_id] NVTX_EVENTS has no textId column" in notes
-    assert (
-        "[kernels_without_graph_node_id] CUPTI_ACTIVITY_KIND_KERNEL has no graphNodeId column"
-        in notes
-    )
+    assert [note["code"] for note in report["notes"]] == [
+        NoteCode.OLDER_SCHEMA,
+        NoteCode.NVTX_WITHOUT_TEXT_ID,
+        NoteCode.KERNELS_WITHOUT_GRAPH_NODE_ID,
+    ]
+    assert numbers_of(path)[NoteCode.OLDER_SCHEMA] == {
+        "nsys_version": "2022.2.1.31",
+        "schema_version": "",
+    }
 
 
 def test_non_utf8_bytes_in_names_are_replaced_not_fatal(export_builder):
@@ -451,9 +463,7 @@ def test_a_process_with_steps_but_no_gpu_ops_is_all_idle_not_a_crash(export_buil
         builder.range("draft", offset, offset + 4_000, pid=200, tid=200)
         builder.call("cudaMalloc", offset + 10, offset + 20, pid=200, tid=200)
     path = builder.write()
-    assert "[steps_without_gpu_work] 3 analysed steps have no GPU op running in them" in notes_of(
-        path, "--skip", "0"
-    )
+    assert numbers_of(path)[NoteCode.STEPS_WITHOUT_GPU_WORK] == {"steps": 3}
     result = invoke(["analyze", str(path), "--process", "200", "-f", "json", "--skip", "0"])
     assert result.exit_code == 0, result.output
     (process,) = json.loads(result.stdout)["processes"]

@@ -5,10 +5,12 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
+from tests.builders import note_facts
 from tests.test_ledger import analyse
 from trace_gaps.analysis.families import family_key, matches, phase_of, without_phase
 from trace_gaps.analysis.steps import STEP_KIND
 from trace_gaps.errors import StepNotFoundError
+from trace_gaps.records import NoteCode
 
 
 @pytest.mark.parametrize(
@@ -166,10 +168,7 @@ def test_domain_picks_the_ranges_of_one_domain():
     path = _serving("serving_named_domain")
     found = _json(str(path))
     assert found["processes"][0]["steps"]["name"] == "step[* bs=* tokens=*]"
-    assert any(
-        note["code"] == "named_domains_used" and "named domains llm_server" in note["text"]
-        for note in found["notes"]
-    )
+    assert note_facts(path)[NoteCode.NAMED_DOMAINS_USED].numbers["domains"] == ("llm_server",)
     default_only = _json(str(path), "--domain", "default")
     assert default_only["processes"][0]["steps"]["name"] is None  # no range in the default domain
 
@@ -179,8 +178,5 @@ def test_a_launching_thread_is_charged_to_the_step_thread_by_time():
     process = report["processes"][0]
     stages = {e["stage"] for e in process["ledger"] if e["bucket"] == "busy"}
     assert "(other thread)" not in stages and "wait_for_forward" in stages
-    assert any(
-        note["code"] == "launching_thread_borrowed" and "launches no GPU work" in note["text"]
-        for note in report["notes"]
-    )
+    assert NoteCode.LAUNCHING_THREAD_BORROWED in [note["code"] for note in report["notes"]]
     assert process["candidates"][0]["evidence"]["launches_per_step"] > 200

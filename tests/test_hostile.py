@@ -25,12 +25,15 @@ import pytest
 from matplotlib import rc_context
 from typer.testing import Result
 
+from tests.builders import note_facts
 from tests.conftest import SAMPLE_TRACES
 from tests.test_errors import error_line, fake_report, invoke
+from trace_gaps.analysis.integrity import integrity_notes
 from trace_gaps.analysis.pipeline import AnalysisOptions
 from trace_gaps.parallel import usable_cores
 from trace_gaps.plot import plot_steps, plot_timeline
-from trace_gaps.report import build_report
+from trace_gaps.records import Figures, NoteCode, NoteFacts, Severity
+from trace_gaps.report import Report, build_report
 from trace_gaps.run import analyse_export
 from trace_gaps.timeline import StepPick, TimelineRequest
 
@@ -159,15 +162,15 @@ KERNEL_ROW = "(SELECT rowid FROM CUPTI_ACTIVITY_KIND_KERNEL LIMIT 1 OFFSET 3000)
 def test_an_op_with_impossible_times_is_left_out_with_a_note(change, reader, export, monkeypatch):
     if reader == "sqlite3":
         monkeypatch.setenv("TRACE_GAPS_NO_ARROW", "1")
-    clean = json_report(SAMPLE)
+    clean, _ = report_and_notes(SAMPLE)
     edit(export, f"UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET {change} WHERE rowid = {KERNEL_ROW}")
-    report = json_report(export)
-    notes = [n for n in report["notes"] if n["code"] == "impossible_op_times"]
-    assert notes and notes[0]["text"].startswith("1 GPU ops had impossible times")
-    assert notes[0]["severity"] == "partial" and notes[0]["figures"] == ["gpu_time"]
+    report, notes = report_and_notes(export)
+    note = notes[NoteCode.IMPOSSIBLE_OP_TIMES]
+    assert note.numbers == {"ops": 1, "op_rows": 6632}
+    assert (note.severity, note.figures) == (Severity.PARTIAL, (Figures.GPU_TIME,))
     # One op of 6,612 left out: the busy time moves by at most that op, never by multiples.
     busy, clean_busy = (
-        sum(s["busy_ns_per_step"] for s in r["processes"][0]["stages"]) for r in (report, clean)
+        sum(s.busy_ns_per_step for s in r.processes[0].stages) for r in (report, clean)
     )
     assert abs(busy - clean_busy) <= 0.01 * clean_busy
 
@@ -178,16 +181,18 @@ def test_a_call_with_impossible_times_is_left_out_with_a_note(change, reader, ex
     if reader == "sqlite3":
         monkeypatch.setenv("TRACE_GAPS_NO_ARROW", "1")
     edit(export, f"UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET {change} WHERE rowid = 500")
-    notes = json_report(export)["notes"]
-    assert any(
-        n["code"] == "impossible_call_times"
-        and n["text"].startswith("1 CUDA API calls had impossible times")
-        for n in notes
-    )
+    assert note_facts(export)[NoteCode.IMPOSSIBLE_CALL_TIMES].numbers["calls"] == 1
 
 
 def json_report(path: Path, *args: str) -> dict:
     return json.loads(ok(["analyze", path, "-f", "json", *args]).stdout)
+
+
+def report_and_notes(path: Path) -> tuple[Report, dict[NoteCode, NoteFacts]]:
+    """The report of an export, and the integrity notes its analysis found, by code."""
+    trace, analysis = analyse_export(path, AnalysisOptions())
+    notes = {note.code: note for note in integrity_notes(trace, analysis)}
+    return build_report(trace, analysis), notes
 
 
 # --- odd step ranges ------------------------------------------------------------------------
@@ -198,14 +203,10 @@ NINTH_STEP = "(SELECT rowid FROM NVTX_EVENTS WHERE text = 'decode_step' LIMIT 1 
 @pytest.mark.parametrize("change", [f"start = {INT64_MIN}", '"end" = start - 1000', "start = -1"])
 def test_a_step_with_impossible_times_is_left_out_with_a_note(change, export):
     edit(export, f"UPDATE NVTX_EVENTS SET {change} WHERE rowid = {NINTH_STEP}")
-    report = json_report(export)
-    assert any(
-        n["code"] == "impossible_range_times"
-        and n["text"].startswith("1 NVTX ranges had impossible times")
-        for n in report["notes"]
-    )
-    steps = report["processes"][0]["step_rows"]
-    assert len(steps) == 18 and all(s["wall_ns"] > 0 for s in steps)
+    report, notes = report_and_notes(export)
+    assert notes[NoteCode.IMPOSSIBLE_RANGE_TIMES].numbers == {"ranges": 1}
+    steps = report.processes[0].step_rows
+    assert len(steps) == 18 and all(s.wall_ns > 0 for s in steps)
 
 
 def test_a_timeline_of_steps_after_an_int64_min_step_draws(export, tmp_path):
@@ -219,9 +220,11 @@ def test_overlapping_steps_are_counted_in_a_note(export):
         'UPDATE NVTX_EVENTS SET "end" = "end" + 10000000000 '
         "WHERE rowid = (SELECT rowid FROM NVTX_EVENTS WHERE text = 'decode_step' LIMIT 1 OFFSET 5)",
     )
-    report = json_report(export)
-    note = next(n["text"] for n in report["notes"] if n["code"] == "overlapping_step_ranges")
-    assert note.startswith("13 of 19 'decode_step' ranges overlap")
+    assert note_facts(export)[NoteCode.OVERLAPPING_STEP_RANGES].numbers == {
+        "overlapping": 13,
+        "instances": 19,
+        "step": "decode_step",
+    }
 
 
 # --- stdout problems ------------------------------------------------------------------------
@@ -307,13 +310,11 @@ def test_ctrl_c_while_the_libraries_load_is_one_line(module, export):
 def test_launch_calls_whose_kernels_were_lost_are_counted_in_a_note(reader, export, monkeypatch):
     if reader == "sqlite3":
         monkeypatch.setenv("TRACE_GAPS_NO_ARROW", "1")
-    assert not any(n["code"] == "lost_launch_records" for n in json_report(SAMPLE)["notes"])
+    assert NoteCode.LOST_LAUNCH_RECORDS not in note_facts(SAMPLE)
     edit(export, "DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE rowid % 2 = 0")
-    note = next(
-        n["text"] for n in json_report(export)["notes"] if n["code"] == "lost_launch_records"
-    )
-    assert note.startswith("3069 of 6155 launch calls in analysed steps have no GPU op")
-    assert "'forward', 'sample'" in note
+    numbers = note_facts(export)[NoteCode.LOST_LAUNCH_RECORDS].numbers
+    assert (numbers["missing"], numbers["launches"]) == (3069, 6155)
+    assert numbers["stages"][:2] == ("forward", "sample")  # type: ignore[index]
 
 
 def test_an_export_whose_kernel_records_were_all_lost_says_so(export):
@@ -331,13 +332,11 @@ def test_nsys_diagnostics_about_lost_events_are_quoted(export):
         "INSERT INTO DIAGNOSTIC_EVENT VALUES "
         "(5, 1, 1, 2, 'CUPTI: 1234 events were lost.\tIncrease the buffer size.', NULL)",
     )
-    notes = [n["text"] for n in json_report(export)["notes"]]
-    assert (
-        "nsys reported lost events during the capture: "
-        "'CUPTI: 1234 events were lost. Increase the buffer size.'."
-    ) in notes
+    assert note_facts(export)[NoteCode.NSYS_LOST_EVENTS].numbers == {
+        "messages": ("CUPTI: 1234 events were lost.\tIncrease the buffer size.",)
+    }
     # The sample's own diagnostics (injection loaded, buffers flushed on stop) are not quoted.
-    assert not any(n["code"] == "nsys_lost_events" for n in json_report(SAMPLE)["notes"])
+    assert NoteCode.NSYS_LOST_EVENTS not in note_facts(SAMPLE)
 
 
 # --- duplicated rows ------------------------------------------------------------------------
@@ -369,10 +368,8 @@ def test_duplicated_rows_are_left_out_with_a_note(where, export):
             *doubled("CUPTI_ACTIVITY_KIND_RUNTIME"),
         )
     report = json_report(export)
-    assert report["notes"][-1]["code"] == "duplicate_rows"
-    assert report["notes"][-1]["text"].startswith(
-        "6612 GPU op rows and 14927 CUDA API rows are duplicates"
-    )
+    assert report["notes"][-1]["code"] == NoteCode.DUPLICATE_ROWS
+    assert note_facts(export)[NoteCode.DUPLICATE_ROWS].numbers == {"ops": 6612, "calls": 14927}
     assert report["processes"] == clean["processes"]
 
 
@@ -920,12 +917,10 @@ def test_damaged_rows_beyond_a_small_share_flag_the_figures_they_feed(
 
 def test_unknown_call_names_are_counted_in_a_note(export):
     edit(export, DAMAGES["unknown call names"])
-    notes = [
-        n["text"] for n in json_report(export)["notes"] if n["code"] == "unresolved_call_names"
-    ]
-    assert any(
-        n.startswith("7463 CUDA API calls have a name id that is not in StringIds") for n in notes
-    )
+    assert note_facts(export)[NoteCode.UNRESOLVED_CALL_NAMES].numbers == {
+        "calls": 7463,
+        "call_rows": 14927,
+    }
 
 
 def test_a_sound_exports_csv_has_no_unreliable_column():
@@ -1004,8 +999,8 @@ def test_an_export_whose_ops_all_have_impossible_times_is_reported_beside_a_good
     bad = no_step_and_no_possible_op(
         another_session(Path(shutil.copy(export, tmp_path / "bad.sqlite")))
     )
-    note = json_report(bad)["notes"][-1]["text"]
-    assert note.startswith("6632 GPU ops had impossible times") and "(100 % of 6632 rows)" in note
+    assert json_report(bad)["notes"][-1]["code"] == NoteCode.IMPOSSIBLE_OP_TIMES
+    assert note_facts(bad)[NoteCode.IMPOSSIBLE_OP_TIMES].numbers == {"ops": 6632, "op_rows": 6632}
     report = json.loads(ok(["analyze", export, bad, "-f", "json", *jobs]).stdout)
     assert report["unreliable"][0]["figures"] == "gpu_time"
 
@@ -1199,9 +1194,9 @@ def test_kernels_whose_names_are_not_in_the_string_table_are_counted_in_a_note(
     assert any(
         k["name"] == "?" for k in report["processes"][0]["candidates"][0]["evidence"]["top_kernels"]
     )
-    note = next(n["text"] for n in report["notes"] if n["code"] == "unresolved_kernel_names")
-    assert note.startswith("2204 kernels have a name id that is not in StringIds")
-    assert note.endswith("(33.2 % of 6632 rows).")  # of every GPU op row
+    assert NoteCode.UNRESOLVED_KERNEL_NAMES in [n["code"] for n in report["notes"]]
+    numbers = note_facts(export)[NoteCode.UNRESOLVED_KERNEL_NAMES].numbers
+    assert numbers == {"kernels": 2204, "op_rows": 6632}  # of every GPU op row
     assert (
         json_report(export)["processes"][0]["steps"] == json_report(SAMPLE)["processes"][0]["steps"]
     )

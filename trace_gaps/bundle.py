@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from trace_gaps import __version__
-from trace_gaps.analysis.integrity import unreliable_lines
 from trace_gaps.errors import TraceGapsError
 from trace_gaps.interrupts import signals_held
 from trace_gaps.model import ExportInfo
+from trace_gaps.notes import unreliable_lines
 from trace_gaps.output import (
     escape_control_characters,
     write_figure_atomically,

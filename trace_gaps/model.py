@@ -144,6 +144,18 @@ class GraphTraceMode(StrEnum):
     UNKNOWN = "unknown"
 
 
+class ExportLack(StrEnum):
+    """What an export lacks that the analysis reads around, by what it holds (nsys/head.py
+    knows which table or column each is)."""
+
+    NVTX = "nvtx"  # no NVTX ranges at all
+    CUDA_API = "cuda_api"  # no CUDA runtime and driver calls
+    GRAPH_NODES = "graph_nodes"  # no per-node CUDA graph events
+    CURRENT_METADATA = "current_metadata"  # metadata under its older table name (older schema)
+    NVTX_TEXT_ID = "nvtx_text_id"  # NVTX ranges without name ids (older schema)
+    KERNEL_GRAPH_NODE_ID = "kernel_graph_node_id"  # kernels without graph node ids (older schema)
+
+
 @dataclass(frozen=True, slots=True)
 class GpuInfo:
     """One GPU of the capture (TARGET_INFO_GPU)."""
@@ -182,8 +194,8 @@ class ExportInfo:
     sync_rows: int = 0
     # META_DATA_EXPORT (older: EXPORT_META_DATA) rows: nsys version, export options.
     export_settings: tuple[tuple[str, str], ...] = ()
-    # "TABLE.column" that newer exports have and this one lacks (older schemas).
-    missing_columns: tuple[str, ...] = ()
+    # Tables and columns newer or fuller exports have and this one lacks.
+    lacks: frozenset[ExportLack] = frozenset()
     # When the capture session started, ns since the Unix epoch (TARGET_INFO_SESSION_START_TIME):
     # the export's own times count from it, so it aligns several exports' clocks.
     session_start_utc_ns: int | None = None
@@ -292,7 +304,7 @@ CAUSE_ORDER: tuple[IdleCause, ...] = (
 
 # Stage names of time no NVTX stage owns (a real range with one of these names is renamed).
 # Short gaps between launches within this many times the stage's median launch spacing are
-# the "even" ones: per-op dispatch (analysis/long_gaps.py measures, verdicts.py words it).
+# the "even" ones: per-op dispatch (analysis/long_gaps.py measures, analysis/findings.py judges).
 DISPATCH_FACTOR = 4
 
 NO_STAGE = "(no stage)"  # inside a step, outside every stage

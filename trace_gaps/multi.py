@@ -47,8 +47,9 @@ from trace_gaps.analysis.pipeline import Analysis, AnalysisOptions
 from trace_gaps.analysis.ranks import RankSource, build_ranks_across
 from trace_gaps.errors import TraceGapsError, about_file
 from trace_gaps.model import END_NS, NAME, PID, START_NS, ExportInfo, Trace
+from trace_gaps.notes import about_export, write_note
 from trace_gaps.nsys.stream import stream_export
-from trace_gaps.records import Figures, Note, RanksView, Report, Severity
+from trace_gaps.records import Figures, NoteCode, NoteFacts, NoteNumber, RanksView, Report, Severity
 from trace_gaps.report import build_report, slowest_ranks
 from trace_gaps.run import analyse_export
 
@@ -278,10 +279,11 @@ def analyse_exports(
     notes = _alignment_notes(alignment, [sides[i].path for i, _ in analysed], dropped, match)
     notes += [
         note_of(
-            "export_not_analysed",
+            NoteCode.EXPORT_NOT_ANALYSED,
             Severity.PARTIAL,
             [Figures.WAITS],
-            f"{path.name}: not analysed: {message}",
+            file=path.name,
+            message=message,
         )
         for path, message in failed
     ]
@@ -367,37 +369,39 @@ def _labels(exports: list[tuple[Path, Analysis]]) -> list[dict[int, str]]:
 
 def _alignment_notes(
     alignment: Alignment, paths: list[Path], dropped: int, match: CollectiveMatch
-) -> list[Note]:
+) -> list[NoteFacts]:
     if len(paths) < 2:
         return []
-    offsets = ", ".join(
-        f"{path.name} {offset / 1e6:+.3f} ms"
-        for path, offset in zip(paths, alignment.offsets_ns, strict=False)
-    )
-    note = f"{len(paths)} exports on one clock ({alignment.method}): {offsets}"
+    residuals: dict[str, NoteNumber] = {}
     if alignment.residual_p50_ns is not None:
-        note += (
-            f"; residual end mismatch of shared collectives p50 {alignment.residual_p50_ns / 1e3:.1f} µs, "
-            f"p99 {(alignment.residual_p99_ns or 0) / 1e3:.1f} µs over {alignment.shared_instances} "
-            "instances"
-        )
+        residuals = {
+            "residual_p50_ns": alignment.residual_p50_ns,
+            "residual_p99_ns": alignment.residual_p99_ns or 0,
+            "shared_instances": alignment.shared_instances,
+        }
     if alignment.drift_ns_per_s is not None:
-        note += f"; remaining drift {alignment.drift_ns_per_s / 1e3:.2f} µs/s (not corrected)"
-    notes = [note_of("exports_aligned", Severity.INFO, [Figures.WAITS], note + ".")]
+        residuals["drift_ns_per_s"] = alignment.drift_ns_per_s
+    notes = [
+        note_of(
+            NoteCode.EXPORTS_ALIGNED,
+            Severity.INFO,
+            [Figures.WAITS],
+            files=tuple(path.name for path in paths),
+            offsets_ns=tuple(int(offset) for offset in alignment.offsets_ns),
+            method=alignment.method,
+            **residuals,
+        )
+    ]
     if dropped:
         notes.append(
             note_of(
-                "waits_within_clock_error",
-                Severity.PARTIAL,
-                [Figures.WAITS],
-                f"{dropped} waits across exports no longer than the alignment's p99 residual "
-                "were not attributed: they cannot be told apart from clock error.",
+                NoteCode.WAITS_WITHIN_CLOCK_ERROR, Severity.PARTIAL, [Figures.WAITS], waits=dropped
             )
         )
     return notes
 
 
-def merge_reports(reports: list[Report], ranks: RanksView, notes: list[Note]) -> Report:
+def merge_reports(reports: list[Report], ranks: RanksView, notes: list[NoteFacts]) -> Report:
     """One Report: the first export's summary, every export's processes, notes and timelines."""
     first = reports[0]
     processes = [
@@ -406,7 +410,7 @@ def merge_reports(reports: list[Report], ranks: RanksView, notes: list[Note]) ->
         for process in report.processes
     ]
     merged_notes = [
-        replace(note, text=f"{report.export.file}: {note.text}") if len(reports) > 1 else note
+        about_export(note, report.export.file) if len(reports) > 1 else note
         for report in reports
         for note in report.notes
     ]
@@ -414,7 +418,7 @@ def merge_reports(reports: list[Report], ranks: RanksView, notes: list[Note]) ->
         first,
         processes=processes,
         other_exports=[report.export for report in reports[1:]],
-        notes=notes + merged_notes,
+        notes=[write_note(facts) for facts in notes] + merged_notes,
         timelines=[t for report in reports for t in report.timelines],
         ranks=ranks,
         slowest_rank_by_stage=slowest_ranks(processes),

@@ -1,7 +1,8 @@
 """The records the Report is made of: every type a renderer, a plot or the JSON reads.
 
-Analyses build them (analysis/summary.py, candidates.py, graphs.py, ranks.py, whatif.py,
-integrity.py; timeline.py), report.py assembles the Report; the JSON is `asdict` of it and
+Analyses build them (analysis/summary.py, candidates.py, graphs.py, ranks.py, whatif.py;
+timeline.py), report.py assembles the Report, with the words of the findings (verdicts.py) and
+of the integrity notes (notes.py, from NoteFacts); the JSON is `asdict` of it and
 its Schema (schema.py) is generated from these classes. StageSummary, whose fields are the
 per-stage figures, is declared with their computation in figures.py.
 """
@@ -123,12 +124,75 @@ class Severity(StrEnum):
     UNRELIABLE = "unreliable"  # the figures may be wrong: check before acting on them
 
 
+class NoteCode(StrEnum):
+    """What an integrity note is about: a stable code for tools and tests. Each has its words
+    in notes.py."""
+
+    # How the export was captured and read
+    NO_NVTX = "no_nvtx"
+    NO_STEP_RANGE = "no_step_range"
+    NO_CUDA_API = "no_cuda_api"
+    GRAPH_LEVEL_TRACE = "graph_level_trace"
+    OVERLAPPING_STEP_RANGES = "overlapping_step_ranges"
+    TIME_WINDOW_EXPORT = "time_window_export"
+    OLDER_SCHEMA = "older_schema"
+    NVTX_WITHOUT_TEXT_ID = "nvtx_without_text_id"
+    KERNELS_WITHOUT_GRAPH_NODE_ID = "kernels_without_graph_node_id"
+    # Rows lost, damaged or left out
+    LOST_LAUNCH_RECORDS = "lost_launch_records"
+    NSYS_LOST_EVENTS = "nsys_lost_events"
+    UNTIMED_ROWS = "untimed_rows"
+    DUPLICATE_ROWS = "duplicate_rows"
+    IMPOSSIBLE_OP_TIMES = "impossible_op_times"
+    IMPOSSIBLE_CALL_TIMES = "impossible_call_times"
+    UNRESOLVED_CALL_NAMES = "unresolved_call_names"
+    UNRESOLVED_KERNEL_NAMES = "unresolved_kernel_names"
+    IMPOSSIBLE_RANGE_TIMES = "impossible_range_times"
+    UNCLOSED_RANGES = "unclosed_ranges"
+    RANGES_CLOSED_ELSEWHERE = "ranges_closed_elsewhere"
+    PROFILER_OVERHEAD_IN_STEPS = "profiler_overhead_in_steps"
+    # Ranges, threads, processes and steps: where the time is charged
+    NAMED_DOMAINS_USED = "named_domains_used"
+    DOMAINS_LEFT_OUT = "domains_left_out"
+    PROCESSES_WITHOUT_STEPS = "processes_without_steps"
+    LAUNCHING_THREAD_BORROWED = "launching_thread_borrowed"
+    STEP_KINDS = "step_kinds"
+    OPS_WITHOUT_LAUNCH_CALL = "ops_without_launch_call"
+    OPS_FROM_OTHER_THREADS = "ops_from_other_threads"
+    STEPS_WITHOUT_GPU_WORK = "steps_without_gpu_work"
+    WARMUP_STEADY_LOADS = "warmup_steady_loads"
+    WARMUP_LENGTH_ONLY = "warmup_length_only"
+    # Processes, GPUs and collectives
+    UNMATCHED_COLLECTIVES = "unmatched_collectives"
+    SEVERAL_PROCESSES = "several_processes"
+    PROCESS_ON_SEVERAL_GPUS = "process_on_several_gpus"
+    # Several exports as one run (multi.py)
+    EXPORTS_ALIGNED = "exports_aligned"
+    WAITS_WITHIN_CLOCK_ERROR = "waits_within_clock_error"
+    EXPORT_NOT_ANALYSED = "export_not_analysed"
+
+
+# A note's number, name or list of them (each code's keys: its words in notes.py).
+NoteNumber = int | float | str | tuple[int, ...] | tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class NoteFacts:
+    """An integrity note as the analysis finds it: what (code), how it bears (severity) on
+    which figures, and the numbers its sentence is written from (notes.write_note)."""
+
+    code: NoteCode
+    severity: Severity
+    figures: tuple[Figures, ...]
+    numbers: dict[str, NoteNumber] = field(default_factory=dict)
+
+
 @dataclass(frozen=True, slots=True)
 class Note:
     """An integrity note: what in the export bears on which figures, as a stable code (for
     tools and tests), a severity and the figures affected, with its sentence for people."""
 
-    code: str
+    code: str  # NoteCode
     severity: str  # Severity
     figures: list[str]  # Figures values ([] when no figure in particular)
     text: str

@@ -39,6 +39,7 @@ from trace_gaps.analysis.whatif import (
     priced_subset,
 )
 from trace_gaps.model import GLOBAL_TID, PID, Trace
+from trace_gaps.notes import write_note
 from trace_gaps.records import (
     ExportSummary,
     KindRow,
@@ -48,7 +49,7 @@ from trace_gaps.records import (
 )
 from trace_gaps.records import Report as Report  # cli.py and bundle.py import it from here
 from trace_gaps.timeline import build_timelines
-from trace_gaps.verdicts import write_headline
+from trace_gaps.verdicts import write_candidate, write_headline
 
 
 def build_report(
@@ -114,7 +115,7 @@ def build_report(
         export=export,
         processes=processes,
         slowest_rank_by_stage=slowest_ranks(processes),
-        notes=integrity_notes(trace, analysis),
+        notes=[write_note(facts) for facts in integrity_notes(trace, analysis)],
         timelines=build_timelines(
             analysis, trace_start_ns=trace_start, top_kinds=_top_kinds(processes)
         ),
@@ -196,7 +197,10 @@ def _process_report(
     stages = summarise_stages(frames)
     findings = long_gap_findings(frames.long_gaps, analysis.range_tree, frames.n)
     graphs = graph_facts(trace, analysis, pid, stages, frames.n)
-    candidates = assemble_candidates(
+    waits = next(
+        (r for r in ranks.processes if r.pid == pid and r.label == (label or str(pid))), None
+    )
+    judged = assemble_candidates(
         frames,
         stages,
         findings,
@@ -205,12 +209,10 @@ def _process_report(
         frames.n,
         trace_start,
         top=top,
-        waits=next(
-            (r for r in ranks.processes if r.pid == pid and r.label == (label or str(pid))),
-            None,
-        ),
+        waits=waits,
         saving=saving if models else None,
     )
+    candidates = [write_candidate(finding, waits) for finding in judged]
     step_name = analysis.selection.name
     if analysis.kind is not None:
         step_name = f"{step_name} ({kind_label(analysis.kind)} steps)"

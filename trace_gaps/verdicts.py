@@ -1,21 +1,28 @@
-"""Verdict sentences, written from structured facts: a candidate's verdict and the headline
-(analyze), a collective wait's verdict (ranks), and a diff's verdict and mode changes.
+"""Verdict sentences, written from structured facts: a candidate's verdict from its finding
+and the headline (analyze), a collective wait's verdict (ranks), and a diff's verdict and
+mode changes.
 
-Every renderer and the JSON show these same words. This module runs on the model's
-vocabulary and units alone; the records it reads (candidates, evidence, rank waits, diff
-changes) are imported for their types only, so analysis, diff and render can all call it.
+Every renderer and the JSON show these same words. The analysis decides what a candidate is
+(analysis/findings.py: its kind, case and the time its cause explains); this module only
+phrases it, so report building calls it and no analysis module imports it.
 """
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from trace_gaps.analysis.findings import (
+    Case,
+    Finding,
+    Judgement,
+    StageFacts,
+    graph_updates,
+    short_gap_split,
+)
 from trace_gaps.analysis.whatif import lever_words
 from trace_gaps.model import (
     DISPATCH_FACTOR,
-    Bucket,
     CallCategory,
     ExecutionMode,
     IdleCause,
@@ -27,7 +34,6 @@ from trace_gaps.units import format_count, format_duration, format_rate
 
 if TYPE_CHECKING:
     from trace_gaps.changes import BucketChange, RunChange, StageChange, WallChange
-    from trace_gaps.figures import StageSummary
     from trace_gaps.records import (
         Candidate,
         Evidence,
@@ -37,73 +43,71 @@ if TYPE_CHECKING:
     )
     from trace_gaps.repeats import RunSpread
 
-# A stage issuing at least this many eager launches per step is called launch-heavy.
-MANY_LAUNCHES_PER_STEP = 20
-# The host time in the short gaps between an eager stage's launches is per-op dispatch (which
-# a CUDA graph removes) when at least this share of it lies in gaps within DISPATCH_FACTOR x
-# the median gap (analysis/long_gaps.py): spread evenly, not concentrated in a few gaps.
-# Decided by the shape of the gaps, never by the mean per launch (docs/definitions.md).
-DISPATCH_EVEN_FRACTION = 0.5
-
 
 # Rows of the bucket table the diff's verdict names, at most.
 VERDICT_CHANGES = 3
 
 
-@dataclass(frozen=True, slots=True)
-class StageFacts:
-    """What the verdict needs to know about one stage: its figures, and where it stands."""
-
-    stage: StageSummary
-    captured_here: tuple[str, ...] = ()  # NVTX ranges of the graph captures matching this stage
-    gpu_shared_with: tuple[int, ...] = ()  # other processes with ops on this process's GPUs
-
-
-@dataclass(frozen=True, slots=True)
-class Verdict:
-    """A candidate in words, and the structured facts the headline is phrased from."""
-
-    kind: VerdictKind
-    text: str
-    lever_ns_per_step: int  # the time per step the named cause explains
-    why: str  # one clause
+def write_candidate(finding: Finding, waits: RankSummary | None) -> Candidate:
+    """The finding's candidate with its verdict and its why in words; waits: its process's
+    collective waits (ranks), where it has any."""
+    candidate, judgement = finding.candidate, finding.judgement
+    stage, ns = candidate.stage, candidate.ns_per_step
+    if judgement.kind == VerdictKind.WAITING_FOR_PEER:
+        text = wait_verdict(stage, ns, waits)
+        why = "its collectives wait for " + (
+            f"process {waits.waits_for[0].label}" if waits and waits.waits_for else "a peer"
+        )
+    elif (
+        judgement.kind == VerdictKind.COLLECTIVE_UNSPLIT
+        and waits is not None
+        and waits.unsplit is not None
+    ):
+        text, why = unsplit_collective_verdict(
+            stage,
+            ns,
+            finding.collective_ns_per_step,
+            ExecutionMode(finding.facts.stage.execution),
+            waits.unsplit,
+        )
+    else:
+        text, why = write_verdict(stage, ns, judgement, candidate.evidence, finding.facts)
+    return replace(candidate, verdict=text, why=why)
 
 
 def write_verdict(
-    stage: str, bucket: str, ns_per_step: int, evidence: Evidence, facts: StageFacts
-) -> Verdict:
-    """One line in words: what the candidate is, and the figures that say so."""
+    stage: str, ns_per_step: int, judgement: Judgement, evidence: Evidence, facts: StageFacts
+) -> tuple[str, str]:
+    """One line in words: what the candidate is, and the figures that say so; and its reason
+    in one clause (the headline's)."""
     amount = format_duration(ns_per_step)
-    if bucket == Bucket.BUSY.value:
+    if judgement.kind == VerdictKind.GPU_BOUND:
         top = evidence.top_kernels[0] if evidence.top_kernels else None
         kernel = (
             f"; top op {top.name} {format_duration(top.running_ns_per_step)}/step" if top else ""
         )
-        how = {
-            ExecutionMode.GRAPH: " (replayed from a CUDA graph)",
-            ExecutionMode.EAGER: " (eager launches)",
-            ExecutionMode.MIXED: " (eager and graph launches)",
-        }.get(ExecutionMode(facts.stage.execution), "")
-        return Verdict(
-            VerdictKind.GPU_BOUND,
+        how = _EXECUTION_WORDS.get(ExecutionMode(facts.stage.execution), "")
+        return (
             f"{stage}: GPU busy {amount}/step{how}{kernel} — GPU-bound here: only faster or "
             "fewer kernels shrink it",
-            ns_per_step,
             "the GPU runs its kernels back to back: only faster or fewer kernels help",
         )
-    split = evidence.idle_by_cause_ns_per_step
-    long_idle = min(evidence.long_gap_idle_ns_per_step, split[IdleCause.HOST.value])
     head = f"{stage}: GPU idle {amount}/step"
-    if evidence.long_host_gaps and 2 * long_idle >= ns_per_step:
-        return _long_gap_verdict(head, long_idle, evidence, facts)
-    # Long gaps are explained on their own: what is left of host time is the short gaps.
-    short = {**split, IdleCause.HOST.value: split[IdleCause.HOST.value] - long_idle}
-    dominant = max(short, key=lambda cause: short[cause])
-    verdict = _idle_verdict(head, dominant, short, evidence, facts)
-    graph = "" if verdict.kind == VerdictKind.LAUNCH_BOUND else _unreplayed_capture_words(facts)
+    long_idle = judgement.long_idle_ns_per_step
+    if judgement.kind == VerdictKind.LONG_HOST_GAPS:
+        return _long_gap_verdict(head, judgement, evidence, facts)
+    short = short_gap_split(evidence.idle_by_cause_ns_per_step, long_idle)
+    text, why = _idle_verdict(head, judgement, short, evidence, facts)
+    graph = "" if judgement.kind == VerdictKind.LAUNCH_BOUND else _unreplayed_capture_words(facts)
     extra = (_long_gap_words(long_idle, evidence), graph, _unexpected_words(facts))
-    text = "; ".join([verdict.text, *(words for words in extra if words)])
-    return Verdict(verdict.kind, text, verdict.lever_ns_per_step, verdict.why)
+    return "; ".join([text, *(words for words in extra if words)]), why
+
+
+_EXECUTION_WORDS = {
+    ExecutionMode.GRAPH: " (replayed from a CUDA graph)",
+    ExecutionMode.EAGER: " (eager launches)",
+    ExecutionMode.MIXED: " (eager and graph launches)",
+}
 
 
 def _unreplayed_capture_words(facts: StageFacts) -> str:
@@ -116,7 +120,10 @@ def _unreplayed_capture_words(facts: StageFacts) -> str:
     )
 
 
-def _long_gap_verdict(head: str, long_idle: int, evidence: Evidence, facts: StageFacts) -> Verdict:
+def _long_gap_verdict(
+    head: str, judgement: Judgement, evidence: Evidence, facts: StageFacts
+) -> tuple[str, str]:
+    long_idle = judgement.long_idle_ns_per_step
     main = evidence.long_host_gaps[0]
     count = sum(f.gaps_per_step for f in evidence.long_host_gaps)
     pattern = _pattern_words(main)
@@ -125,14 +132,14 @@ def _long_gap_verdict(head: str, long_idle: int, evidence: Evidence, facts: Stag
         f"{format_rate(count, 'host gaps')} far longer than the stage's launch spacing; mostly "
         f"{main.gaps_per_step:.1f}/step of ~{format_duration(main.typical_ns)} {pattern}"
     )
-    if main.ends_in_code_load:
+    if judgement.case == Case.CODE_LOAD:
         why = f"each ending in {main.call_after}: code is built or loaded every step"
         text += (
             " — code is built or loaded in steady state, not only at warm-up: cache it (fixed "
             "shapes, a warm-up pass over every shape, or a persistent kernel cache); a CUDA "
             "graph does not remove it"
         )
-    elif 2 * main.os_ns_per_step >= main.ns_per_step:
+    elif judgement.case == Case.BLOCKED:
         why = (
             f"the thread waits in OS calls ({', '.join(main.os_calls[:3])}) between two CUDA "
             "calls, not launching work"
@@ -150,11 +157,11 @@ def _long_gap_verdict(head: str, long_idle: int, evidence: Evidence, facts: Stag
         )
     for words in (
         _unreplayed_capture_words(facts),
-        _unexpected_words(facts, loads=not main.ends_in_code_load),
+        _unexpected_words(facts, loads=judgement.case != Case.CODE_LOAD),
     ):
         if words:
             text += f"; {words}"
-    return Verdict(VerdictKind.LONG_HOST_GAPS, text, long_idle, why)
+    return text, why
 
 
 def _pattern_words(finding: LongGapFinding) -> str:
@@ -179,153 +186,125 @@ def _long_gap_words(long_idle: int, evidence: Evidence) -> str:
 
 
 def _idle_verdict(
-    head: str, dominant: str, split: dict[str, int], evidence: Evidence, facts: StageFacts
-) -> Verdict:
+    head: str, judgement: Judgement, split: dict[str, int], evidence: Evidence, facts: StageFacts
+) -> tuple[str, str]:
     """The verdict on idle time whose long host gaps are left out of split."""
-    ns = sum(split.values())
+    kind, stage = judgement.kind, facts.stage
     launch, host = split[IdleCause.LAUNCH.value], split[IdleCause.HOST.value]
-    per_launch = evidence.host_ns_per_launch
-    graph_dispatch = _graph_dispatch_verdict(head, ns, launch, evidence, facts)
-    if graph_dispatch is not None:
-        return graph_dispatch
-    if facts.stage.eager_launches_per_step >= MANY_LAUNCHES_PER_STEP and dominant in (
-        IdleCause.LAUNCH.value,
-        IdleCause.HOST.value,
-    ):
-        even = facts.stage.even_gap_fraction
-        spread = _spread_words(even, facts.stage.launch_spacing_ns)
-        if even is not None and even < DISPATCH_EVEN_FRACTION:
-            text = (
-                f"{head} while the host launches {format_count(facts.stage.eager_launches_per_step)} eager "
-                f"ops/step, but the host code between the launches is concentrated in a few "
-                f"gaps ({spread}): host-bound: {format_duration(host)} of host code between "
-                "the launches computes something else (input preparation, Python logic); a "
-                f"CUDA graph would remove only the {format_duration(launch)} with the GPU idle "
-                f"inside launch calls and about {format_duration(int(even * host))} of dispatch "
-                "in the even gaps"
-            )
-            return Verdict(
-                VerdictKind.HOST_BOUND,
-                text,
-                launch + host,
-                "host code concentrated in a few gaps between the launches: host work, not "
-                "launch work",
-            )
-        per = f", {format_duration(per_launch)} of host time per launch" if per_launch else ""
-        shape = f" ({spread}: per-op dispatch)" if spread else ""
-        text = (
-            f"{head} while the host launches {format_count(facts.stage.eager_launches_per_step)} eager ops/step — "
-            f"launch-bound: {format_duration(launch)} with the GPU idle inside launch calls and "
-            f"{format_duration(host)} of host code in the short gaps between them{per}{shape}"
+    if judgement.case == Case.GRAPH_DISPATCH:
+        return _graph_dispatch_verdict(head, launch, evidence, facts)
+    if judgement.case == Case.CONCENTRATED:
+        even = stage.even_gap_fraction or 0.0
+        spread = _spread_words(stage.even_gap_fraction, stage.launch_spacing_ns)
+        return (
+            f"{head} while the host launches {format_count(stage.eager_launches_per_step)} eager "
+            f"ops/step, but the host code between the launches is concentrated in a few "
+            f"gaps ({spread}): host-bound: {format_duration(host)} of host code between "
+            "the launches computes something else (input preparation, Python logic); a "
+            f"CUDA graph would remove only the {format_duration(launch)} with the GPU idle "
+            f"inside launch calls and about {format_duration(int(even * host))} of dispatch "
+            "in the even gaps",
+            "host code concentrated in a few gaps between the launches: host work, not launch work",
         )
-        if facts.stage.launches_per_step[OpKind.GRAPH] == 0:
-            graph = "it does not replay a CUDA graph"
-            if facts.captured_here:
-                graph += (
-                    f" although it captured one (in {facts.captured_here[0]}) — the eager path "
-                    "is taken"
-                )
-            text += f"; {graph}"
-        text += "; a CUDA graph or fewer, fused kernels removes both"
-        return Verdict(
-            VerdictKind.LAUNCH_BOUND,
-            text,
-            launch + host,
-            f"{format_count(facts.stage.eager_launches_per_step)} eager launches/step keep the GPU "
-            "waiting: a CUDA graph or fused kernels remove it",
-        )
-    if dominant == IdleCause.SYNC.value:
+    if kind == VerdictKind.LAUNCH_BOUND:
+        return _launch_bound_verdict(head, launch, host, evidence, facts)
+    if kind == VerdictKind.SYNC_BOUND:
         sync = split[IdleCause.SYNC.value]
-        return Verdict(
-            VerdictKind.SYNC_BOUND,
+        return (
             f"{head}, {format_duration(sync)} of it inside "
-            f"{format_rate(facts.stage.syncs_per_step, 'host syncs')} — sync-bound: the host waits "
+            f"{format_rate(stage.syncs_per_step, 'host syncs')} — sync-bound: the host waits "
             "for the GPU, then the GPU waits for the host to refill the queue",
-            ns,
             "host syncs drain the GPU's queue",
         )
-    if dominant == IdleCause.HOST.value:
+    if kind == VerdictKind.BLOCKED_IN_OS:
         blocked = sum(call.ns_per_step for call in evidence.host_blocked_in)
-        text = f"{head}, {format_duration(host)} of it in host code outside CUDA calls"
-        if evidence.host_blocked_in and blocked * 2 >= host:
-            os_call = evidence.host_blocked_in[0]
-            text += (
-                f", {format_duration(blocked)} of that blocked in OS calls (mostly "
-                f"{os_call.name}, {os_call.count_per_step:g}/step) — the thread is waiting on "
-                "another thread, process or rank, not computing"
-            )
-            return Verdict(
-                VerdictKind.BLOCKED_IN_OS,
-                text,
-                ns,
-                f"the thread waits in {os_call.name} for another thread, process or rank",
-            )
-        text += (
-            f" ({format_count(evidence.launches_per_step)} launches/step) — CPU-bound: the host work "
-            "of this stage keeps the GPU waiting"
+        os_call = evidence.host_blocked_in[0]
+        return (
+            f"{head}, {format_duration(host)} of it in host code outside CUDA calls, "
+            f"{format_duration(blocked)} of that blocked in OS calls (mostly "
+            f"{os_call.name}, {os_call.count_per_step:g}/step) — the thread is waiting on "
+            "another thread, process or rank, not computing",
+            f"the thread waits in {os_call.name} for another thread, process or rank",
         )
-        return Verdict(VerdictKind.HOST_BOUND, text, ns, "host code keeps the GPU waiting")
-    if dominant == IdleCause.QUEUED.value:
+    if kind == VerdictKind.HOST_BOUND:
+        return (
+            f"{head}, {format_duration(host)} of it in host code outside CUDA calls "
+            f"({format_count(evidence.launches_per_step)} launches/step) — CPU-bound: the host "
+            "work of this stage keeps the GPU waiting",
+            "host code keeps the GPU waiting",
+        )
+    if kind == VerdictKind.QUEUED:
         if facts.gpu_shared_with:
             others = ", ".join(map(str, facts.gpu_shared_with[:4]))
             why = f"the GPU is shared with process {others}, whose work runs meanwhile"
         else:
             why = "launch latency, or ops waiting on another stream's event"
-        return Verdict(
-            VerdictKind.QUEUED,
+        return (
             f"{head}, {format_duration(split[IdleCause.QUEUED.value])} of it with ops launched "
             f"but not yet started ({format_count(evidence.launches_per_step)} launches/step) — queued: {why}",
-            ns,
             f"ops wait to start: {why}",
         )
-    if dominant == IdleCause.API.value:
+    if kind == VerdictKind.API:
         calls = evidence.top_api_calls
         named = (
             f" (mostly {calls[0].name}, {format_duration(calls[0].ns_per_step)}/step)"
             if calls
             else ""
         )
-        return Verdict(
-            VerdictKind.API,
+        return (
             f"{head}, {format_duration(split[IdleCause.API.value])} of it inside non-launch "
             f"CUDA API calls{named}",
-            ns,
             f"the host is inside non-launch CUDA calls{named}",
         )
-    return Verdict(
-        VerdictKind.LAUNCH_CALLS,
+    return (
         f"{head}, {format_duration(launch)} of it with the GPU idle inside launch calls",
-        ns,
         "the GPU waits while the host is inside launch calls",
     )
 
 
-# Calls that re-parameterise an instantiated CUDA graph (XLA updates its graphs every step).
-_GRAPH_UPDATE = re.compile(r"^cu(da)?GraphExec\w*(SetParams|Update)")
+def _launch_bound_verdict(
+    head: str, launch: int, host: int, evidence: Evidence, facts: StageFacts
+) -> tuple[str, str]:
+    stage = facts.stage
+    spread = _spread_words(stage.even_gap_fraction, stage.launch_spacing_ns)
+    per_launch = evidence.host_ns_per_launch
+    per = f", {format_duration(per_launch)} of host time per launch" if per_launch else ""
+    shape = f" ({spread}: per-op dispatch)" if spread else ""
+    text = (
+        f"{head} while the host launches {format_count(stage.eager_launches_per_step)} eager ops/step — "
+        f"launch-bound: {format_duration(launch)} with the GPU idle inside launch calls and "
+        f"{format_duration(host)} of host code in the short gaps between them{per}{shape}"
+    )
+    if stage.launches_per_step[OpKind.GRAPH] == 0:
+        graph = "it does not replay a CUDA graph"
+        if facts.captured_here:
+            graph += (
+                f" although it captured one (in {facts.captured_here[0]}) — the eager path is taken"
+            )
+        text += f"; {graph}"
+    text += "; a CUDA graph or fewer, fused kernels removes both"
+    return (
+        text,
+        f"{format_count(stage.eager_launches_per_step)} eager launches/step keep the GPU "
+        "waiting: a CUDA graph or fused kernels remove it",
+    )
 
 
 def _graph_dispatch_verdict(
-    head: str, ns: int, launch: int, evidence: Evidence, facts: StageFacts
-) -> Verdict | None:
+    head: str, launch: int, evidence: Evidence, facts: StageFacts
+) -> tuple[str, str]:
     """JAX/XLA-style graph dispatch: most idle time in graph-update calls and graph launches."""
-    updates = [call for call in evidence.top_api_calls if _GRAPH_UPDATE.match(call.name)]
+    updates = graph_updates(evidence)
     update_ns = sum(call.ns_per_step for call in updates)
-    replays = facts.stage.launches_per_step[OpKind.GRAPH]
-    if not replays or not updates or 2 * (update_ns + launch) < ns:
-        return None
     count = sum(call.count_per_step for call in updates)
-    text = (
+    replays = facts.stage.launches_per_step[OpKind.GRAPH]
+    return (
         f"{head}, {format_duration(update_ns)} of it in graph-update calls "
         f"({format_rate(count, 'updates')}, mostly {updates[0].name}) and "
         f"{format_duration(launch)} inside launch calls with "
         f"{format_rate(replays, 'graph launches')} — graph dispatch (as "
         "JAX/XLA does): the host re-parameterises and launches CUDA graphs every step; fewer, "
-        "larger graphs or parameters that need no update remove it"
-    )
-    return Verdict(
-        VerdictKind.API,
-        text,
-        update_ns + launch,
+        "larger graphs or parameters that need no update remove it",
         "the host updates and launches CUDA graphs every step",
     )
 
@@ -406,14 +385,11 @@ def unsplit_collective_verdict(
     collective_ns_per_step: int,
     execution: ExecutionMode,
     unsplit: UnsplitCollectives,
-) -> Verdict:
+) -> tuple[str, str]:
     """A busy candidate whose time is mostly collective kernels that no peer's export splits:
-    never "only faster kernels help" for time that may be waiting for another rank."""
-    how = {
-        ExecutionMode.GRAPH: " (replayed from a CUDA graph)",
-        ExecutionMode.EAGER: " (eager launches)",
-        ExecutionMode.MIXED: " (eager and graph launches)",
-    }.get(execution, "")
+    never "only faster kernels help" for time that may be waiting for another rank. The line,
+    and its reason in one clause."""
+    how = _EXECUTION_WORDS.get(execution, "")
     inside = min(collective_ns_per_step, ns_per_step)
     total = format_duration(unsplit.collective_ns_per_step)
     bound = unsplit.wait_lower_bound_ns_per_step
@@ -440,10 +416,8 @@ def unsplit_collective_verdict(
     )
     if ns_per_step > inside:
         text += f"; the other {format_duration(ns_per_step - inside)}/step are its own kernels"
-    return Verdict(
-        VerdictKind.COLLECTIVE_UNSPLIT,
+    return (
         text,
-        inside,
         f"{total}/step in collective kernels, {short}: one export cannot split waiting from "
         f"transfer; add {add}",
     )

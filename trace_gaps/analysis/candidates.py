@@ -1,5 +1,5 @@
 """Rank (stage, busy|idle) candidates by the time per step each explains, with evidence
-(their verdicts are written in trace_gaps/verdicts.py)."""
+(findings.py judges each; its words are written when the report is built)."""
 
 from __future__ import annotations
 

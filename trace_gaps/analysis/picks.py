@@ -54,7 +54,7 @@ class Finding(StrEnum):
         }[self]
 
 
-# The verdicts whose time a picture of one step shows, and the ledger time that is theirs.
+# The verdict kinds whose time a picture of one step shows, and the ledger time that is theirs.
 FINDING_OF_VERDICT = {
     VerdictKind.WAITING_FOR_PEER.value: Finding.WAIT,
     VerdictKind.SYNC_BOUND.value: Finding.SYNC,

@@ -16,6 +16,7 @@ from trace_gaps.analysis.candidates import (
     rank_candidates,
     round_per_step,
 )
+from trace_gaps.analysis.findings import Finding, Judgement, StageFacts, judge
 from trace_gaps.analysis.graphs import describe_captures, find_captures
 from trace_gaps.analysis.ledger import BUCKET, CAUSE, DURATION_NS
 from trace_gaps.analysis.long_gaps import (
@@ -63,12 +64,11 @@ from trace_gaps.model import (
     PID,
     START_NS,
     Bucket,
-    ExecutionMode,
+    ExportLack,
     OpKind,
     Trace,
     VerdictKind,
 )
-from trace_gaps.nsys.queries import GRAPH_NODE_EVENTS_TABLE
 from trace_gaps.records import (
     CallShare,
     Candidate,
@@ -83,13 +83,6 @@ from trace_gaps.records import (
     StepRow,
     StepSummary,
     WallStats,
-)
-from trace_gaps.verdicts import (
-    StageFacts,
-    Verdict,
-    unsplit_collective_verdict,
-    wait_verdict,
-    write_verdict,
 )
 
 
@@ -255,8 +248,9 @@ def assemble_candidates(
     top: int,
     waits: RankSummary | None = None,
     saving: Callable[[str, str], tuple[int, int] | None] | None = None,
-) -> list[Candidate]:
-    """Rank the (stage, bucket) candidates and give each its evidence and verdict.
+) -> list[Finding]:
+    """Rank the (stage, bucket) candidates and give each its evidence and judgement (its
+    kind and the time its cause explains); write_candidate puts it in words.
 
     saving(stage, lever) -> (predicted step ns, saving ns) or None (whatif.py): each
     candidate gets the lever that fits its kind and what pulling it saves; they are then
@@ -267,7 +261,7 @@ def assemble_candidates(
     wall_mean = (
         int(round((frames.analysed[END_NS] - frames.analysed[START_NS]).sum() / n)) if n else 0
     )
-    candidates = []
+    judged = []
     ranked = rank_candidates(frames.means, wall_mean_ns=wall_mean)
     if saving is None:
         ranked = ranked.head(top)
@@ -337,58 +331,44 @@ def assemble_candidates(
         )
         facts = _stage_facts(summary, captured_here, shared_with)
         unsplit_ns = _unsplit_collective_ns(evidence, waits) if bucket == Bucket.BUSY.value else 0
-        verdict = (
-            Verdict(
-                VerdictKind.WAITING_FOR_PEER,
-                wait_verdict(stage, int(ns_per_step), waits),
-                int(ns_per_step),
-                "its collectives wait for "
-                + (
-                    f"process {waits.waits_for[0].label}" if waits and waits.waits_for else "a peer"
-                ),
-            )
+        judgement = (
+            Judgement(VerdictKind.WAITING_FOR_PEER, int(ns_per_step))
             if bucket == Bucket.WAIT.value
-            else unsplit_collective_verdict(
-                stage,
-                int(ns_per_step),
-                unsplit_ns,
-                ExecutionMode(facts.stage.execution),
-                waits.unsplit,
-            )
+            else Judgement(VerdictKind.COLLECTIVE_UNSPLIT, min(unsplit_ns, int(ns_per_step)))
             if waits is not None
             and waits.unsplit is not None
             and unsplit_ns >= UNSPLIT_SHARE_OF_STEP * wall_mean
-            else write_verdict(stage, bucket, int(ns_per_step), evidence, facts)
+            else judge(bucket, int(ns_per_step), evidence, facts)
         )
-        candidates.append(
-            Candidate(
-                rank=int(rank),
-                stage=stage,
-                bucket=bucket,
-                ns_per_step=int(ns_per_step),
-                share_fraction=round(float(share), 4),
-                kind=verdict.kind.value,
-                lever_ns_per_step=verdict.lever_ns_per_step,
-                why=verdict.why,
-                verdict=verdict.text,
-                evidence=evidence,
-                explained_rank=int(rank),
-            )
+        candidate = Candidate(
+            rank=int(rank),
+            stage=stage,
+            bucket=bucket,
+            ns_per_step=int(ns_per_step),
+            share_fraction=round(float(share), 4),
+            kind=judgement.kind.value,
+            lever_ns_per_step=judgement.lever_ns_per_step,
+            why="",
+            verdict="",
+            evidence=evidence,
+            explained_rank=int(rank),
         )
+        judged.append(Finding(candidate, judgement, facts, unsplit_ns))
     if saving is None:
-        return candidates
-    return rank_by_saving(candidates, by_name, saving, top)
+        return judged
+    return rank_by_saving(judged, by_name, saving, top)
 
 
 def rank_by_saving(
-    candidates: list[Candidate],
+    findings: list[Finding],
     by_name: dict[str, StageSummary],
     saving: Callable[[str, str], tuple[int, int] | None],
     top: int,
-) -> list[Candidate]:
+) -> list[Finding]:
     """Each candidate with its lever's predicted step and saving, ranked by the saving."""
     priced = []
-    for candidate in candidates:
+    for finding in findings:
+        candidate = finding.candidate
         summary = by_name.get(candidate.stage)
         launches = summary.eager_launches_per_step if summary else 0.0
         mode = summary.execution if summary else ""
@@ -398,19 +378,19 @@ def rank_by_saving(
         predicted, saved = found if found is not None else (None, None)
         priced.append(
             replace(
-                candidate,
-                lever=lever,
-                predicted_step_ns=predicted,
-                saving_ns=saved,
+                finding,
+                candidate=replace(
+                    candidate, lever=lever, predicted_step_ns=predicted, saving_ns=saved
+                ),
             )
         )
-    priced.sort(key=lambda c: (-(c.saving_ns or 0), c.explained_rank))
+    priced.sort(key=lambda f: (-(f.candidate.saving_ns or 0), f.candidate.explained_rank))
     kept = priced[:top]
     # The candidate that explains most time stays listed (last, if its lever saves little).
-    first = next((c for c in priced if c.explained_rank == 1), None)
+    first = next((f for f in priced if f.candidate.explained_rank == 1), None)
     if first is not None and first not in kept and kept:
         kept[-1] = first
-    return [replace(c, rank=i) for i, c in enumerate(kept, start=1)]
+    return [replace(f, candidate=replace(f.candidate, rank=i)) for i, f in enumerate(kept, start=1)]
 
 
 def _unsplit_collective_ns(evidence: Evidence, waits: RankSummary | None) -> int:
@@ -551,7 +531,7 @@ def graph_facts(
 ) -> GraphFacts:
     """The process's graph captures (with their stage), instantiations, events and replays."""
     captures = find_captures(analysis.metrics[GRAPH_SETUP_CALLS], pid)
-    has_nodes = GRAPH_NODE_EVENTS_TABLE in trace.info.tables
+    has_nodes = ExportLack.GRAPH_NODES not in trace.info.lacks
     described = describe_captures(
         captures,
         analysis.range_tree,

@@ -39,7 +39,7 @@ from trace_gaps.model import (
 )
 from trace_gaps.records import NotApplicable, Prediction, ReplayCheck, WhatIfLedgerEntry
 
-# The lever that fits each verdict kind (verdicts.VerdictKind values).
+# The lever that fits each verdict kind (VerdictKind values).
 _LEVER_OF_KIND = {
     "gpu_bound": "gpu50",
     "long_host_gaps": "nogaps",

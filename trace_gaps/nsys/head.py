@@ -31,6 +31,7 @@ from trace_gaps.model import (
     STREAM_ID,
     THREAD_COLUMNS,
     ExportInfo,
+    ExportLack,
     GpuInfo,
     GraphTraceMode,
     Trace,
@@ -73,7 +74,7 @@ def read_head(
         ),
         sync_rows=table_count(connection, tables, queries.SYNC_TABLE, queries.SYNC_COUNT),
         export_settings=export_meta,
-        missing_columns=_missing_columns(connection, tables),
+        lacks=_lacks(connection, tables),
         capture_duration_ns=capture_duration(connection, tables),
         lost_event_messages=_lost_event_messages(connection, tables),
         session_start_utc_ns=_session_start(connection, tables),
@@ -145,6 +146,20 @@ def _missing_columns(connection: sqlite3.Connection, tables: tuple[str, ...]) ->
         for table, column in _OPTIONAL_COLUMNS
         if table in tables and column not in table_columns(connection, table)
     )
+
+
+def _lacks(connection: sqlite3.Connection, tables: tuple[str, ...]) -> frozenset[ExportLack]:
+    missing = _missing_columns(connection, tables)
+    current, older = queries.EXPORT_META_TABLES
+    lacking = {
+        ExportLack.NVTX: queries.NVTX_TABLE not in tables,
+        ExportLack.CUDA_API: queries.RUNTIME_TABLE not in tables,
+        ExportLack.GRAPH_NODES: queries.GRAPH_NODE_EVENTS_TABLE not in tables,
+        ExportLack.CURRENT_METADATA: older in tables and current not in tables,
+        ExportLack.NVTX_TEXT_ID: f"{queries.NVTX_TABLE}.textId" in missing,
+        ExportLack.KERNEL_GRAPH_NODE_ID: f"{queries.KERNEL_TABLE}.graphNodeId" in missing,
+    }
+    return frozenset(lack for lack, is_lacking in lacking.items() if is_lacking)
 
 
 # A row equal to an earlier one on these columns is a copy (nsys writes each activity once).

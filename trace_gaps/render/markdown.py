@@ -1,6 +1,6 @@
 """Markdown: GitHub-flavoured, ready to paste into an issue; tables stay tables for any name."""
 
-from trace_gaps.analysis.integrity import unreliable_lines
+from trace_gaps.notes import unreliable_lines
 from trace_gaps.records import Report
 from trace_gaps.render.kernels import kernel_table
 from trace_gaps.render.tables import (

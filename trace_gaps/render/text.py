@@ -2,7 +2,7 @@
 
 from io import StringIO
 
-from trace_gaps.analysis.integrity import unreliable_lines
+from trace_gaps.notes import unreliable_lines
 from trace_gaps.records import Report
 from trace_gaps.render.console import (
     NOT_A_TERMINAL,
