@@ -465,22 +465,23 @@ def test_the_bucket_table_leaves_out_changes_that_print_as_zero(eager_and_graph)
 
 
 def test_bucket_tables_made_beside_each_side_give_the_same_diff():
-    # A diff's sides make their step bucket tables where they are analysed (diff_sides.diff_side);
+    # A diff's sides make their step bucket tables where they are analysed (side_runner.py);
     # the diff made from them is the one made from the reports alone.
-    from trace_gaps.diff import step_bucket_tables, without_tabled_steps
+    from trace_gaps.diff import ComparedSide, diff_sides, step_bucket_tables
     from trace_gaps.render.diff import render_diff_json
+    from trace_gaps.side_runner import without_tabled_steps
 
     samples = {p.stem: p for p in sample_trace_paths()}
     before, after = report_of(samples["spec_two_ranks"]), report_of(samples["spec_two_ranks"])
     tables = (step_bucket_tables(before), step_bucket_tables(after))
     assert sorted(tables[0]) == sorted(p.pid for p in before.processes)
     assert all(len(t) and t.to_numpy().sum() > 0 for t in tables[0].values())
-    made_apart = diff_reports(before, after, step_buckets=tables)
+    made_apart = diff_sides(ComparedSide(before, tables[0]), ComparedSide(after, tables[1]))
     assert render_diff_json(made_apart) == render_diff_json(diff_reports(before, after))
     # The sides send their reports back without the step ledger entries the tables hold.
     sent = (without_tabled_steps(before, tables[0]), without_tabled_steps(after, tables[1]))
     assert all(not p.step_ledger for p in sent[0].processes)
-    made_from_sent = diff_reports(*sent, step_buckets=tables)
+    made_from_sent = diff_sides(ComparedSide(sent[0], tables[0]), ComparedSide(sent[1], tables[1]))
     assert render_diff_json(made_from_sent) == render_diff_json(made_apart)
 
 
@@ -489,9 +490,10 @@ def test_bucket_tables_made_beside_each_side_give_the_same_diff():
 )
 def test_a_sides_tables_from_its_analysis_are_those_of_its_report(path):
     # A diff's side of one export makes its tables from the analysis' ledger frame and
-    # sends a report without step ledger entries (diff_sides.diff_side): the tables must be the
-    # ones made from the entries, row order (the walls'), columns and dtypes included.
-    from trace_gaps.diff import analysis_bucket_tables, step_bucket_tables
+    # sends a report without step ledger entries (side_runner.run_side): the tables must be
+    # the ones made from the entries, row order (the walls'), columns and dtypes included.
+    from trace_gaps.diff import step_bucket_tables
+    from trace_gaps.side_runner import analysis_bucket_tables
 
     trace = load_trace(path)
     analysis = analyse_trace(trace, AnalysisOptions())
@@ -507,40 +509,41 @@ def test_a_sides_tables_from_its_analysis_are_those_of_its_report(path):
 
 
 def _sides(before: Path, after: Path, relay):  # type: ignore[no-untyped-def]
-    from trace_gaps.diff_sides import diff_side
+    from trace_gaps.side_runner import run_side
 
     options = AnalysisOptions()
     return [
-        diff_side((None, relay), [p], options, False, b)
-        for p, b in ((before, True), (after, False))
+        run_side((None, relay), [p], options, False, b) for p, b in ((before, True), (after, False))
     ]
+
+
+def _json_drawn_with(sides, means):  # type: ignore[no-untyped-def]
+    """The diff's JSON of these sides with these resampled means in place of theirs."""
+    from trace_gaps.diff import diff_sides
+    from trace_gaps.render.diff import render_diff_json
+
+    drawn = [replace(side, means=m) for side, m in zip(sides, means, strict=True)]
+    return render_diff_json(diff_sides(*drawn))
 
 
 def test_bootstrap_means_drawn_in_the_sides_give_the_diff_drawn_in_one_process():
     # The before side draws when its steps are cut and hands the generator on; the after
     # side draws at its end (side_draws.py). The diff must be the one drawn all at once.
-    from trace_gaps.render.diff import render_diff_json
     from trace_gaps.side_draws import DrawRelay
 
     samples = {p.stem: p for p in sample_trace_paths()}
     for before, after in (("spec_eager", "spec_sync"), ("spec_sync", "plain_decode")):
-        (b_report, b_tables, b_means), (a_report, a_tables, a_means) = _sides(
-            samples[before], samples[after], DrawRelay()
-        )
+        sides = _sides(samples[before], samples[after], DrawRelay())
+        b_means, a_means = sides[0].means, sides[1].means
         assert b_means is not None and a_means is not None
         assert a_means.before_steps == b_means.steps
-        tables = (b_tables, a_tables)
-        drawn_here = diff_reports(b_report, a_report, step_buckets=tables)
-        drawn_apart = diff_reports(
-            b_report, a_report, step_buckets=tables, side_means=(b_means, a_means)
-        )
-        assert drawn_here.processes[0].wall.ci_ns is not None
-        assert render_diff_json(drawn_apart) == render_diff_json(drawn_here)
+        drawn_here = _json_drawn_with(sides, (None, None))
+        assert json.loads(drawn_here)["processes"][0]["wall"]["ci_ns"] is not None
+        assert _json_drawn_with(sides, (b_means, a_means)) == drawn_here
         # The sides' means are what the diff uses (other means, another CI) but only
         # when drawn for the step counts it compares; else it draws its own.
         shifted = replace(a_means, means=a_means.means + 1_000_000)
-        used = diff_reports(b_report, a_report, step_buckets=tables, side_means=(b_means, shifted))
-        assert render_diff_json(used) != render_diff_json(drawn_here)
+        assert _json_drawn_with(sides, (b_means, shifted)) != drawn_here
         for other in (
             (replace(b_means, steps=b_means.steps + 1), shifted),
             (b_means, replace(shifted, before_steps=shifted.before_steps - 1)),
@@ -556,15 +559,14 @@ def test_bootstrap_means_drawn_in_the_sides_give_the_diff_drawn_in_one_process()
                 ),
             ),
         ):
-            redrawn = diff_reports(b_report, a_report, step_buckets=tables, side_means=other)
-            assert render_diff_json(redrawn) == render_diff_json(drawn_here)
+            assert _json_drawn_with(sides, other) == drawn_here
 
 
 def test_sides_of_several_processes_draw_nothing():
-    # Their pairs' draws would alternate between the sides: diff_reports draws them all.
+    # Their pairs' draws would alternate between the sides: diff_sides draws them all.
     from trace_gaps.side_draws import DrawRelay
 
     two_ranks = {p.stem: p for p in sample_trace_paths()}["spec_two_ranks"]
     sides = _sides(two_ranks, two_ranks, DrawRelay())
-    assert [means for _, _, means in sides] == [None, None]
-    assert len(sides[0][0].processes) == 2
+    assert [side.means for side in sides] == [None, None]
+    assert len(sides[0].report.processes) == 2

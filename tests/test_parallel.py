@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-import trace_gaps.diff_sides as diff_sides
 import trace_gaps.parallel as parallel
+import trace_gaps.side_runner as side_runner
 from tests.conftest import ROOT
 from tests.conftest import SAMPLE_TRACES as SAMPLES
 from trace_gaps.cli import app
@@ -128,14 +128,14 @@ def test_a_user_error_crosses_processes_with_its_file() -> None:
 def test_diff_sides_in_two_processes_give_the_same_diff(monkeypatch: pytest.MonkeyPatch) -> None:
     before, after = SAMPLES / "spec_eager.sqlite", SAMPLES / "spec_graph_node.sqlite"
     args = ["diff", str(before), str(after), "-f", "json"]
-    monkeypatch.setattr(diff_sides, "DIFF_SIDES_APART_BYTES", 10**12)
+    monkeypatch.setattr(side_runner, "DIFF_SIDES_APART_BYTES", 10**12)
     apart_jobs: list[int] = []
     one_by_one = CliRunner().invoke(app, args)
-    monkeypatch.setattr(diff_sides, "DIFF_SIDES_APART_BYTES", 0)
+    monkeypatch.setattr(side_runner, "DIFF_SIDES_APART_BYTES", 0)
     monkeypatch.setattr(parallel, "default_jobs", lambda: 1)
-    diff_jobs = diff_sides.diff_jobs
+    diff_jobs = side_runner.diff_jobs
     monkeypatch.setattr(
-        diff_sides, "diff_jobs", lambda sides: apart_jobs.append(diff_jobs(sides)) or 2
+        side_runner, "diff_jobs", lambda sides: apart_jobs.append(diff_jobs(sides)) or 2
     )
     apart = CliRunner().invoke(app, args)
     assert one_by_one.exit_code == 0, one_by_one.output
@@ -159,7 +159,7 @@ def check_diff_sides_apart_fork_once_and_draw_as_one_process() -> None:
         forks.append(1)
         return real_fork()
 
-    diff_sides.DIFF_SIDES_APART_BYTES = 0
+    side_runner.DIFF_SIDES_APART_BYTES = 0
     parallel.default_jobs = lambda: 1
     os.fork = counted_fork
     result = CliRunner().invoke(app, ["diff", str(before), str(after), "-f", "json", "-q"])

@@ -1,4 +1,5 @@
-"""Diff: the comparison of two Reports (schema and assembly); its noise is analysis/bootstrap.py."""
+"""Diff: the comparison of two sides' Reports (schema and assembly); its noise is
+analysis/bootstrap.py, and side_runner.py analyses the sides."""
 
 from __future__ import annotations
 
@@ -11,15 +12,12 @@ from trace_gaps.analysis.bootstrap import (
     CONFIDENCE_PCT,
     RESAMPLES,
     SEED,
+    SideMeans,
     bootstrap_mean_difference,
     mean_difference_intervals,
+    means_drawn,
 )
 from trace_gaps.analysis.kinds import kind_label
-from trace_gaps.analysis.ledger import BUCKET, CAUSE, DURATION_NS
-from trace_gaps.analysis.metrics import LEDGER
-from trace_gaps.analysis.pipeline import Analysis
-from trace_gaps.analysis.stages import STAGE
-from trace_gaps.analysis.steps import IS_WARMUP, STEP_ID
 from trace_gaps.changes import (
     BucketChange,
     NsInterval,
@@ -31,10 +29,9 @@ from trace_gaps.changes import (
     stage_side,
 )
 from trace_gaps.errors import TraceGapsError
-from trace_gaps.model import END_NS, PID, START_NS, Bucket, CandidateStatus, Presence
+from trace_gaps.model import Bucket, CandidateStatus, Presence
 from trace_gaps.records import ProcessReport, Report
 from trace_gaps.repeats import RunSpread
-from trace_gaps.side_draws import SideMeans
 from trace_gaps.verdicts import write_diff_verdict
 
 DIFF_SCHEMA_VERSION = 2  # 2: side.wall {mean_ns, ...}, was wall_ns {mean, ...}
@@ -92,25 +89,30 @@ class Diff:
 StepBuckets = dict[int, pd.DataFrame]
 
 
-def diff_reports(
-    before: Report,
-    after: Report,
-    *,
-    step_buckets: tuple[StepBuckets, StepBuckets] | None = None,
-    side_means: tuple[SideMeans | None, SideMeans | None] = (None, None),
-) -> Diff:
-    """Pair the processes of two reports and compare each pair.
+@dataclass(frozen=True, slots=True)
+class ComparedSide:
+    """One side of a diff, as its statistics read it: the report; per pid, the bucket table
+    of its analysed steps where made already (else made here from the report's step
+    ledger); the bootstrap's resampled means where drawn already (else drawn here)."""
 
-    step_buckets: each side's step_bucket_tables, when made already (beside its analysis,
-    in its own process); the tables missing are made here. side_means: the bootstrap's
-    resampled means drawn in the sides (side_draws.py), used where they are the ones
-    drawn here (one process a side), else drawn here."""
-    before, after, notes = _like_kinds(before, after)
+    report: Report
+    step_buckets: StepBuckets = field(default_factory=dict)
+    means: SideMeans | None = None
+
+
+def diff_reports(before: Report, after: Report) -> Diff:
+    """Pair the processes of two reports and compare each pair."""
+    return diff_sides(ComparedSide(before), ComparedSide(after))
+
+
+def diff_sides(before_side: ComparedSide, after_side: ComparedSide) -> Diff:
+    """Pair the processes of the two sides' reports and compare each pair; a side's means
+    are used where they are the ones drawn here (one process a side)."""
+    before, after, notes = _like_kinds(before_side.report, after_side.report)
     pairs, pair_notes = pair_processes(before, after)
     notes += pair_notes
     one_pair = len(before.processes) == len(after.processes) == 1
     rng = np.random.default_rng(SEED)
-    tables = step_buckets if step_buckets is not None else ({}, {})
     diffs = [
         diff_processes(
             b,
@@ -118,8 +120,8 @@ def diff_reports(
             before_file=b.export_file or before.export.file,
             after_file=a.export_file or after.export.file,
             rng=rng,
-            step_buckets=(tables[0].get(b.pid), tables[1].get(a.pid)),
-            side_means=side_means if one_pair else (None, None),
+            step_buckets=(before_side.step_buckets.get(b.pid), after_side.step_buckets.get(a.pid)),
+            side_means=(before_side.means, after_side.means) if one_pair else (None, None),
         )
         for b, a in pairs
     ]
@@ -237,7 +239,7 @@ def diff_processes(
     """Compare one process with another: step time, buckets, stages, candidates.
     step_buckets: the two processes' tables of step_bucket_tables, where made already.
     side_means: the two processes' resampled means, where drawn already (the first draws
-    from rng, as diff_reports passes them: rng is then not drawn from)."""
+    from rng, as diff_sides passes them: rng is then not drawn from)."""
     walls = [_analysed_walls(p, f) for p, f in ((before, before_file), (after, after_file))]
     buckets_before, buckets_after = (
         _step_buckets(process, wall.index) if table is None else table
@@ -252,7 +254,7 @@ def diff_processes(
         [walls[1].to_numpy(), buckets_after.reindex(columns=columns, fill_value=0)]
     )
     means_before, means_after = values_before.mean(axis=0), values_after.mean(axis=0)
-    drawn = _drawn_in_sides(side_means, len(walls[0]), len(walls[1]), columns)
+    drawn = means_drawn(side_means, len(walls[0]), len(walls[1]), columns)
     intervals, relative = _bootstrap(values_before, values_after, rng, drawn)
 
     change = int(round(means_after[0] - means_before[0]))
@@ -325,68 +327,16 @@ def step_bucket_tables(report: Report) -> StepBuckets:
     }
 
 
-def analysis_bucket_tables(analysis: Analysis) -> StepBuckets:
-    """step_bucket_tables of the analysis' report, from its ledger frame: the same tables
-    without the report's step ledger entries (the 1M capture: 20 ms against the entries'
-    28 ms and their table's 40 ms), for a side analysed by itself (diff_sides.diff_side)."""
-    names = np.array(analysis.stage_map.names, dtype=object)
-    ledger = analysis.metrics[LEDGER]
-    tables: StepBuckets = {}
-    for pid in sorted(analysis.steps[PID].unique()):
-        analysed = pd.Index(_analysed_steps(analysis, pid)[STEP_ID].to_numpy())
-        if analysed.empty:
-            continue
-        rows = ledger[ledger[STEP_ID].isin(analysed)]
-        entries = pd.DataFrame(
-            {
-                "step_id": rows[STEP_ID].to_numpy(),
-                "stage": names[rows[STAGE].to_numpy()],
-                "bucket": rows[BUCKET].to_numpy(),
-                "cause": rows[CAUSE].to_numpy(),
-                "duration_ns": rows[DURATION_NS].to_numpy(),
-            }
-        )
-        tables[int(pid)] = _bucket_table(entries, analysed)
-    return tables
-
-
-def without_tabled_steps(report: Report, tables: StepBuckets) -> Report:
-    """The report without the step ledger entries of the processes that have a step bucket
-    table: diff_reports reads those entries only to make the tables. A side sends a third
-    of the bytes back (the 1M capture: 1.7 MB -> 0.5 MB), and diff's own process loads it
-    in 4 ms instead of 85 (the entries were 40,000 objects)."""
-    processes = [
-        replace(process, step_ledger=[]) if process.pid in tables else process
-        for process in report.processes
-    ]
-    return replace(report, processes=processes)
-
-
-def analysed_walls(analysis: Analysis, pid: int) -> np.ndarray:
-    """The wall times of a process' analysed steps, as its report's step rows give them
-    (in their order: the rows of its table in analysis_bucket_tables)."""
-    steps = _analysed_steps(analysis, pid)
-    walls: np.ndarray = (steps[END_NS] - steps[START_NS]).to_numpy(dtype=np.int64)
-    return walls
-
-
-def _analysed_steps(analysis: Analysis, pid: int) -> pd.DataFrame:
-    # In the order of the report's step rows (the walls diff_processes pairs them with).
-    steps = analysis.steps[analysis.steps[PID].to_numpy() == pid]
-    analysed: pd.DataFrame = steps[~steps[IS_WARMUP].to_numpy()]
-    return analysed
-
-
 def _step_buckets(process: ProcessReport, step_ids: pd.Index) -> pd.DataFrame:
     """ns per analysed step (rows) and (stage, bucket label) (columns), zero where absent."""
     entries = pd.DataFrame(
         [(e.step_id, e.stage, e.bucket, e.cause or "", e.duration_ns) for e in process.step_ledger],
         columns=["step_id", "stage", "bucket", "cause", "duration_ns"],
     )
-    return _bucket_table(entries[entries["step_id"].isin(step_ids)], step_ids)
+    return bucket_table(entries[entries["step_id"].isin(step_ids)], step_ids)
 
 
-def _bucket_table(entries: pd.DataFrame, step_ids: pd.Index) -> pd.DataFrame:
+def bucket_table(entries: pd.DataFrame, step_ids: pd.Index) -> pd.DataFrame:
     """The table of _step_buckets from ledger rows (step_id, stage, bucket, cause: "" for
     none, duration_ns) of the steps step_ids, which give the table's rows in their order."""
     bucket, cause = entries["bucket"].astype(object), entries["cause"].astype(object)
@@ -401,25 +351,6 @@ def _bucket_table(entries: pd.DataFrame, step_ids: pd.Index) -> pd.DataFrame:
         fill_value=0,
     )
     return table.reindex(index=step_ids, fill_value=0).astype("int64")
-
-
-def _drawn_in_sides(
-    side_means: tuple[SideMeans | None, SideMeans | None],
-    before_steps: int,
-    after_steps: int,
-    columns: pd.Index,
-) -> tuple[np.ndarray, np.ndarray] | None:
-    """The sides' resampled means over wall time and columns, when both sides drew theirs
-    for these step counts (the after side's draws followed the before side's)."""
-    before, after = side_means
-    if before is None or after is None:
-        return None
-    if not before.steps == before.before_steps == after.before_steps == before_steps:
-        return None
-    if after.steps != after_steps:
-        return None
-    expanded = before.expanded(columns), after.expanded(columns)
-    return None if expanded[0] is None or expanded[1] is None else (expanded[0], expanded[1])
 
 
 def _bootstrap(

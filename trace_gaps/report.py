@@ -68,7 +68,7 @@ def build_report(
     ranks and labels (pid -> "file:pid") come from multi.py when several exports are one run.
     step_ledger False: the processes' step ledgers are left empty (for analyze's text, md
     and csv, which never print them, and a diff's side, which makes its step bucket
-    tables from the analysis instead: diff.analysis_bucket_tables).
+    tables from the analysis instead: side_runner.py).
     what_if: levers ("verify_forward=graph,sample=nosync") to predict for every process;
     raises LeverError when they name no stage of the analysed steps or do not apply.
     """

@@ -1,4 +1,5 @@
-"""A diff's bootstrap draws, made in its two sides while they are analysed.
+"""The side runner's relay (side_runner.py): a diff's bootstrap draws, made in its two sides
+while they are analysed.
 
 A diff's noise (analysis/bootstrap.py) resamples each side's analysed steps: the
 multinomial counts cost 0.13 s a side on the 1M-kernel capture (1,702 steps), and diff's
@@ -7,8 +8,8 @@ number drawn depends only on the seed, on each side's count of steps and on the 
 (before, then after). So the before side draws its counts as soon as its steps are cut
 and hands the generator's state on to the after side (a pipe made in diff's process, which
 a forked side inherits), which draws its own when its analysis is done; each side returns
-its resampled means with its report, and diff_reports uses them where they are the ones
-it would have drawn itself (one process a side, the same step counts), else draws as
+its resampled means (SideMeans), which the statistics use where they are the ones they
+would have drawn themselves (one process a side, the same step counts), else draw as
 before.
 
 Only where each side has one process with steps: with several, the pairs' draws alternate
@@ -20,37 +21,14 @@ from __future__ import annotations
 
 import multiprocessing
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from trace_gaps.analysis.bootstrap import SEED, draw_counts, resampled_means
+from trace_gaps.analysis.bootstrap import SEED, SideMeans, draw_counts, resampled_means
 from trace_gaps.analysis.steps import IS_WARMUP
 from trace_gaps.model import PID
-
-
-@dataclass(frozen=True, slots=True)
-class SideMeans:
-    """One side's resampled means: wall time (column 0), then its bucket table's columns."""
-
-    before_steps: int  # the before side's analysed steps that the draws followed
-    steps: int  # this side's analysed steps
-    columns: pd.Index  # its bucket table's (stage, bucket) columns, in order
-    means: np.ndarray  # RESAMPLES x (1 + len(columns))
-
-    def expanded(self, columns: pd.Index) -> np.ndarray | None:
-        """The means over wall time and the given columns (zero where this side has none:
-        the means of a column of zeros), in diff_processes' column order; None when the
-        columns lack one of this side's (the means were drawn for another table)."""
-        at = columns.get_indexer(self.columns)
-        if (at < 0).any():
-            return None
-        out = np.zeros((len(self.means), 1 + len(columns)))
-        out[:, 0] = self.means[:, 0]
-        out[:, 1 + at] = self.means[:, 1:]
-        return out
 
 
 class DrawRelay:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
 RESAMPLES = 2_000
 CONFIDENCE_PCT = 95
@@ -41,8 +42,8 @@ def draw_counts(n: int, rng: np.random.Generator) -> np.ndarray:
     """How many times each of n steps is drawn, per resample (RESAMPLES x n, float64).
 
     The costly part of a diff's noise (the 1M capture's 1,702 steps: 0.13 s a side), and it
-    depends only on n and rng's state: a diff's sides draw theirs while they are analysed
-    (side_draws.py), one after the other from one generator, as here."""
+    depends only on n and rng's state: a diff's sides may draw theirs while they are
+    analysed (SideMeans), one after the other from one generator, as here."""
     counts: np.ndarray = rng.multinomial(n, np.full(n, 1 / n), size=RESAMPLES).astype(np.float64)
     return counts
 
@@ -68,3 +69,47 @@ def mean_difference_intervals(
     relative = 100 * (means_after[:, 0] - means_before[:, 0]) / means_before[:, 0]
     rel_low, rel_high = np.percentile(relative, [tail, 100 - tail])
     return MeanDifferenceIntervals(low, high, float(rel_low), float(rel_high))
+
+
+@dataclass(frozen=True, slots=True)
+class SideMeans:
+    """One side's resampled means, drawn already from the diff's generator (default_rng(SEED)):
+    the before side's counts first, then the after side's, as bootstrap_mean_difference
+    draws them (a diff's sides draw theirs while they are analysed: side_runner.py)."""
+
+    before_steps: int  # the before side's analysed steps, whose counts were drawn first
+    steps: int  # this side's analysed steps
+    columns: pd.Index  # its bucket table's (stage, bucket) columns, in order
+    means: np.ndarray  # RESAMPLES x (1 + len(columns)): wall time, then each column
+
+    def expanded(self, columns: pd.Index) -> np.ndarray | None:
+        """The means over wall time and the given columns (zero where this side has none:
+        the means of a column of zeros); None when the columns lack one of this side's
+        (the means were drawn for another table)."""
+        at = columns.get_indexer(self.columns)
+        if (at < 0).any():
+            return None
+        out = np.zeros((len(self.means), 1 + len(columns)))
+        out[:, 0] = self.means[:, 0]
+        out[:, 1 + at] = self.means[:, 1:]
+        return out
+
+
+def means_drawn(
+    sides: tuple[SideMeans | None, SideMeans | None],
+    before_steps: int,
+    after_steps: int,
+    columns: pd.Index,
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """Both sides' resampled means over wall time and columns, when they are the ones
+    bootstrap_mean_difference would draw first for these step counts (the after side's
+    counts drawn after the before side's); else None."""
+    before, after = sides
+    if before is None or after is None:
+        return None
+    if not before.steps == before.before_steps == after.before_steps == before_steps:
+        return None
+    if after.steps != after_steps:
+        return None
+    expanded = before.expanded(columns), after.expanded(columns)
+    return None if expanded[0] is None or expanded[1] is None else (expanded[0], expanded[1])

@@ -66,10 +66,11 @@ def diff(
     """Did the fix work? Step time with its noise, stage and launch changes, BEFORE → AFTER."""
     from dataclasses import replace
 
+    from trace_gaps.diff import diff_sides
     from trace_gaps.diff_runs import check_side_kind, diff_repeats
-    from trace_gaps.diff_sides import diff_sides
     from trace_gaps.duplicates import refuse_duplicate_exports
     from trace_gaps.render import render_diff
+    from trace_gaps.side_runner import run_sides
 
     sides = [expand_exports([before]), expand_exports([after])]
     refuse_inputs_as_outputs([] if output is None else [output], [*sides[0], *sides[1]])
@@ -88,7 +89,7 @@ def diff(
                 options.process if pid is None else pid for pid in (process_before, process_after)
             ]
             side_options = (replace(options, process=pids[0]), replace(options, process=pids[1]))
-            result = diff_sides(sides, side_options, output)
+            result = diff_sides(*run_sides(sides, side_options, output))
     terminal = text_terminal(output, no_color=no_color)
     text = render_diff(result, Format(fmt.value), terminal)
     write_output(text, output, quiet=quiet, styled=fmt is DiffFormat.TEXT and terminal.color)

@@ -3,19 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
-import math
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from trace_gaps.commands.options import HELP_OPTIONS, ExportArg, QuietOpt, analysis_options
+from trace_gaps.commands.pictures import check_image_path, image_source, zoom_window
 from trace_gaps.errors import UsageError
-from trace_gaps.inputs import resolve_export
-from trace_gaps.output import refuse_inputs_as_outputs
 from trace_gaps.streams import save_figure
-from trace_gaps.units import NS_PER_MS
 
 if TYPE_CHECKING:
     from trace_gaps.analysis.pipeline import AnalysisOptions
@@ -120,34 +116,3 @@ def plot_steps(
     path = image_source(output, export, demo)
     _, report = load_and_report(path, options)
     save_figure(plot_steps(report), output, quiet=quiet)
-
-
-def check_image_path(output: Path) -> None:
-    """Refuse an image name matplotlib would not write as PNG or SVG, before any work."""
-    if output.suffix.lower() not in (".png", ".svg"):
-        raise UsageError(f"cannot write {output}: name a .png or .svg file with -o.")
-
-
-def image_source(output: Path, export: Path | None, demo: bool) -> Path:
-    """The export to draw (resolve_export), never the image's own path."""
-    refuse_inputs_as_outputs([output], [export])
-    path = resolve_export(export, demo)
-    refuse_inputs_as_outputs([output], [path])
-    return path
-
-
-def zoom_window(from_ms: float | None, to_ms: float | None) -> tuple[int, int] | None:
-    """--from/--to as a window in ns from the step start; None draws the whole step."""
-    if from_ms is None and to_ms is None:
-        return None
-    for name, value in (("--from", from_ms), ("--to", to_ms)):
-        if value is not None and not math.isfinite(value):
-            raise typer.BadParameter(
-                f"{name} {value:g} is not a time: give ms from the step start."
-            )
-    # Past int64, a time is later than any step: the window is empty, said once drawn.
-    low_ns = min(round((from_ms or 0.0) * NS_PER_MS), sys.maxsize - 1)
-    high_ns = sys.maxsize if to_ms is None else min(round(to_ms * NS_PER_MS), sys.maxsize)
-    if high_ns <= low_ns:
-        raise typer.BadParameter(f"--to {to_ms or 0:g} must be after --from {from_ms or 0:g}.")
-    return low_ns, high_ns

@@ -19,6 +19,7 @@ import pandas as pd
 from trace_gaps.errors import MissingTableError, NoKernelsError, NotAnExportError
 from trace_gaps.nsys import queries
 from trace_gaps.nsys.convert import export_command, is_report
+from trace_gaps.nsys.sql import query_rows, query_value
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
@@ -242,7 +243,7 @@ def check_is_sqlite(path: Path) -> None:
 def list_tables(connection: sqlite3.Connection, path: Path) -> tuple[str, ...]:
     """The export's table names, sorted; raise NotAnExportError when SQLite cannot read them."""
     with reading_export(path):
-        rows = connection.execute(queries.TABLES).fetchall()
+        rows = query_rows(connection, queries.TABLES)
     return tuple(sorted(str(row[0]) for row in rows))
 
 
@@ -328,16 +329,13 @@ def _lost_records_evidence(connection: sqlite3.Connection, tables: tuple[str, ..
     if launches:
         found.append(f"it holds {launches} launch calls")
     nodes = table_count(
-        connection,
-        tables,
-        queries.GRAPH_NODE_EVENTS_TABLE,
-        f"SELECT COUNT(*) FROM {queries.GRAPH_NODE_EVENTS_TABLE}",
+        connection, tables, queries.GRAPH_NODE_EVENTS_TABLE, queries.GRAPH_NODE_COUNT
     )
     if nodes:
         found.append(f"{nodes} CUDA graph node rows")
     if queries.DIAGNOSTIC_TABLE in tables:
         try:
-            texts = [str(row[0]) for row in connection.execute(queries.DIAGNOSTICS)]
+            texts = [str(row[0]) for row in query_rows(connection, queries.DIAGNOSTICS)]
         except sqlite3.Error:
             texts = []
         lost = [t for t in dict.fromkeys(texts) if MAYBE_LOST.search(t)]
@@ -354,7 +352,7 @@ def table_count(
     connection: sqlite3.Connection, tables: tuple[str, ...], table: str, sql: str
 ) -> int:
     """A COUNT(*) query's answer, 0 when the export lacks its table."""
-    return int(connection.execute(sql).fetchone()[0]) if table in tables else 0
+    return int(query_value(connection, sql)) if table in tables else 0
 
 
 def count_rows(path: Path) -> dict[str, int]:
@@ -362,7 +360,7 @@ def count_rows(path: Path) -> dict[str, int]:
     with open_export(path) as connection:
         tables = list_tables(connection, path)
         return {
-            table: int(connection.execute(sql).fetchone()[0])
+            table: int(query_value(connection, sql))
             for table, sql in queries.ROW_COUNTS.items()
             if table in tables
         }
@@ -376,7 +374,7 @@ def devices_per_process(path: Path) -> dict[int, list[int]]:
         for table, sql in queries.DEVICES_PER_PROCESS.items():
             if table not in tables:
                 continue
-            for pid, device_id in connection.execute(sql):
+            for pid, device_id in query_rows(connection, sql):
                 if pid is not None and device_id is not None:
                     devices.setdefault(int(pid), set()).add(int(device_id))
     return {pid: sorted(ids) for pid, ids in sorted(devices.items())}

@@ -146,6 +146,7 @@ WHERE globalTid IS NOT NULL GROUP BY pid ORDER BY pid
 
 # Graph nodes as they are created (during a stream capture, on the capturing thread).
 GRAPH_NODE_EVENTS_TABLE = "CUDA_GRAPH_NODE_EVENTS"
+GRAPH_NODE_COUNT = "SELECT COUNT(*) FROM CUDA_GRAPH_NODE_EVENTS"
 GRAPH_NODE_EVENTS = """
 SELECT globalTid AS global_tid, start AS start_ns FROM CUDA_GRAPH_NODE_EVENTS
 WHERE globalTid IS NOT NULL
