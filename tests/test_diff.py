@@ -18,6 +18,7 @@ from tests.conftest import (
     sample_trace_paths,
     sweep,
 )
+from trace_gaps import __version__
 from trace_gaps.analysis.pipeline import AnalysisOptions, analyse_trace
 from trace_gaps.changes import (
     BucketChange,
@@ -262,6 +263,7 @@ def test_json_has_schema_version_integer_ns_and_is_reproducible(eager_and_graph)
     assert first.stdout == second.stdout
     data = json.loads(first.stdout)
     assert next(iter(data)) == "schema_version" and data["schema_version"] == 2
+    assert list(data)[1] == "tool_version" and data["tool_version"] == __version__
     assert_matches_schema(first.stdout, "diff")
     wall = data["processes"][0]["wall"]
     assert isinstance(wall["ci_ns"]["low_ns"], int) and isinstance(wall["change_ns"], int)

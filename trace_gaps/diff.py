@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pandas as pd
 
+from trace_gaps import __version__
 from trace_gaps.analysis.bootstrap import (
     CONFIDENCE_PCT,
     RESAMPLES,
@@ -81,6 +82,7 @@ class Diff:
     resamples: int = RESAMPLES
     seed: int = SEED
     schema_version: int = field(default=DIFF_SCHEMA_VERSION)
+    tool_version: str = field(default=__version__)  # the trace-gaps that wrote it
     runs: RunSpread | None = None  # diff --repeats: the step time over repeated captures
     run: RunChange | None = None  # with several pairs of processes (ranks) compared
 

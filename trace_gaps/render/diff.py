@@ -313,11 +313,8 @@ def render_diff_text(diff: Diff, terminal: Terminal = NOT_A_TERMINAL) -> str:
 
 
 def render_diff_json(diff: Diff) -> str:
-    """The whole Diff as indented JSON: schema_version first, integer ns, every row."""
+    """The whole Diff as indented JSON: schema_version and tool_version first, integer ns,
+    every row."""
     data = dataclasses.asdict(diff)
-    return (
-        json.dumps(
-            {"schema_version": data.pop("schema_version"), **data}, indent=2, ensure_ascii=False
-        )
-        + "\n"
-    )
+    first = {key: data.pop(key) for key in ("schema_version", "tool_version")}
+    return json.dumps({**first, **data}, indent=2, ensure_ascii=False) + "\n"
