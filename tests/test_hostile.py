@@ -20,12 +20,13 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from matplotlib import rc_context
 from typer.testing import Result
 
-from tests.conftest import SAMPLE_TRACES
+from tests.conftest import SAMPLE_TRACES, shipped_json
 from tests.test_errors import error_line, fake_report, invoke
 from trace_gaps.analysis.pipeline import AnalysisOptions
 from trace_gaps.parallel import usable_cores
@@ -61,6 +62,25 @@ def edit(path: Path, *statements: str, params: tuple[object, ...] = ()) -> Path:
             connection.execute(statement, params if "?" in statement else ())
     connection.close()
     return path
+
+
+def through_both_readers(values: list[str]) -> list[object]:
+    """(reader, value) parameters: every value through the Arrow reader, the first also through
+    sqlite3 (TRACE_GAPS_NO_ARROW=1); the other values through sqlite3 in the thorough run."""
+    return [("arrow", v) for v in values] + [
+        ("sqlite3", v) if i == 0 else pytest.param("sqlite3", v, marks=pytest.mark.thorough)
+        for i, v in enumerate(values)
+    ]
+
+
+def pairwise(firsts: list[Any], seconds: list[Any]) -> list[Any]:
+    """Every (first, second) parameter pair: the i-th of each together in every run, so that
+    each value is seen once; the other pairs, the same checks again, in the thorough run."""
+    return [
+        (a, b) if i == j else pytest.param(a, b, marks=pytest.mark.thorough)
+        for i, a in enumerate(firsts)
+        for j, b in enumerate(seconds)
+    ]
 
 
 def ok(args: list[str]) -> Result:
@@ -143,23 +163,24 @@ KERNEL_ROW = "(SELECT rowid FROM CUPTI_ACTIVITY_KIND_KERNEL LIMIT 1 OFFSET 3000)
 
 
 @pytest.mark.parametrize(
-    "change",
-    [
-        f"start = {INT64_MIN}",
-        "start = 9.3e18",
-        f'"end" = {INT64_MAX}',
-        '"end" = start + 100000000000',  # 100 s, in a 7 s capture
-        "start = -5",
-        '"end" = start - 10',
-        "start = 0",  # issue 28: took GPU busy from 9.3 % to 42.5 %
-        'start = start + 8000000000, "end" = "end" + 8000000000',  # past the capture's end
-    ],
+    ("reader", "change"),
+    through_both_readers(
+        [
+            f"start = {INT64_MIN}",
+            "start = 9.3e18",
+            f'"end" = {INT64_MAX}',
+            '"end" = start + 100000000000',  # 100 s, in a 7 s capture
+            "start = -5",
+            '"end" = start - 10',
+            "start = 0",  # issue 28: took GPU busy from 9.3 % to 42.5 %
+            'start = start + 8000000000, "end" = "end" + 8000000000',  # past the capture's end
+        ]
+    ),
 )
-@pytest.mark.parametrize("reader", ["arrow", "sqlite3"])
 def test_an_op_with_impossible_times_is_left_out_with_a_note(change, reader, export, monkeypatch):
     if reader == "sqlite3":
         monkeypatch.setenv("TRACE_GAPS_NO_ARROW", "1")
-    clean = json_report(SAMPLE)
+    clean = shipped_json(SAMPLE)
     edit(export, f"UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET {change} WHERE rowid = {KERNEL_ROW}")
     report = json_report(export)
     notes = [n for n in report["notes"] if n["code"] == "impossible_op_times"]
@@ -172,8 +193,10 @@ def test_an_op_with_impossible_times_is_left_out_with_a_note(change, reader, exp
     assert abs(busy - clean_busy) <= 0.01 * clean_busy
 
 
-@pytest.mark.parametrize("change", [f"start = {INT64_MIN}", '"end" = 9.4e18', "start = -1"])
-@pytest.mark.parametrize("reader", ["arrow", "sqlite3"])
+@pytest.mark.parametrize(
+    ("reader", "change"),
+    through_both_readers([f"start = {INT64_MIN}", '"end" = 9.4e18', "start = -1"]),
+)
 def test_a_call_with_impossible_times_is_left_out_with_a_note(change, reader, export, monkeypatch):
     if reader == "sqlite3":
         monkeypatch.setenv("TRACE_GAPS_NO_ARROW", "1")
@@ -307,7 +330,7 @@ def test_ctrl_c_while_the_libraries_load_is_one_line(module, export):
 def test_launch_calls_whose_kernels_were_lost_are_counted_in_a_note(reader, export, monkeypatch):
     if reader == "sqlite3":
         monkeypatch.setenv("TRACE_GAPS_NO_ARROW", "1")
-    assert not any(n["code"] == "lost_launch_records" for n in json_report(SAMPLE)["notes"])
+    assert not any(n["code"] == "lost_launch_records" for n in shipped_json(SAMPLE)["notes"])
     edit(export, "DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE rowid % 2 = 0")
     note = next(
         n["text"] for n in json_report(export)["notes"] if n["code"] == "lost_launch_records"
@@ -337,7 +360,7 @@ def test_nsys_diagnostics_about_lost_events_are_quoted(export):
         "'CUPTI: 1234 events were lost. Increase the buffer size.'."
     ) in notes
     # The sample's own diagnostics (injection loaded, buffers flushed on stop) are not quoted.
-    assert not any(n["code"] == "nsys_lost_events" for n in json_report(SAMPLE)["notes"])
+    assert not any(n["code"] == "nsys_lost_events" for n in shipped_json(SAMPLE)["notes"])
 
 
 # --- duplicated rows ------------------------------------------------------------------------
@@ -355,7 +378,7 @@ def doubled(table: str) -> list[str]:
 
 @pytest.mark.parametrize("where", ["next to each other", "appended"])
 def test_duplicated_rows_are_left_out_with_a_note(where, export):
-    clean = json_report(SAMPLE)
+    clean = shipped_json(SAMPLE)
     if where == "appended":  # out of start order: read whole
         edit(
             export,
@@ -383,7 +406,7 @@ def test_a_range_named_like_a_special_stage_stays_apart_from_it(export):
     edit(export, "UPDATE NVTX_EVENTS SET text = '(no stage)' WHERE text = 'forward'")
     report = json_report(export)
     stages = {s["name"]: s for s in report["processes"][0]["stages"]}
-    clean = {s["name"]: s for s in json_report(SAMPLE)["processes"][0]["stages"]}
+    clean = {s["name"]: s for s in shipped_json(SAMPLE)["processes"][0]["stages"]}
     assert (
         stages["(no stage) (NVTX range)"]["busy_ns_per_step"]
         == (clean["forward"]["busy_ns_per_step"])
@@ -391,8 +414,7 @@ def test_a_range_named_like_a_special_stage_stays_apart_from_it(export):
     assert stages["(no stage)"] == clean["(no stage)"]
 
 
-@pytest.mark.parametrize("which", ["first", "a later"])
-@pytest.mark.parametrize("reader", ["arrow", "sqlite3"])
+@pytest.mark.parametrize(("reader", "which"), through_both_readers(["first", "a later"]))
 def test_a_range_name_stored_as_a_blob_reads_as_text(which, reader, export, monkeypatch):
     if reader == "sqlite3":
         monkeypatch.setenv("TRACE_GAPS_NO_ARROW", "1")
@@ -401,7 +423,7 @@ def test_a_range_name_stored_as_a_blob_reads_as_text(which, reader, export, monk
     args = ["--step", "decode_step", "--depth", "2"]
     result = ok(["analyze", export, "-f", "json", *args])
     assert "b'" not in result.stdout
-    assert json.loads(result.stdout)["processes"] == json_report(SAMPLE, *args)["processes"]
+    assert json.loads(result.stdout)["processes"] == shipped_json(SAMPLE, *args)["processes"]
 
 
 # --- side files, locks and odd files --------------------------------------------------------
@@ -739,8 +761,10 @@ def test_a_server_answering_other_bytes_is_not_taken_for_a_scheduler(two_exports
 # --- outputs onto an input's side files, through symlinks (issue 28) ------------------------
 
 
-@pytest.mark.parametrize("suffix", ["-journal", "-wal", "-shm"])
-@pytest.mark.parametrize("command", [["analyze"], ["analyze", "-f", "json"], ["diff"]])
+@pytest.mark.parametrize(
+    ("command", "suffix"),
+    pairwise([["analyze"], ["analyze", "-f", "json"], ["diff"]], ["-journal", "-wal", "-shm"]),
+)
 def test_an_output_onto_the_side_file_of_a_symlinked_inputs_target_is_refused(
     command, suffix, export, tmp_path, monkeypatch
 ):
@@ -897,14 +921,13 @@ FLAGS = {
 }
 
 
-@pytest.mark.parametrize("damage", DAMAGES)
-@pytest.mark.parametrize("reader", ["arrow", "sqlite3"])
+@pytest.mark.parametrize(("reader", "damage"), through_both_readers(list(DAMAGES)))
 def test_damaged_rows_beyond_a_small_share_flag_the_figures_they_feed(
     damage, reader, export, monkeypatch
 ):
     if reader == "sqlite3":
         monkeypatch.setenv("TRACE_GAPS_NO_ARROW", "1")
-    assert json_report(SAMPLE)["unreliable"] == []
+    assert shipped_json(SAMPLE)["unreliable"] == []
     edit(export, DAMAGES[damage])
     figures, table, problem, rows, of_rows = FLAGS[damage]
     assert json_report(export)["unreliable"] == [
@@ -912,8 +935,9 @@ def test_damaged_rows_beyond_a_small_share_flag_the_figures_they_feed(
     ]
     shown = f"{100 * rows / of_rows:.1f} % of"
     for fmt in ("text", "md"):
-        assert "Unreliable: " in ok(["analyze", export, "-f", fmt]).stdout
-        assert shown in ok(["analyze", export, "-f", fmt]).stdout
+        output = ok(["analyze", export, "-f", fmt]).stdout
+        assert "Unreliable: " in output
+        assert shown in output
     header, *rows_csv = ok(["analyze", export, "-f", "csv"]).stdout.splitlines()
     assert header.endswith(",unreliable") and any(r.endswith(",1") for r in rows_csv)
 
@@ -949,8 +973,7 @@ def test_report_exits_1_naming_an_export_that_failed_and_reports_the_others(expo
 # --- stderr closed or full (issue 28) -------------------------------------------------------
 
 
-@pytest.mark.parametrize("stderr", ["2>&-", "2>/dev/full"])
-@pytest.mark.parametrize("to_file", [True, False])
+@pytest.mark.parametrize(("to_file", "stderr"), pairwise([True, False], ["2>&-", "2>/dev/full"]))
 def test_a_closed_or_full_stderr_does_not_fail_the_command(stderr, to_file, export, tmp_path):
     if stderr.endswith("full") and not Path("/dev/full").exists():
         pytest.skip("no /dev/full")
@@ -1202,6 +1225,4 @@ def test_kernels_whose_names_are_not_in_the_string_table_are_counted_in_a_note(
     note = next(n["text"] for n in report["notes"] if n["code"] == "unresolved_kernel_names")
     assert note.startswith("2204 kernels have a name id that is not in StringIds")
     assert note.endswith("(33.2 % of 6632 rows).")  # of every GPU op row
-    assert (
-        json_report(export)["processes"][0]["steps"] == json_report(SAMPLE)["processes"][0]["steps"]
-    )
+    assert report["processes"][0]["steps"] == shipped_json(SAMPLE)["processes"][0]["steps"]
