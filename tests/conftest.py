@@ -15,8 +15,16 @@ from typing import Any
 import jsonschema
 import pytest
 from hypothesis import settings
+from typer.testing import CliRunner
 
 from tests.builders import ExportBuilder
+from trace_gaps.analysis.picks import TimelineRequest
+from trace_gaps.analysis.pipeline import AnalysisOptions, analyse_trace
+from trace_gaps.cli import app
+from trace_gaps.nsys.load import load_trace
+from trace_gaps.nsys.read import ARROW_READER_ENV
+from trace_gaps.records import Report
+from trace_gaps.report import build_report
 from trace_gaps.schema import SCHEMAS, json_schema
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -25,9 +33,10 @@ PEER_TRACES = ROOT.parent / "shared" / "peer_traces"
 
 # Property tests: a quick default for the edit-test loop, and a thorough run for CI and before
 # a merge (TRACE_GAPS_THOROUGH=1 pytest -q). Examples are exports written to disk and analysed
-# whole and windowed, about a second each on 2 cores, so the counts are small.
+# whole and windowed, about a second each on 2 cores, so the counts are small. Properties of
+# pure functions set their own larger counts, a tenth of them by default.
 THOROUGH = os.environ.get("TRACE_GAPS_THOROUGH", "") not in ("", "0")
-settings.register_profile("quick", max_examples=12, deadline=None)
+settings.register_profile("quick", max_examples=5, deadline=None)
 settings.register_profile("thorough", max_examples=200, deadline=None)
 settings.load_profile("thorough" if THOROUGH else "quick")
 
@@ -106,21 +115,63 @@ def shipped_trace(name: str) -> Path:
 def corpus_trace_paths() -> list[Path]:
     """The corpus of captures made by other people's code (sample_traces/corpus/*.sqlite.xz),
     decompressed once into a cache folder named by the archives' contents."""
+    return list(_corpus_trace_paths())
+
+
+@cache
+def _corpus_trace_paths() -> tuple[Path, ...]:
+    """Once per process: hashing the archives (20 MB) cost every collecting module and every
+    shipped_trace() call a read of them all."""
     archives = sorted((SAMPLE_TRACES / "corpus").glob("*.sqlite.xz"))
     if not archives:
-        return []
+        return ()
     digest = hashlib.sha256(b"".join(a.read_bytes() for a in archives)).hexdigest()[:16]
-    cache = Path(tempfile.gettempdir()) / f"trace-gaps-corpus-{digest}"
-    cache.mkdir(exist_ok=True)
+    folder = Path(tempfile.gettempdir()) / f"trace-gaps-corpus-{digest}"
+    folder.mkdir(exist_ok=True)
     paths = []
     for archive in archives:
-        path = cache / archive.name.removesuffix(".xz")
+        path = folder / archive.name.removesuffix(".xz")
         if not path.exists():
             partial = path.with_suffix(f".{os.getpid()}.part")
             partial.write_bytes(lzma.decompress(archive.read_bytes()))
             partial.replace(path)
         paths.append(path)
-    return paths
+    return tuple(paths)
+
+
+DEFAULT_OPTIONS = AnalysisOptions()
+
+
+def shipped_report(
+    path: Path,
+    options: AnalysisOptions = DEFAULT_OPTIONS,
+    timelines: tuple[TimelineRequest, ...] = (),
+) -> Report:
+    """The Report (frozen records) of a capture no test edits, loaded and analysed whole: once
+    per test process, options and reader, as several modules compare with the same one."""
+    return _shipped_report(path, options, timelines, os.environ.get(ARROW_READER_ENV, ""))
+
+
+@cache
+def _shipped_report(
+    path: Path, options: AnalysisOptions, timelines: tuple[TimelineRequest, ...], no_arrow: str
+) -> Report:
+    trace = load_trace(path)
+    return build_report(trace, analyse_trace(trace, options, timelines=timelines))
+
+
+def shipped_json(path: Path, *args: str) -> dict[str, Any]:
+    """The JSON report of `trace-gaps analyze PATH -f json ARGS` on a capture no test edits:
+    run once per test process and reader (TRACE_GAPS_NO_ARROW), as several tests compare with it."""
+    return json.loads(_shipped_json_text(path, args, os.environ.get(ARROW_READER_ENV, "")))  # type: ignore[no-any-return]
+
+
+@cache
+def _shipped_json_text(path: Path, args: tuple[str, ...], no_arrow: str) -> str:
+    result = CliRunner().invoke(app, ["analyze", str(path), "-f", "json", *args])
+    assert result.exception is None, result.exception
+    assert result.exit_code == 0, result.output
+    return result.stdout
 
 
 @cache

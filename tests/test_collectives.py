@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from tests.builders import ExportBuilder
-from tests.conftest import corpus_trace_paths, shipped_trace
+from tests.conftest import corpus_trace_paths, shipped_report, shipped_trace
 from trace_gaps.analysis.pipeline import AnalysisOptions, analyse_trace
 from trace_gaps.cli import app
 from trace_gaps.nsys.load import load_trace
@@ -135,8 +135,7 @@ def test_exports_without_collectives_have_no_wait_and_no_ranks():
     # The real two-process sample spec_two_ranks syncs its ranks over gloo on the host: no
     # collective kernel, so no ranks view and no wait, only the slowest-process table.
 
-    path = shipped_trace("spec_two_ranks")
-    report = report_of(path)
+    report = shipped_report(shipped_trace("spec_two_ranks"), AnalysisOptions(skip=0))
     assert len(report.processes) == 2
     assert report.ranks.processes == [] and report.ranks.pace_setter_pid is None
     assert all(e.bucket != "wait" for p in report.processes for e in p.ledger)
@@ -181,8 +180,7 @@ def test_real_two_gpu_capture_rank_1_waits_for_rank_0s_detokenize():
     # sample_traces/corpus/tp_eager: rank 0 (pid 2604) plants 3 ms of host work a step.
     path = _corpus("tp_eager")
     assert path is not None
-    trace = load_trace(path)
-    report = build_report(trace, analyse_trace(trace, AnalysisOptions()))
+    report = shipped_report(path)
     assert report.ranks.pace_setter_pid == 2604
     waiting = next(p for p in report.processes if p.pid == 2605)
     top = min(waiting.candidates, key=lambda c: c.explained_rank)
@@ -206,8 +204,7 @@ def test_real_graph_replay_waits_no_more_than_the_replays_skew():
     # that skew is all the waiting there is (measure.py finds 0.00 and 0.08 ms/step too).
     path = _corpus("tp_graph")
     assert path is not None
-    trace = load_trace(path)
-    report = build_report(trace, analyse_trace(trace, AnalysisOptions()))
+    report = shipped_report(path)
     for process in report.processes:
         wall = process.steps.wall.mean_ns
         wait = sum(e.ns_per_step for e in process.ledger if e.bucket == "wait")

@@ -9,23 +9,20 @@ and Python and imports nothing from trace_gaps.
 from __future__ import annotations
 
 import importlib.util
-import json
 from pathlib import Path
 from types import ModuleType
 
 import pytest
-from typer.testing import CliRunner
 
 from tests.conftest import (
     REPRESENTATIVE_PEERS,
     ROOT,
     peer_trace_paths,
     sample_trace_paths,
+    shipped_json,
     sweep,
 )
-from trace_gaps.cli import app
 
-runner = CliRunner()
 SAMPLES = sample_trace_paths()
 PEERS = peer_trace_paths()
 
@@ -44,9 +41,7 @@ MEASURE = _measure()
 
 
 def analyse_with_no_flags(path: Path) -> dict:  # type: ignore[type-arg]
-    result = runner.invoke(app, ["analyze", str(path), "-f", "json"])
-    assert result.exit_code == 0, result.output
-    return json.loads(result.stdout)  # type: ignore[no-any-return]
+    return shipped_json(path)
 
 
 def check(path: Path, step_name: str | None) -> None:
@@ -131,9 +126,7 @@ def test_serving_capture_each_kinds_ledger_matches_the_recount(path: Path) -> No
     """With the recount's warm-up (--skip 3), each kind's step time, GPU busy time and
     per-stage time agree with measure.py within 2 % of the step."""
     how, _, has_kinds = SERVING[path.stem]
-    result = runner.invoke(app, ["analyze", str(path), "--skip", "3", "-f", "json"])
-    assert result.exit_code == 0, result.output
-    report = json.loads(result.stdout)
+    report = shipped_json(path, "--skip", "3")
     (thread,) = MEASURE.serving(str(path), skip=3, **how)["threads"]
     for process in report["processes"]:
         kinds = thread["kinds"]

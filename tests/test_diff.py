@@ -16,6 +16,7 @@ from tests.conftest import (
     REPRESENTATIVE_SAMPLES,
     assert_matches_schema,
     sample_trace_paths,
+    shipped_report,
     sweep,
 )
 from trace_gaps import __version__
@@ -377,7 +378,7 @@ MFU = PEER_TRACES / "nsys-ai"
 )
 def test_real_before_and_after_pair_of_a_two_gpu_run():
     before, after = MFU / "mfu_2gpu_before.sqlite", MFU / "mfu_2gpu_after.sqlite"
-    diff = diff_of(before, after)
+    diff = diff_reports(shipped_report(before), shipped_report(after))
     # Two ranks a side, new pids in the second run: compared rank by rank (before: only the
     # lowest pid of each, 144 with 148).
     process = diff.processes[0]
@@ -390,7 +391,8 @@ def test_real_before_and_after_pair_of_a_two_gpu_run():
     assert abs(sum(b.change_ns_per_step for b in process.buckets) - process.wall.change_ns) <= len(
         process.buckets
     )
-    ranks = diff_of(before, before, process=145)
+    one_rank = shipped_report(before, AnalysisOptions(process=145))
+    ranks = diff_reports(one_rank, one_rank)
     assert ranks.processes[0].wall.change_ns == 0
 
 
@@ -406,7 +408,7 @@ def spec_pair() -> tuple[Path, Path] | None:
 )
 def test_real_eager_vs_graph_sample_traces_show_verify_as_the_top_change():
     before, after = spec_pair()  # type: ignore[misc]
-    process = diff_of(before, after).processes[0]
+    process = diff_reports(shipped_report(before), shipped_report(after)).processes[0]
     assert "verify" in process.buckets[0].stage
     assert "verify" in process.stages[0].stage
     assert process.wall.change_ns < 0
@@ -474,7 +476,7 @@ def test_bucket_tables_made_beside_each_side_give_the_same_diff():
     from trace_gaps.side_runner import without_tabled_steps
 
     samples = {p.stem: p for p in sample_trace_paths()}
-    before, after = report_of(samples["spec_two_ranks"]), report_of(samples["spec_two_ranks"])
+    before = after = shipped_report(samples["spec_two_ranks"])
     tables = (step_bucket_tables(before), step_bucket_tables(after))
     assert sorted(tables[0]) == sorted(p.pid for p in before.processes)
     assert all(len(t) and t.to_numpy().sum() > 0 for t in tables[0].values())

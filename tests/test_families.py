@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 import pytest
 
 from tests.builders import note_facts
+from tests.conftest import shipped_json
 from tests.test_ledger import analyse
 from trace_gaps.analysis.families import family_key, matches, phase_of, without_phase
 from trace_gaps.analysis.steps import STEP_KIND
@@ -135,16 +138,8 @@ def _serving(name: str):  # type: ignore[no-untyped-def]
     return found[0]
 
 
-def _json(*args: str) -> dict:  # type: ignore[type-arg]
-    import json
-
-    from typer.testing import CliRunner
-
-    from trace_gaps.cli import app
-
-    result = CliRunner().invoke(app, ["analyze", *args, "-f", "json"])
-    assert result.exit_code == 0, result.output
-    return json.loads(result.stdout)  # type: ignore[no-any-return]
+def _json(path: str, *args: str) -> dict:  # type: ignore[type-arg]
+    return shipped_json(Path(path), *args)
 
 
 def test_kind_picks_one_kind_and_a_missing_kind_names_those_present():

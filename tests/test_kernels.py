@@ -79,7 +79,11 @@ def test_windows_give_the_summary_of_one_pass():
     pd.testing.assert_frame_equal(summarise_op_durations(windowed.metrics[OP_DURATIONS]), expected)
 
 
-@pytest.mark.parametrize(("name", "steps"), [("spec_sync", "3:12"), ("serving_sglang", "10:")])
+# A serving capture with kinds of steps and an open range too in the thorough run (16 CPU s).
+@pytest.mark.parametrize(
+    ("name", "steps"),
+    [("spec_sync", "3:12"), pytest.param("serving_sglang", "10:", marks=pytest.mark.thorough)],
+)
 def test_streamed_in_windows_the_kernels_and_the_step_range_are_those_of_the_whole_trace(
     name, steps, monkeypatch
 ):

@@ -63,12 +63,14 @@ def split_process(source: Path, target: Path, pid: int, shift_ns: int) -> Path:
 SHIFT_NS = 123_456_789  # a known clock offset between the two "sessions"
 
 
-@pytest.fixture
-def split_tp_eager(tmp_path: Path) -> tuple[Path, Path]:
+@pytest.fixture(scope="module")
+def split_tp_eager(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """tp_eager split into one export per rank, once for the module (no test changes them)."""
     source = shipped_trace("tp_eager")
+    folder = tmp_path_factory.mktemp("split")
     return (
-        split_process(source, tmp_path / "rank0.sqlite", 2604, 0),
-        split_process(source, tmp_path / "rank1.sqlite", 2605, SHIFT_NS),
+        split_process(source, folder / "rank0.sqlite", 2604, 0),
+        split_process(source, folder / "rank1.sqlite", 2605, SHIFT_NS),
     )
 
 

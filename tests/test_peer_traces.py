@@ -6,8 +6,6 @@ Skipped when the folder is absent. Also: no command ever changes its input file.
 from __future__ import annotations
 
 import hashlib
-import json
-from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +17,7 @@ from tests.conftest import (
     REPRESENTATIVE_PEERS,
     peer_trace_paths,
     sample_trace_paths,
+    shipped_json,
     sweep,
 )
 from trace_gaps.cli import app
@@ -62,14 +61,9 @@ def peer_id(path: Path) -> str:
     return f"{path.parent.name}/{path.name}"
 
 
-@cache
 def analysed(path: Path) -> dict[str, Any]:
-    """The JSON report of one export through the CLI (once per test run)."""
-    result = runner.invoke(app, ["analyze", str(path), "-f", "json"])
-    assert result.exception is None, result.exception
-    assert result.exit_code == 0, result.output
-    report: dict[str, Any] = json.loads(result.stdout)
-    return report
+    """The JSON report of one export through the CLI (once per test process)."""
+    return shipped_json(path)
 
 
 @needs_peers

@@ -147,7 +147,11 @@ def test_samples_export_valid_trace_events_that_round_trip(name):
     assert assert_round_trip(events, report) >= 10
 
 
-@pytest.mark.parametrize("name", ["hf_assisted", "serving_vllm_scopes", "tp_eager"])
+# A serving capture's cycle steps too in the thorough run.
+@pytest.mark.parametrize(
+    "name",
+    ["hf_assisted", pytest.param("serving_vllm_scopes", marks=pytest.mark.thorough), "tp_eager"],
+)
 def test_corpus_exports_valid_trace_events_that_round_trip(name):
     events, report = _exported((_corpus(name),), "0:6")
     assert_trace_event_format(events)

@@ -18,6 +18,7 @@ from tests.conftest import (
     REPRESENTATIVE_SAMPLES,
     peer_trace_paths,
     sample_trace_paths,
+    shipped_report,
     sweep,
 )
 from trace_gaps.analysis.pipeline import AnalysisOptions, analyse_trace
@@ -343,7 +344,8 @@ REAL_TRACES = [
 @pytest.mark.skipif(not REAL_TRACES, reason="no peer or sample traces here")
 @pytest.mark.parametrize("path", REAL_TRACES, ids=lambda p: p.name)
 def test_real_traces_draw_every_lane_and_bar(path):
-    report = decode_report(path, TimelineRequest(StepPick.MEDIAN), TimelineRequest(StepPick.WORST))
+    views = (TimelineRequest(StepPick.MEDIAN), TimelineRequest(StepPick.WORST))
+    report = shipped_report(path, AnalysisOptions(), views)
     fig = plot_timeline(report, "median")
     labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
     streams = {

@@ -23,6 +23,7 @@ from hypothesis import event, example, given, settings
 from hypothesis import strategies as st
 
 from tests.builders import ExportBuilder, projected_frames
+from tests.conftest import THOROUGH
 from trace_gaps.analysis import grouped
 from trace_gaps.analysis.ledger import BUCKET, DURATION_NS, _sums_by_key
 from trace_gaps.analysis.metrics import LEDGER
@@ -433,7 +434,7 @@ def test_running_max_per_step_matches_a_group_by(rows):
 )
 @example(threads=[[(0, 10)]], rows=[(0, 5), (1, 5)])  # a row off the only stepped thread
 @example(threads=[[(5, 10)], [(0, 10)]], rows=[(0, 0), (1, 0), (0, 5), (1, 14)])
-@settings(max_examples=300)  # a pure function: cheap examples
+@settings(max_examples=300 if THOROUGH else 30)  # a pure function: cheap examples
 def test_step_at_finds_the_step_open_on_each_rows_thread(threads, rows):
     # step_at's paths: one thread with steps (all rows on it, or some elsewhere) and
     # several, against a search of every step. Steps: per thread, gaps and lengths.
@@ -464,7 +465,7 @@ def test_step_at_finds_the_step_open_on_each_rows_thread(threads, rows):
 )
 @example(n=100, ranks=[3, 3, 50], less=[10], sort=True)  # few ranks: the repeated steps
 @example(n=10, ranks=[0, 2, 2, 9, 10], less=[1, 5], sort=False)  # many: the bins
-@settings(max_examples=300)  # a pure function: cheap examples
+@settings(max_examples=300 if THOROUGH else 30)  # a pure function: cheap examples
 def test_the_ledgers_running_count_matches_counting_each_position(n, ranks, less, sort):
     # _running_count's two paths (bins when the ranks are many, steps when few; sorted or
     # not) against a count at every position.

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import difflib
 import json
-from functools import cache
 from pathlib import Path
 
 import pytest
@@ -17,25 +16,21 @@ from tests.conftest import (
     REPRESENTATIVE_SAMPLES,
     assert_matches_schema,
     sample_trace_paths,
+    shipped_report,
     shipped_trace,
     sweep,
 )
-from trace_gaps.analysis.pipeline import AnalysisOptions, analyse_trace
-from trace_gaps.nsys.load import load_trace
 from trace_gaps.records import Report
 from trace_gaps.render.json import render_json
 from trace_gaps.render.markdown import escape_markdown, render_markdown
-from trace_gaps.report import build_report
 
 GOLDEN = Path(__file__).parent / "golden" / "samples"
 # Every sample in the thorough run (CI's last stage); the representative ones by default.
 SAMPLES = sweep(sample_trace_paths(), REPRESENTATIVE_SAMPLES)
 
 
-@cache
 def sample_report(path: Path) -> Report:
-    trace = load_trace(path)
-    return build_report(trace, analyse_trace(trace, AnalysisOptions()))
+    return shipped_report(path)
 
 
 def check_golden(name: str, text: str, update_golden: bool) -> None:

@@ -20,7 +20,14 @@ import trace_gaps.nsys.read as read
 import trace_gaps.nsys.read_ahead as read_ahead
 import trace_gaps.parallel as parallel
 from tests.builders import ExportBuilder
-from tests.conftest import ROOT, peer_trace_paths, sample_trace_paths
+from tests.conftest import (
+    REPRESENTATIVE_PEERS,
+    ROOT,
+    peer_trace_paths,
+    sample_trace_paths,
+    shipped_report,
+    sweep,
+)
 from trace_gaps.analysis.picks import StepPick, TimelineRequest
 from trace_gaps.analysis.pipeline import Analysis, AnalysisOptions, analyse_rows, analyse_trace
 from trace_gaps.model import NeedsWholeTrace
@@ -37,6 +44,11 @@ VIEWS = (TimelineRequest(StepPick.MEDIAN), TimelineRequest(StepPick.WORST))
 def whole_report(path: Path, options: AnalysisOptions) -> Report:
     trace = load_trace(path)
     return build_report(trace, analyse_trace(trace, options, timelines=VIEWS))
+
+
+def whole_shipped_report(path: Path, options: AnalysisOptions) -> Report:
+    """whole_report of a capture no test edits, shared with the other tests of the process."""
+    return shipped_report(path, options, VIEWS)
 
 
 def streamed(
@@ -84,7 +96,7 @@ def test_streamed_sample_equals_the_whole_trace(path, monkeypatch):
     window_rows = 2_000 if kernels > 10_000 else 200
     report, analysis = streamed(path, options, window_rows=window_rows, monkeypatch=monkeypatch)
     assert analysis.windows >= 8  # about one step per window
-    assert_same(report, whole_report(path, options))
+    assert_same(report, whole_shipped_report(path, options))
 
 
 def test_streamed_without_read_ahead_threads_equals_the_whole_trace(monkeypatch):
@@ -96,7 +108,7 @@ def test_streamed_without_read_ahead_threads_equals_the_whole_trace(monkeypatch)
         raise AssertionError("a read-ahead thread was started")
 
     options = AnalysisOptions()
-    expected = whole_report(path, options)
+    expected = whole_shipped_report(path, options)
     monkeypatch.setattr(read_ahead, "ReadAhead", no_thread)
     report, analysis = streamed(
         path, options, window_rows=3_000, monkeypatch=monkeypatch, read_ahead=False
@@ -113,7 +125,7 @@ def test_streamed_sample_with_skip_and_depth_equals_the_whole_trace(skip, monkey
     options = AnalysisOptions(skip=skip, depth=2)
     report, analysis = streamed(path, options, window_rows=3_000, monkeypatch=monkeypatch)
     assert analysis.windows > 1
-    assert_same(report, whole_report(path, options))
+    assert_same(report, whole_shipped_report(path, options))
 
 
 def test_two_ranks_stream_per_process_and_together(monkeypatch):
@@ -125,7 +137,7 @@ def test_two_ranks_stream_per_process_and_together(monkeypatch):
     for options in (AnalysisOptions(), AnalysisOptions(process=int(pids[1]))):
         report, analysis = streamed(path, options, window_rows=10_000, monkeypatch=monkeypatch)
         assert analysis.windows > 1
-        assert_same(report, whole_report(path, options))
+        assert_same(report, whole_shipped_report(path, options))
 
 
 def test_ops_queued_past_tiny_windows_keep_their_launch_calls(monkeypatch):
@@ -136,7 +148,7 @@ def test_ops_queued_past_tiny_windows_keep_their_launch_calls(monkeypatch):
         pytest.skip("sample trace not present")
     report, analysis = streamed(path, AnalysisOptions(), window_rows=1, monkeypatch=monkeypatch)
     assert analysis.windows > 12
-    assert_same(report, whole_report(path, AnalysisOptions()))
+    assert_same(report, whole_shipped_report(path, AnalysisOptions()))
 
 
 PEERS = {p.name: p for p in peer_trace_paths()}
@@ -165,11 +177,13 @@ def test_windows_on_worker_processes_give_the_one_process_result(path, monkeypat
     assert_same(pooled, one)
 
 
-@pytest.mark.parametrize("name", sorted(PEERS), ids=str)
-def test_every_peer_trace_analyses_the_same_through_analyse_export(name):
-    path = PEERS[name]
+# Two peer captures by default; every one in the thorough run.
+@pytest.mark.parametrize(
+    "path", sweep(peer_trace_paths(), REPRESENTATIVE_PEERS), ids=lambda p: Path(str(p)).name
+)
+def test_every_peer_trace_analyses_the_same_through_analyse_export(path):
     trace, analysis = analyse_export(path, AnalysisOptions(), timelines=VIEWS, window_rows=50)
-    assert_same(build_report(trace, analysis), whole_report(path, AnalysisOptions()))
+    assert_same(build_report(trace, analysis), whole_shipped_report(path, AnalysisOptions()))
 
 
 @pytest.mark.parametrize(
@@ -190,7 +204,7 @@ def test_peer_traces_with_a_chosen_step_stream_or_say_why_not(name, step, reason
     # saxpy (schema 2.9.1): old-style calls launch its copies; they must stay joined.
     report, analysis = streamed(PEERS[name], options, window_rows=5, monkeypatch=monkeypatch)
     assert analysis.windows == 5
-    assert_same(report, whole_report(PEERS[name], options))
+    assert_same(report, whole_shipped_report(PEERS[name], options))
 
 
 def decode_loop(builder: ExportBuilder, steps: int, *, late: bool = False) -> ExportBuilder:
