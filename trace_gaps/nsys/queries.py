@@ -168,6 +168,29 @@ FROM OSRT_API
 WHERE start IS NOT NULL AND "end" IS NOT NULL AND globalTid IS NOT NULL
 """
 
+# The OS calls of rows [?, ?) (by rowid) that start before ? and end after ?, with their
+# rowids: a window's, read where the window is analysed (nsys/os_calls.py).
+OS_CALLS_IN_ROWS = """
+SELECT start AS start_ns, "end" AS end_ns, globalTid AS global_tid, nameId AS name_id,
+       rowid AS row_id
+FROM OSRT_API
+WHERE start IS NOT NULL AND "end" IS NOT NULL AND globalTid IS NOT NULL
+  AND rowid >= ? AND rowid < ? AND start < ? AND "end" > ?
+"""
+OS_CALL_ROWIDS = "SELECT MIN(rowid), MAX(rowid) FROM OSRT_API"
+
+# Of the OS calls (as OS_CALLS selects them) in rows [?, ?): how many, the earliest start,
+# the latest end, their name ids, and how many hold a value other than an integer where
+# the readers want one (then the calls are read whole, as before, and refused there).
+OS_CALL_BLOCK = """
+SELECT COUNT(*), MIN(start), MAX("end"), GROUP_CONCAT(DISTINCT nameId),
+       SUM(typeof(start) != 'integer' OR typeof("end") != 'integer'
+           OR typeof(globalTid) != 'integer' OR typeof(nameId) != 'integer')
+FROM OSRT_API
+WHERE start IS NOT NULL AND "end" IS NOT NULL AND globalTid IS NOT NULL
+  AND rowid >= ? AND rowid < ?
+"""
+
 OS_CALL_NAMES = """
 SELECT id AS name_id, value AS name FROM StringIds
 WHERE id IN (SELECT DISTINCT nameId FROM OSRT_API)

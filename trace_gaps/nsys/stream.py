@@ -1,6 +1,7 @@
 """Read an export's op and call tables as chunks in start order, for windowed analysis.
 
-The head (ranges, threads, OS calls, settings) is read whole (nsys/head.py); the kernel,
+The head (ranges, threads, settings) is read whole (nsys/head.py); the OS calls are read
+a window at a time (nsys/os_calls.py); the kernel,
 copy, memset, graph and CUDA API tables stream in chunks (nsys/read.py), in the order
 SQLite stores them, which is start order in every nsys export we have seen (the analysis
 checks, and falls back to load_trace, these chunks concatenated, when a table is not).
@@ -54,9 +55,11 @@ from trace_gaps.nsys.head import (
     capture_stop,
     impossible_times,
     read_head,
+    read_os_calls,
     table_columns,
 )
 from trace_gaps.nsys.names import UNKNOWN, Names, codes_by_id, unique_index
+from trace_gaps.nsys.os_calls import OsCallBlocks, map_os_calls
 from trace_gaps.nsys.read import read_chunks
 from trace_gaps.nsys.read_ahead import Readers, Started, lazily
 from trace_gaps.nsys.sql import query_frame, query_row, query_rows, query_value
@@ -122,9 +125,11 @@ class ExportStream:
     sources: RowSources
     tally: _Tally
     calls_per_thread: Callable[[], pd.Series]  # timed CUDA API calls per globalTid
+    os_calls: Callable[[], pd.DataFrame]  # every OS call, read whole (head.read_os_calls)
 
     def trace(self) -> Trace:
-        """The head with the untimed rows the stream left out counted in its info."""
+        """The head with the untimed rows the stream left out counted in its info (without
+        its OS calls: sources.os_calls_near reads them a window at a time)."""
         info = replace(
             self.head.info,
             untimed_events=self.tally.untimed,
@@ -204,13 +209,37 @@ def _export_stream(
         launches_per_thread=lambda from_ns, until_ns: _launches_per_thread(
             connection, path, tables, names, from_ns, until_ns
         ),
+        os_calls_near=_os_calls_near(connection, path, tables),
     )
     return ExportStream(
         head=head,
         sources=sources,
         tally=tally,
         calls_per_thread=lambda: _calls_per_thread(connection, path, tables),
+        os_calls=lambda: _read_whole(connection, path, tables),
     )
+
+
+def _os_calls_near(
+    connection: sqlite3.Connection, path: Path, tables: tuple[str, ...]
+) -> Callable[[int, int, np.ndarray], Callable[[], pd.DataFrame]]:
+    """OsCallBlocks.near, the table mapped when a window first asks (map_os_calls)."""
+    mapped: list[OsCallBlocks] = []
+
+    def near(lo: int, hi: int, tids: np.ndarray) -> Callable[[], pd.DataFrame]:
+        if not mapped:
+            with reading_export(path):
+                mapped.append(map_os_calls(connection, path, tables))
+        return mapped[0].near(lo, hi, tids)
+
+    return near
+
+
+def _read_whole(
+    connection: sqlite3.Connection, path: Path, tables: tuple[str, ...]
+) -> pd.DataFrame:
+    with reading_export(path):
+        return read_os_calls(connection, path, tables)
 
 
 _OP_KINDS = {
