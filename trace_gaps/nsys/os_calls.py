@@ -17,6 +17,7 @@ those too (OsCallWindow): the choice among the calls read is the one among all o
 from __future__ import annotations
 
 import sqlite3
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,6 +34,7 @@ from trace_gaps.model import (
     empty_frame,
 )
 from trace_gaps.nsys import queries
+from trace_gaps.nsys.export import open_export, reading_export
 from trace_gaps.nsys.head import OS_CALL_READ, os_call_names
 from trace_gaps.nsys.read import read_chunks
 from trace_gaps.nsys.sql import query_row
@@ -113,12 +115,57 @@ class OsCallWindow:
 _READ = {**OS_CALL_READ, ROW_ID: "int64"}
 
 
+class MappedOsCalls:
+    """RowSources.os_calls_near of an open export: OsCallBlocks.near, the table mapped on a
+    thread of its own from when this is made (SQLite scans it without the GIL while the head
+    is read and the steps are cut), or, early False, when a window first asks. An error met
+    mapping (NeedsWholeTrace) is raised there."""
+
+    def __init__(self, path: Path, tables: tuple[str, ...], *, early: bool) -> None:
+        self._path = path
+        self._tables = tables
+        self._stop = threading.Event()
+        self._mapped: OsCallBlocks | BaseException | None = None
+        self._thread: threading.Thread | None = None
+        if early:
+            self._thread = threading.Thread(
+                target=self._map, name="trace-gaps OS calls", daemon=True
+            )
+            self._thread.start()
+
+    def __call__(self, lo: int, hi: int, tids: np.ndarray) -> OsCallWindow:
+        if self._thread is not None:
+            self._thread.join()
+        elif self._mapped is None:
+            self._map()
+        if isinstance(self._mapped, BaseException):
+            raise self._mapped
+        assert self._mapped is not None
+        return self._mapped.near(lo, hi, tids)
+
+    def close(self) -> None:
+        """Stop mapping (the export is closing)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def _map(self) -> None:
+        try:
+            with open_export(self._path, values=False) as connection, reading_export(self._path):
+                self._mapped = map_os_calls(connection, self._path, self._tables, self._stop)
+        except BaseException as error:  # noqa: BLE001 - raised where a window asks
+            self._mapped = error
+
+
 def map_os_calls(
-    connection: sqlite3.Connection, path: Path, tables: tuple[str, ...]
+    connection: sqlite3.Connection,
+    path: Path,
+    tables: tuple[str, ...],
+    stop: threading.Event | None = None,
 ) -> OsCallBlocks:
-    """The map of the export's OS calls (one scan). Raises NeedsWholeTrace where a value is
-    not an integer where the readers want one: read whole, the calls are refused or read
-    as before."""
+    """The map of the export's OS calls (one scan; stop: give up between blocks, raising
+    NeedsWholeTrace). Raises NeedsWholeTrace where a value is not an integer where the
+    readers want one: read whole, the calls are refused or read as before."""
     if queries.OS_CALL_TABLE not in tables:
         return _no_blocks(path)
     low, high = query_row(connection, queries.OS_CALL_ROWIDS) or (None, None)
@@ -127,6 +174,8 @@ def map_os_calls(
     firsts, earliest, latest = [], [], []
     ids: set[int] = set()
     for first in range(int(low), int(high) + 1, BLOCK_ROWS):
+        if stop is not None and stop.is_set():
+            raise NeedsWholeTrace("the export closed while its OS calls were mapped")
         row = query_row(connection, queries.OS_CALL_BLOCK, (first, first + BLOCK_ROWS))
         count, start, end, names, odd = row or (0, None, None, None, 0)
         if odd:

@@ -59,7 +59,7 @@ from trace_gaps.nsys.head import (
     table_columns,
 )
 from trace_gaps.nsys.names import UNKNOWN, Names, codes_by_id, unique_index
-from trace_gaps.nsys.os_calls import OsCallBlocks, map_os_calls
+from trace_gaps.nsys.os_calls import MappedOsCalls
 from trace_gaps.nsys.read import read_chunks
 from trace_gaps.nsys.read_ahead import Readers, Started, lazily
 from trace_gaps.nsys.sql import query_frame, query_row, query_rows, query_value
@@ -152,7 +152,8 @@ def stream_export(
     """Open an export read-only for windowed analysis; the streams live while this is open.
 
     read_now: start reading the op and call tables at once, on their read-ahead threads,
-    while the head is read and the steps are found (for a caller that reads them all).
+    while the head is read and the steps are found (for a caller that reads them all), and
+    mapping the OS calls (nsys/os_calls.py) on a thread of its own.
     read_ahead False: no read-ahead threads, each chunk is read when asked for (for a
     process that shares too few cores with others busy like it: a diff's two sides).
     """
@@ -174,13 +175,17 @@ def stream_export(
         sources = [
             (table, Started(start) if read_now else _lazy_source(start)) for table, start in starts
         ]
+        os_calls = MappedOsCalls(path, tables, early=read_now and read_ahead)
         try:
             with reading_export(path):
                 head = read_head(connection, path, tables)
                 rows = _rows(connection, tables)
-            yield _export_stream(connection, path, tables, head, names, tally, rows, sources)
+            yield _export_stream(
+                connection, path, tables, head, names, tally, rows, sources, os_calls
+            )
         finally:
             readers.close()  # stop the threads of streams left unread
+            os_calls.close()
 
 
 def _lazy_source(start: Callable[[], Iterator[pd.DataFrame]]) -> ChunkSource:
@@ -196,6 +201,7 @@ def _export_stream(
     tally: _Tally,
     rows: int,
     chunk_sources: list[tuple[str, ChunkSource]],  # the op tables', then the calls'
+    os_calls: MappedOsCalls,
 ) -> ExportStream:
     sources = RowSources(
         ops=tuple(chunk_sources[:-1]),
@@ -209,7 +215,7 @@ def _export_stream(
         launches_per_thread=lambda from_ns, until_ns: _launches_per_thread(
             connection, path, tables, names, from_ns, until_ns
         ),
-        os_calls_near=_os_calls_near(connection, path, tables),
+        os_calls_near=os_calls,
     )
     return ExportStream(
         head=head,
@@ -218,21 +224,6 @@ def _export_stream(
         calls_per_thread=lambda: _calls_per_thread(connection, path, tables),
         os_calls=lambda: _read_whole(connection, path, tables),
     )
-
-
-def _os_calls_near(
-    connection: sqlite3.Connection, path: Path, tables: tuple[str, ...]
-) -> Callable[[int, int, np.ndarray], Callable[[], pd.DataFrame]]:
-    """OsCallBlocks.near, the table mapped when a window first asks (map_os_calls)."""
-    mapped: list[OsCallBlocks] = []
-
-    def near(lo: int, hi: int, tids: np.ndarray) -> Callable[[], pd.DataFrame]:
-        if not mapped:
-            with reading_export(path):
-                mapped.append(map_os_calls(connection, path, tables))
-        return mapped[0].near(lo, hi, tids)
-
-    return near
 
 
 def _read_whole(
