@@ -164,8 +164,9 @@ def map_os_calls(
     stop: threading.Event | None = None,
 ) -> OsCallBlocks:
     """The map of the export's OS calls (one scan; stop: give up between blocks, raising
-    NeedsWholeTrace). Raises NeedsWholeTrace where a value is not an integer where the
-    readers want one: read whole, the calls are refused or read as before."""
+    NeedsWholeTrace). Raises NeedsWholeTrace where a name id is not an integer, or a
+    block's least or greatest value is not (text or a BLOB is the greatest): read whole,
+    the calls are refused or read as before. A REAL between them reads as when whole."""
     if queries.OS_CALL_TABLE not in tables:
         return _no_blocks(path)
     low, high = query_row(connection, queries.OS_CALL_ROWIDS) or (None, None)
@@ -177,15 +178,19 @@ def map_os_calls(
         if stop is not None and stop.is_set():
             raise NeedsWholeTrace("the export closed while its OS calls were mapped")
         row = query_row(connection, queries.OS_CALL_BLOCK, (first, first + BLOCK_ROWS))
-        count, start, end, names, odd = row or (0, None, None, None, 0)
-        if odd:
-            raise NeedsWholeTrace("OSRT_API holds a value that is not an integer")
+        count, named, start, last_start, end, tid, names = row or (0, 0, None, None, None, None, "")
         if not count:
             continue
+        block_ids = str(names).split(",")
+        # A value the readers refuse, or one the block's bounds cannot hold: read whole.
+        if named != count or not all(i.isdigit() for i in block_ids):
+            raise NeedsWholeTrace("OSRT_API holds a name id that is not an integer")
+        if not all(type(v) is int for v in (start, last_start, end, tid)):
+            raise NeedsWholeTrace("OSRT_API holds a time or thread that is not an integer")
         firsts.append(first)
-        earliest.append(int(start))
-        latest.append(int(end))
-        ids.update(int(i) for i in str(names).split(","))
+        earliest.append(start)
+        latest.append(end)
+        ids.update(int(i) for i in block_ids)
     name_ids = np.array(sorted(ids), dtype=np.int64)
     return OsCallBlocks(
         path,

@@ -179,13 +179,12 @@ WHERE start IS NOT NULL AND "end" IS NOT NULL AND globalTid IS NOT NULL
 """
 OS_CALL_ROWIDS = "SELECT MIN(rowid), MAX(rowid) FROM OSRT_API"
 
-# Of the OS calls (as OS_CALLS selects them) in rows [?, ?): how many, the earliest start,
-# the latest end, their name ids, and how many hold a value other than an integer where
-# the readers want one (then the calls are read whole, as before, and refused there).
+# Of the OS calls (as OS_CALLS selects them) in rows [?, ?): how many, how many name a
+# name, the earliest and latest start, the latest end and thread id, and the name ids. Text
+# or a BLOB sorts after every number in SQLite, so a maximum that is no integer shows one.
 OS_CALL_BLOCK = """
-SELECT COUNT(*), MIN(start), MAX("end"), GROUP_CONCAT(DISTINCT nameId),
-       SUM(typeof(start) != 'integer' OR typeof("end") != 'integer'
-           OR typeof(globalTid) != 'integer' OR typeof(nameId) != 'integer')
+SELECT COUNT(*), COUNT(nameId), MIN(start), MAX(start), MAX("end"), MAX(globalTid),
+       GROUP_CONCAT(DISTINCT nameId)
 FROM OSRT_API
 WHERE start IS NOT NULL AND "end" IS NOT NULL AND globalTid IS NOT NULL
   AND rowid >= ? AND rowid < ?
