@@ -102,7 +102,9 @@ def test_the_arrow_reader_loads_the_same_trace_as_sqlite3(
     calls: list[str] = []
     arrow_frames = read._arrow_frames
     monkeypatch.setattr(
-        read, "_arrow_frames", lambda p, sql: calls.append(sql) or arrow_frames(p, sql)
+        read,
+        "_arrow_frames",
+        lambda p, sql, params: calls.append(sql) or arrow_frames(p, sql, params),
     )
     fast = load_trace(path)
     assert calls, "the Arrow reader was not asked"
@@ -125,7 +127,9 @@ def test_the_sqlite3_reader_is_used_when_arrow_is_switched_off(
     path = builder.write()
     monkeypatch.setenv(read.ARROW_READER_ENV, "1")
     assert not read.arrow_installed()
-    monkeypatch.setattr(read, "_arrow_frames", lambda p, sql: pytest.fail("Arrow was asked"))
+    monkeypatch.setattr(
+        read, "_arrow_frames", lambda p, sql, params: pytest.fail("Arrow was asked")
+    )
     trace = load_trace(path)
     assert list(trace.gpu_ops["start_ns"]) == [300, 700]
     assert list(trace.nvtx_ranges["name"]) == ["decode_step"]
@@ -148,9 +152,9 @@ def _arrow_frames_counted(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     counts: list[int] = []
     arrow_frames = read._arrow_frames
 
-    def counted(path: Path, sql: str) -> Iterator[pd.DataFrame]:
+    def counted(path: Path, sql: str, params: tuple[int, ...]) -> Iterator[pd.DataFrame]:
         counts.append(0)
-        for frame in arrow_frames(path, sql):
+        for frame in arrow_frames(path, sql, params):
             counts[-1] += 1
             yield frame
 

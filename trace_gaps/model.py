@@ -249,6 +249,10 @@ class RowSources:
     launches_per_thread: Callable[[int, int], pd.DataFrame] = lambda _from, _until: pd.DataFrame(
         {PID: [], GLOBAL_TID: [], "launches": []}, dtype="int64"
     )
+    # The OS calls a window whose steps span [lo, hi) on these threads needs, as a callable
+    # that reads them where the window is analysed (a worker process: it is pickled):
+    # nsys/os_calls.py. None: the Trace's os_calls, read whole, serve every window.
+    os_calls_near: Callable[[int, int, np.ndarray], Callable[[], pd.DataFrame]] | None = None
 
 
 class NeedsWholeTrace(Exception):

@@ -11,6 +11,7 @@ waiting — for another thread, process or rank — not computing.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -102,14 +103,6 @@ class OsCallIndex:
             return self.calls.iloc[:0]
         return self.overlapping(int(steps[START_NS].min()), int(steps[END_NS].max()))
 
-    def of_steps(self, steps: pd.DataFrame) -> OsCallIndex:
-        """The index of near_steps(steps) alone, which answers near_steps(steps) as this one
-        does: what a window's worker needs, a slice of what the whole trace holds."""
-        calls = self.near_steps(steps)
-        ends = calls[END_NS].to_numpy()
-        reach = np.maximum.accumulate(ends) if len(ends) else ends
-        return OsCallIndex(calls, calls[START_NS].to_numpy(), reach)
-
     def overlapping(self, lo: int, hi: int) -> pd.DataFrame:
         """The calls that overlap [lo, hi) (start < hi, end > lo), in start order.
 
@@ -119,6 +112,29 @@ class OsCallIndex:
         last = int(np.searchsorted(self.starts, hi, side="left"))
         near = self.calls.iloc[first:last]
         return near[near[END_NS].to_numpy() > lo]
+
+
+@dataclass(frozen=True, slots=True)
+class HeldOsCalls:
+    """A window's OS calls, taken from those of a trace read whole (RowSources.os_calls_near
+    returns one; nsys/os_calls.py's OsCallWindow reads them instead)."""
+
+    calls: pd.DataFrame
+
+    def __call__(self) -> pd.DataFrame:
+        return self.calls
+
+
+def held_os_calls(os_calls: pd.DataFrame) -> Callable[[int, int, np.ndarray], HeldOsCalls]:
+    """RowSources.os_calls_near over a trace's OS calls: the outermost are chosen once, and
+    a window whose steps span [lo, hi) gets those of its threads that overlap it."""
+    index = OsCallIndex.of(outermost_calls(os_calls))
+
+    def near(lo: int, hi: int, tids: np.ndarray) -> HeldOsCalls:
+        calls = index.overlapping(lo, hi)
+        return HeldOsCalls(calls[np.isin(calls[GLOBAL_TID].to_numpy(), tids)])
+
+    return near
 
 
 def outermost_in_thread(calls: pd.DataFrame) -> pd.DataFrame:

@@ -85,7 +85,7 @@ class WindowInputs:
 
     steps: pd.DataFrame
     stage_map: StageMap
-    os_calls: OsCallIndex  # the trace's outermost OS calls
+    os_calls: OsCallIndex  # the outermost OS calls near the window's steps (its own)
     detail_step_ids: frozenset[int]
     finding_step_ids: frozenset[int] = frozenset()  # the steps a FINDING picture chooses among
     # Per pid: the sorted starts, wait ends and peers of its collective ops that wait.

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from trace_gaps.analysis.collectives import CollectiveMatch, match_collectives, user_collectives
-from trace_gaps.analysis.host import OsCallIndex, outermost_calls
+from trace_gaps.analysis.host import OsCallIndex, held_os_calls
 from trace_gaps.analysis.kinds import kind_table, of_one_kind, ordered_kinds
 from trace_gaps.analysis.metrics import MergedMetrics, WindowInputs
 from trace_gaps.analysis.picks import StepPick, TimelineRequest, choose_steps
@@ -51,6 +51,7 @@ from trace_gaps.model import (
     GPU_OP_COLUMNS,
     NAME,
     OP_KIND,
+    OS_CALL_COLUMNS,
     PID,
     START_NS,
     ChunkSource,
@@ -236,7 +237,7 @@ def analyse_rows(
     inputs = WindowInputs(
         steps=steps,
         stage_map=stage_map,
-        os_calls=OsCallIndex.of(outermost_calls(trace.os_calls)),
+        os_calls=OsCallIndex.of(empty_frame(OS_CALL_COLUMNS)),  # each window's: its own
         collective_waits=collectives.lookup(),
         detail_step_ids=_step_ids(picked, finding=False),
         finding_step_ids=_step_ids(picked, finding=True),
@@ -255,6 +256,7 @@ def analyse_rows(
         ),
         inputs,
         plan_windows(steps, rows, window_rows),
+        sources.os_calls_near or held_os_calls(trace.os_calls),
         on_window,
         jobs=jobs,
     )

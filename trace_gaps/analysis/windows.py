@@ -40,7 +40,7 @@ import numpy as np
 import pandas as pd
 
 from trace_gaps.analysis.collectives import WAIT_END_NS, wait_ends
-from trace_gaps.analysis.host import OsCallIndex
+from trace_gaps.analysis.host import HeldOsCalls, OsCallIndex, outermost_calls
 from trace_gaps.analysis.launches import (
     calls_in_analysed_steps,
     mark_blocking_copies,
@@ -69,10 +69,12 @@ from trace_gaps.model import (
     CORRELATION_ID,
     END_NS,
     GLOBAL_TID,
+    OS_CALL_COLUMNS,
     PID,
     START_NS,
     CallCategory,
     NeedsWholeTrace,
+    empty_frame,
 )
 from trace_gaps.parallel import PoolTime, ordered_map
 
@@ -85,6 +87,11 @@ FIRST_WINDOWS_SHARE = 4
 CALL_LEAD_NS = 1_000_000
 
 READ_AT = "read_at"  # the window whose reading brought the row in
+
+# A window's OS calls, read when called (on the process that analyses the window), and
+# what makes one from the window's steps' span and threads (RowSources.os_calls_near).
+OsCallRead = Callable[[], pd.DataFrame]
+OsCallsNear = Callable[[int, int, np.ndarray], OsCallRead]
 
 _NEVER = np.iinfo(np.int64).max
 
@@ -205,12 +212,14 @@ def analyse_in_windows(
     call_stream: RowStream,
     inputs: WindowInputs,
     plan: WindowPlan,
+    os_calls_near: OsCallsNear,
     on_window: Callable[[int, int], None] | None = None,
     metrics: tuple[Metric[Any, Any], ...] = METRICS,
     jobs: int = 1,
 ) -> WindowResults:
     """Run every window of the plan over the streams, in time order, computing each metric
-    on each window, and merge the metrics; see the module docstring.
+    on each window, and merge the metrics; see the module docstring. os_calls_near: each
+    window's OS calls (RowSources.os_calls_near), read where the window is analysed.
 
     jobs > 1: this process reads the rows, joins ops to calls and checks them, window by
     window, while up to `jobs` worker processes compute the windows' metrics (parallel.py);
@@ -222,13 +231,10 @@ def analyse_in_windows(
     compute: Callable[..., list[Any]] = (
         _window_parts if pooled else functools.partial(_window_parts, metrics=metrics)
     )
-    tasks = _window_tasks(op_streams, call_stream, inputs, plan)
-    # Each window gets its own OS calls with its rows: the whole trace's (millions, with
-    # --trace=osrt) sent to every worker cost more than the workers saved.
-    shared = replace(inputs, os_calls=inputs.os_calls.of_steps(inputs.steps.iloc[:0]))
+    tasks = _window_tasks(op_streams, call_stream, inputs, plan, os_calls_near)
     pool = PoolTime()
     for w, window_parts in enumerate(
-        ordered_map(compute, shared, tasks, jobs=jobs if pooled else 1, timing=pool)
+        ordered_map(compute, inputs, tasks, jobs=jobs if pooled else 1, timing=pool)
     ):
         for metric, part in zip(metrics, window_parts, strict=True):
             parts[metric.name].append(part)
@@ -238,12 +244,16 @@ def analyse_in_windows(
 
 
 def _window_tasks(
-    op_streams: list[RowStream], call_stream: RowStream, inputs: WindowInputs, plan: WindowPlan
-) -> Iterator[tuple[pd.DataFrame, pd.DataFrame, LaunchIndex, pd.DataFrame, int, int, OsCallIndex]]:
+    op_streams: list[RowStream],
+    call_stream: RowStream,
+    inputs: WindowInputs,
+    plan: WindowPlan,
+    os_calls_near: OsCallsNear,
+) -> Iterator[tuple[pd.DataFrame, pd.DataFrame, LaunchIndex, pd.DataFrame, int, int, OsCallRead]]:
     """Per window, in order: read its rows, join its ops to their calls, check the rows hold
     to the module's assumptions, and hand over (projected ops, staged calls, the calls'
-    LaunchIndex, steps, lo, hi, its OS calls) for _window_parts, only the rows it can use
-    (_rows_for_window); then drop the rows no later window needs."""
+    LaunchIndex, steps, lo, hi, the reading of its OS calls) for _window_parts, only the
+    rows it can use (_rows_for_window); then drop the rows no later window needs."""
     dropped_corr: dict[int, int] = {}  # per pid, the largest correlation id of a dropped launch
     for w in range(plan.count):
         limit = plan.read_limit(w)
@@ -259,7 +269,7 @@ def _window_tasks(
         steps = inputs.steps[plan.step_window == w]
         lo, hi = int(plan.lo[w]), plan.hi(w)
         window_ops, window_calls = _rows_for_window(projected, calls, steps, hi)
-        near = inputs.os_calls.of_steps(steps)
+        near = _os_calls_of(steps, os_calls_near)
         yield window_ops, window_calls, index.prefix(len(window_calls)), steps, lo, hi, near
         del calls, index, window_ops, window_calls  # as large as the window's rows: let go
         if w + 1 < plan.count:
@@ -298,16 +308,25 @@ def _window_parts(
     steps: pd.DataFrame,
     lo: int,
     hi: int,
-    os_calls: OsCallIndex,
+    os_calls: OsCallRead,
     *,
     metrics: tuple[Metric[Any, Any], ...] = METRICS,
 ) -> list[Any]:
-    """Every metric's part of one window (lo and hi: the time it owns; os_calls: the OS
-    calls near its steps), in metrics' order. A worker process runs it with the declared
-    METRICS (its lambdas are not sent)."""
-    inputs = replace(inputs, os_calls=os_calls)
+    """Every metric's part of one window (lo and hi: the time it owns; os_calls: reads the
+    OS calls near its steps, here), in metrics' order. A worker process runs it with the
+    declared METRICS (its lambdas are not sent)."""
+    inputs = replace(inputs, os_calls=OsCallIndex.of(outermost_calls(os_calls())))
     frames = _window_frames(inputs, projected, calls, index, steps, lo, hi)
     return [metric.compute(frames) for metric in metrics]
+
+
+def _os_calls_of(steps: pd.DataFrame, os_calls_near: OsCallsNear) -> OsCallRead:
+    """The reading of the OS calls near these steps (OsCallIndex.near_steps answers from
+    them as from every call): those of the steps' threads overlapping their span."""
+    if steps.empty:
+        return HeldOsCalls(empty_frame(OS_CALL_COLUMNS))
+    lo, hi = int(steps[START_NS].min()), int(steps[END_NS].max())
+    return os_calls_near(lo, hi, np.unique(steps[GLOBAL_TID].to_numpy()))
 
 
 def _concat_streams(streams: list[RowStream]) -> pd.DataFrame:

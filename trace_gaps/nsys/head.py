@@ -1,4 +1,4 @@
-"""The export's head: everything but its op and call rows (ranges, threads, OS calls,
+"""The export's head: everything but its op, call and OS-call rows (ranges, threads,
 settings, counts), read whole, as they are small; and the checks every timed row passes.
 """
 
@@ -48,7 +48,8 @@ def read_head(
     path: Path,
     tables: tuple[str, ...],
 ) -> Trace:
-    """Everything but the op and call rows: ranges, threads, OS calls, settings, counts."""
+    """Everything but the op, call and OS-call rows: ranges, threads, settings, counts (the
+    OS calls are read a window at a time, nsys/os_calls.py, or whole: read_os_calls)."""
     nvtx_ranges, unclosed = _read_nvtx_ranges(connection, path, tables)
     impossible_ranges = impossible_times(nvtx_ranges, None)
     nvtx_ranges = nvtx_ranges.loc[~impossible_ranges].reset_index(drop=True)
@@ -87,7 +88,6 @@ def read_head(
         threads=_read_threads(connection, tables),
         processes=_read_processes(connection, tables),
         overhead=_read_overhead(path, tables),
-        os_calls=_read_os_calls(connection, path, tables),
         graph_events=_read_if(
             connection,
             tables,
@@ -323,26 +323,39 @@ def _read_overhead(path: Path, tables: tuple[str, ...]) -> pd.DataFrame:
     return read_frame(path, queries.PROFILER_OVERHEAD, dtypes)
 
 
-def _read_os_calls(
+# The columns of queries.OS_CALLS: the name as its id.
+OS_CALL_READ = {
+    **{n: d for n, d in OS_CALL_COLUMNS.items() if d != "category"},
+    "name_id": "int64",
+}
+
+
+def read_os_calls(
     connection: sqlite3.Connection, path: Path, tables: tuple[str, ...]
 ) -> pd.DataFrame:
+    """Every OS call (OSRT_API) of the export, in its order."""
     if queries.OS_CALL_TABLE not in tables:
         return empty_frame(OS_CALL_COLUMNS)
-    dtypes = {n: d for n, d in OS_CALL_COLUMNS.items() if d != "category"}
-    calls = read_frame(path, queries.OS_CALLS, {**dtypes, "name_id": "int64"})
+    calls = read_frame(path, queries.OS_CALLS, OS_CALL_READ)
     # Each distinct id named once (a million calls use a few dozen names), looked up by
     # the ids read rather than by a second scan of the table (0.07 s for 1.28M calls).
     codes, ids = pd.factorize(calls.pop("name_id").to_numpy())
-    listed = len(ids) <= queries.LISTED_IDS_MAX
-    sql = queries.strings_with_ids(ids.tolist()) if listed else queries.OS_CALL_NAMES
-    names = read_strings(connection, sql)
-    named = pd.Categorical(
-        pd.Series(ids).map(names.set_index("name_id")[NAME]).astype(object).fillna("?")
-    )
+    named = os_call_names(connection, ids)
     calls[NAME] = pd.Categorical.from_codes(
         named.codes[codes] if len(codes) else codes, categories=named.categories
     )
     return calls[list(OS_CALL_COLUMNS)]
+
+
+def os_call_names(connection: sqlite3.Connection, ids: np.ndarray) -> pd.Categorical:
+    """The names of these OS-call name ids, one per id, its categories the names sorted
+    ("?" for an id StringIds lacks)."""
+    listed = len(ids) <= queries.LISTED_IDS_MAX
+    sql = queries.strings_with_ids(ids.tolist()) if listed else queries.OS_CALL_NAMES
+    names = read_strings(connection, sql)
+    return pd.Categorical(
+        pd.Series(ids).map(names.set_index("name_id")[NAME]).astype(object).fillna("?")
+    )
 
 
 def _read_gpus(connection: sqlite3.Connection, tables: tuple[str, ...]) -> tuple[GpuInfo, ...]:

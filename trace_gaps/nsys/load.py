@@ -24,7 +24,7 @@ def load_trace(path: Path) -> Trace:
     with stream_export(path, read_now=True) as stream:
         op_chunks = [chunk for _, source in stream.sources.ops for chunk in source()]
         call_chunks = list(stream.sources.calls())
-        trace = stream.trace()
+        trace = replace(stream.trace(), os_calls=stream.os_calls())
     ops = pd.concat(op_chunks, ignore_index=True)
     calls = (
         pd.concat(call_chunks, ignore_index=True) if call_chunks else empty_frame(API_CALL_COLUMNS)

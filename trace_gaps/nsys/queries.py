@@ -169,6 +169,28 @@ FROM OSRT_API
 WHERE start IS NOT NULL AND "end" IS NOT NULL AND globalTid IS NOT NULL
 """
 
+# The OS calls of rows [?, ?) (by rowid) that start before ? and end after ?, with their
+# rowids: a window's, read where the window is analysed (nsys/os_calls.py).
+OS_CALLS_IN_ROWS = """
+SELECT start AS start_ns, "end" AS end_ns, globalTid AS global_tid, nameId AS name_id,
+       rowid AS row_id
+FROM OSRT_API
+WHERE start IS NOT NULL AND "end" IS NOT NULL AND globalTid IS NOT NULL
+  AND rowid >= ? AND rowid < ? AND start < ? AND "end" > ?
+"""
+OS_CALL_ROWIDS = "SELECT MIN(rowid), MAX(rowid) FROM OSRT_API"
+
+# Of the OS calls (as OS_CALLS selects them) in rows [?, ?): how many, how many name a
+# name, the earliest and latest start, the latest end and thread id, and the name ids. Text
+# or a BLOB sorts after every number in SQLite, so a maximum that is no integer shows one.
+OS_CALL_BLOCK = """
+SELECT COUNT(*), COUNT(nameId), MIN(start), MAX(start), MAX("end"), MAX(globalTid),
+       GROUP_CONCAT(DISTINCT nameId)
+FROM OSRT_API
+WHERE start IS NOT NULL AND "end" IS NOT NULL AND globalTid IS NOT NULL
+  AND rowid >= ? AND rowid < ?
+"""
+
 OS_CALL_NAMES = """
 SELECT id AS name_id, value AS name FROM StringIds
 WHERE id IN (SELECT DISTINCT nameId FROM OSRT_API)

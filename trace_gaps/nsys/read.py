@@ -41,15 +41,18 @@ def arrow_installed() -> bool:
     return not os.environ.get(ARROW_READER_ENV) and arrow_driver_present()
 
 
-def read_chunks(path: Path, sql: str, dtypes: dict[str, str]) -> Iterator[pd.DataFrame]:
-    """The query's rows, CHUNK_ROWS at a time in the order SQLite gives them, with these
-    dtypes; at least one chunk (an empty result is one empty chunk with the query's columns).
+def read_chunks(
+    path: Path, sql: str, dtypes: dict[str, str], params: tuple[int, ...] = ()
+) -> Iterator[pd.DataFrame]:
+    """The query's rows (params: its `?` values), CHUNK_ROWS at a time in the order SQLite
+    gives them, with these dtypes; at least one chunk (an empty result is one empty chunk
+    with the query's columns).
 
     Each query reads on a connection of its own, so this may run on a read-ahead thread.
     """
     done = 0
     if arrow_installed():
-        frames = _arrow_frames(path, sql)
+        frames = _arrow_frames(path, sql, params)
         try:
             for frame in frames:
                 with reading_export(path):
@@ -63,7 +66,7 @@ def read_chunks(path: Path, sql: str, dtypes: dict[str, str]) -> Iterator[pd.Dat
             pass  # sqlite3 reads on from the row reached
         finally:
             frames.close()
-    yield from _sqlite_chunks(path, sql, dtypes, skip=done)
+    yield from _sqlite_chunks(path, sql, dtypes, params, skip=done)
 
 
 def read_frame(path: Path, sql: str, dtypes: dict[str, str]) -> pd.DataFrame:
@@ -73,13 +76,13 @@ def read_frame(path: Path, sql: str, dtypes: dict[str, str]) -> pd.DataFrame:
 
 
 def _sqlite_chunks(
-    path: Path, sql: str, dtypes: dict[str, str], *, skip: int
+    path: Path, sql: str, dtypes: dict[str, str], params: tuple[int, ...], *, skip: int
 ) -> Iterator[pd.DataFrame]:
     with open_export(path, values=False) as connection:
         rows = pd.read_sql_query(
             queries.rows_from(sql) if skip else sql,
             connection,
-            params=(skip,) if skip else None,
+            params=(*params, skip) if skip else (params or None),
             chunksize=CHUNK_ROWS,
         )
         while True:
@@ -96,7 +99,9 @@ class _NotExact(Exception):
     """Arrow cannot read the query on as sqlite3 would."""
 
 
-def _arrow_frames(path: Path, sql: str) -> Generator[pd.DataFrame, None, None]:
+def _arrow_frames(
+    path: Path, sql: str, params: tuple[int, ...]
+) -> Generator[pd.DataFrame, None, None]:
     """The query's non-empty chunks through ADBC's SQLite driver; _NotExact where it stops."""
     import adbc_driver_sqlite
     import adbc_driver_sqlite.dbapi as adbc_sqlite
@@ -110,7 +115,7 @@ def _arrow_frames(path: Path, sql: str) -> Generator[pd.DataFrame, None, None]:
     with connection, connection.cursor() as cursor:
         try:
             cursor.adbc_statement.set_options(**{batch_rows: str(CHUNK_ROWS)})
-            cursor.execute(sql)
+            cursor.execute(sql, params or None)
             reader = cursor.fetch_record_batch()
         except Exception as error:  # noqa: BLE001 - any driver trouble: sqlite3 reads it
             raise _NotExact from error

@@ -1,6 +1,7 @@
 """Read an export's op and call tables as chunks in start order, for windowed analysis.
 
-The head (ranges, threads, OS calls, settings) is read whole (nsys/head.py); the kernel,
+The head (ranges, threads, settings) is read whole (nsys/head.py); the OS calls are read
+a window at a time (nsys/os_calls.py); the kernel,
 copy, memset, graph and CUDA API tables stream in chunks (nsys/read.py), in the order
 SQLite stores them, which is start order in every nsys export we have seen (the analysis
 checks, and falls back to load_trace, these chunks concatenated, when a table is not).
@@ -54,9 +55,11 @@ from trace_gaps.nsys.head import (
     capture_stop,
     impossible_times,
     read_head,
+    read_os_calls,
     table_columns,
 )
 from trace_gaps.nsys.names import UNKNOWN, Names, codes_by_id, unique_index
+from trace_gaps.nsys.os_calls import MappedOsCalls
 from trace_gaps.nsys.read import read_chunks
 from trace_gaps.nsys.read_ahead import Readers, Started, lazily
 from trace_gaps.nsys.sql import query_frame, query_row, query_rows, query_value
@@ -122,9 +125,11 @@ class ExportStream:
     sources: RowSources
     tally: _Tally
     calls_per_thread: Callable[[], pd.Series]  # timed CUDA API calls per globalTid
+    os_calls: Callable[[], pd.DataFrame]  # every OS call, read whole (head.read_os_calls)
 
     def trace(self) -> Trace:
-        """The head with the untimed rows the stream left out counted in its info."""
+        """The head with the untimed rows the stream left out counted in its info (without
+        its OS calls: sources.os_calls_near reads them a window at a time)."""
         info = replace(
             self.head.info,
             untimed_events=self.tally.untimed,
@@ -147,7 +152,8 @@ def stream_export(
     """Open an export read-only for windowed analysis; the streams live while this is open.
 
     read_now: start reading the op and call tables at once, on their read-ahead threads,
-    while the head is read and the steps are found (for a caller that reads them all).
+    while the head is read and the steps are found (for a caller that reads them all), and
+    mapping the OS calls (nsys/os_calls.py) on a thread of its own.
     read_ahead False: no read-ahead threads, each chunk is read when asked for (for a
     process that shares too few cores with others busy like it: a diff's two sides).
     """
@@ -169,13 +175,17 @@ def stream_export(
         sources = [
             (table, Started(start) if read_now else _lazy_source(start)) for table, start in starts
         ]
+        os_calls = MappedOsCalls(path, tables, early=read_now and read_ahead)
         try:
             with reading_export(path):
                 head = read_head(connection, path, tables)
                 rows = _rows(connection, tables)
-            yield _export_stream(connection, path, tables, head, names, tally, rows, sources)
+            yield _export_stream(
+                connection, path, tables, head, names, tally, rows, sources, os_calls
+            )
         finally:
             readers.close()  # stop the threads of streams left unread
+            os_calls.close()
 
 
 def _lazy_source(start: Callable[[], Iterator[pd.DataFrame]]) -> ChunkSource:
@@ -191,6 +201,7 @@ def _export_stream(
     tally: _Tally,
     rows: int,
     chunk_sources: list[tuple[str, ChunkSource]],  # the op tables', then the calls'
+    os_calls: MappedOsCalls,
 ) -> ExportStream:
     sources = RowSources(
         ops=tuple(chunk_sources[:-1]),
@@ -204,13 +215,22 @@ def _export_stream(
         launches_per_thread=lambda from_ns, until_ns: _launches_per_thread(
             connection, path, tables, names, from_ns, until_ns
         ),
+        os_calls_near=os_calls,
     )
     return ExportStream(
         head=head,
         sources=sources,
         tally=tally,
         calls_per_thread=lambda: _calls_per_thread(connection, path, tables),
+        os_calls=lambda: _read_whole(connection, path, tables),
     )
+
+
+def _read_whole(
+    connection: sqlite3.Connection, path: Path, tables: tuple[str, ...]
+) -> pd.DataFrame:
+    with reading_export(path):
+        return read_os_calls(connection, path, tables)
 
 
 _OP_KINDS = {
