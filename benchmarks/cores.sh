@@ -9,8 +9,8 @@
 # 2. Eight exports of one run (~1M kernels each, the sample inflated x100, copied 8 times):
 #    serial against --jobs 8 on a local Dask cluster (bench_many.py), JSON compared.
 # 3. process: whole commands as a user times them (bench_process.py) on the real ~1M-kernel
-#    capture (sample_traces/generate/make_large.sh; LARGE=path, or its xz parts carried in
-#    .large/parts/) and on it inflated x10: analyze against the read floors, report, plot
+#    capture (LARGE=path, else its xz parts in .large/parts/, else captured here with
+#    sample_traces/generate/make_large.sh) and on it inflated x10: analyze against the read floors, report, plot
 #    and diff against analyze (PAIRS pairs, default 3).
 # Needs the [fast] and [dask] extras importable (on the GPU machine: carried wheels).
 set -u
@@ -52,8 +52,12 @@ cmp "$T/many_serial.json" "$T/many_j8.json" && echo "== 8 exports: JSON of seria
 
 process() {
 L=${LARGE:-$T/spec_eager_large.sqlite}
-if [ ! -f "$L" ]; then
-  cat .large/parts/spec_eager_large.sqlite.xz.part-* | xz -d -T0 > "$L" || { echo "!! no large capture: run make_large.sh, or carry .large/parts"; return 1; }
+if [ ! -f "$L" ] && ls .large/parts/spec_eager_large.sqlite.xz.part-* >/dev/null 2>&1; then
+  cat .large/parts/spec_eager_large.sqlite.xz.part-* | xz -d -T0 > "$L"
+elif [ ! -f "$L" ]; then  # captured here (GPU machine): ~80 s
+  LARGE_NO_XZ=1 bash sample_traces/generate/make_large.sh "$T/large-made" > "$T/make_large.log" 2>&1
+  L=/tmp/tg_large/spec_eager_large.sqlite
+  cat "$T/large-made/spec_eager_large.txt" || { echo "!! no large capture"; return 1; }
 fi
 t0=$SECONDS
 python3 benchmarks/inflate.py "$L" --factor 10 -o "$T/large_x10.sqlite"

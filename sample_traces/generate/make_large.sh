@@ -9,7 +9,7 @@
 # Back here:
 #   cat .large/spec_eager_large.sqlite.xz.part-* | xz -d > .large/spec_eager_large.sqlite
 #
-# Environment: LARGE_STEPS (1400), LARGE_SCENARIO (spec_eager), NSYS.
+# Environment: LARGE_STEPS (1700), LARGE_SCENARIO (spec_eager), NSYS, LARGE_NO_XZ.
 set -u
 cd "$(dirname "$0")/../.."
 DEST=${1:?usage: make_large.sh DEST}
@@ -49,6 +49,8 @@ for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVE
         print(t, "missing", e)
 EOF
 cat "$DEST/$NAME.txt"
+# LARGE_NO_XZ=1: keep only the export in /tmp/tg_large (a benchmark on the same machine).
+[ -n "${LARGE_NO_XZ:-}" ] && exit 0
 if command -v xz >/dev/null; then
     xz -T16 -9 --block-size=24MiB -c "$T/$NAME.sqlite" > "$T/$NAME.sqlite.xz"
 else
