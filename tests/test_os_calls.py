@@ -76,3 +76,17 @@ def test_a_value_that_is_no_integer_sends_the_export_to_the_whole_read(export_bu
     # Read whole, the value is refused as before, naming the column.
     with pytest.raises(NotAnExportError, match="OSRT_API"):
         analyse_export(path, AnalysisOptions())
+
+
+def test_the_whole_read_does_not_map_the_os_calls_as_well(monkeypatch) -> None:
+    """load_trace reads the OS calls whole: a map beside it would scan the table again."""
+    from tests.conftest import SAMPLE_TRACES
+
+    maps: list[object] = []
+    mapped = os_calls.map_os_calls
+    monkeypatch.setattr(os_calls, "map_os_calls", lambda *a, **k: maps.append(a) or mapped(*a, **k))
+    trace = load_trace(SAMPLE_TRACES / "spec_eager.sqlite")
+    assert len(trace.os_calls) == 11472 and maps == []
+    # A windowed analysis maps them (the spy sees it), on the stream's own thread.
+    analyse_export(SAMPLE_TRACES / "spec_eager.sqlite", AnalysisOptions())
+    assert len(maps) == 1

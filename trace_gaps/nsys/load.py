@@ -21,7 +21,7 @@ from trace_gaps.nsys.stream import stream_export
 
 def load_trace(path: Path) -> Trace:
     """Read the columns the analysis needs from an export into a Trace."""
-    with stream_export(path, read_now=True) as stream:
+    with stream_export(path, read_now=True, windowed=False) as stream:
         op_chunks = [chunk for _, source in stream.sources.ops for chunk in source()]
         call_chunks = list(stream.sources.calls())
         trace = replace(stream.trace(), os_calls=stream.os_calls())

@@ -147,7 +147,7 @@ class ExportStream:
 
 @contextmanager
 def stream_export(
-    path: Path, *, read_now: bool = False, read_ahead: bool = True
+    path: Path, *, read_now: bool = False, read_ahead: bool = True, windowed: bool = True
 ) -> Iterator[ExportStream]:
     """Open an export read-only for windowed analysis; the streams live while this is open.
 
@@ -156,6 +156,8 @@ def stream_export(
     mapping the OS calls (nsys/os_calls.py) on a thread of its own.
     read_ahead False: no read-ahead threads, each chunk is read when asked for (for a
     process that shares too few cores with others busy like it: a diff's two sides).
+    windowed False: the caller reads the OS calls whole (ExportStream.os_calls), so they
+    are mapped only if a window asks.
     """
     with open_export(path, values=False) as connection:
         tables = list_tables(connection, path)
@@ -175,7 +177,7 @@ def stream_export(
         sources = [
             (table, Started(start) if read_now else _lazy_source(start)) for table, start in starts
         ]
-        os_calls = MappedOsCalls(path, tables, early=read_now and read_ahead)
+        os_calls = MappedOsCalls(path, tables, early=read_now and read_ahead and windowed)
         try:
             with reading_export(path):
                 head = read_head(connection, path, tables)
