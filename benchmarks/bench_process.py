@@ -173,19 +173,18 @@ def run_once(case: Case, export: Path, scratch: Path) -> Run:
     shutil.rmtree(scratch, ignore_errors=True)
     scratch.mkdir(parents=True)
     env = {**os.environ, **dict(case.env)}
-    started = time.perf_counter()
-    process = subprocess.Popen(
-        case.command(export, scratch),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        env=env,
-    )
-    _, status, usage = os.wait4(process.pid, 0)
-    wall = time.perf_counter() - started
-    process.returncode = os.waitstatus_to_exitcode(status)
-    errors = process.stderr.read().decode(errors="replace") if process.stderr else ""
+    command = case.command(export, scratch)  # made before the clock starts
+    # stderr into a file: a pipe nobody reads while the child runs could fill and stall it.
+    with tempfile.TemporaryFile() as errors:
+        started = time.perf_counter()
+        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=errors, env=env)
+        _, status, usage = os.wait4(process.pid, 0)
+        wall = time.perf_counter() - started
+        process.returncode = os.waitstatus_to_exitcode(status)
+        errors.seek(0)
+        said = errors.read().decode(errors="replace").strip()
     if process.returncode != 0:
-        last = errors.strip().splitlines()[-1] if errors.strip() else ""
+        last = said.splitlines()[-1] if said else ""
         raise SystemExit(f"{case.name} on {export} failed (exit {process.returncode}): {last}")
     return Run(wall, usage.ru_maxrss / 1024)  # Linux: KiB
 
