@@ -1221,3 +1221,27 @@ def test_kernels_whose_names_are_not_in_the_string_table_are_counted_in_a_note(
     numbers = note_facts(export)[NoteCode.UNRESOLVED_KERNEL_NAMES].numbers
     assert numbers == {"kernels": 2204, "op_rows": 6632}  # of every GPU op row
     assert report["processes"][0]["steps"] == shipped_json(SAMPLE)["processes"][0]["steps"]
+
+
+def test_held_signals_wait_while_another_thread_runs() -> None:
+    """The kernel hands a process's signal to a thread that does not block it, and Python
+    then runs the handler in the main thread at once: held signals must wait all the same."""
+    from trace_gaps.interrupts import signals_held
+
+    got: list[int] = []
+    previous = signal.signal(signal.SIGTERM, lambda signum, _: got.append(signum))
+    done = threading.Event()
+    other = threading.Thread(target=lambda: [time.sleep(0.001) for _ in iter(done.is_set, True)])
+    other.start()
+    try:
+        with signals_held():
+            os.kill(os.getpid(), signal.SIGTERM)
+            deadline = time.monotonic() + 0.5
+            while time.monotonic() < deadline:  # bytecodes, where a handler would run
+                pass
+            assert got == []
+        assert got == [signal.SIGTERM]  # on the way out
+    finally:
+        done.set()
+        other.join()
+        signal.signal(signal.SIGTERM, previous)

@@ -39,18 +39,30 @@ def _exit_stopped(signum: int, frame: object) -> None:
 def signals_held() -> Iterator[None]:
     """While inside, Ctrl-C, SIGTERM and SIGHUP wait (a few renames that must happen all or
     none); one that came meanwhile acts on the way out. Elsewhere than in the main thread of
-    a POSIX process, a plain block."""
-    held = {signal.SIGINT, *STOPPING_SIGNALS}
+    a POSIX process, a plain block.
+
+    Blocking the signals in this thread is not enough where other threads run: the kernel
+    then hands a process's signal to one of them, and Python runs its handler in this thread
+    at once. So the handlers are set aside too, the signal noted, and raised again on the
+    way out (by this process only: a child forked inside leaves with nothing pending)."""
+    held = (signal.SIGINT, *STOPPING_SIGNALS)
     if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not (
         threading.main_thread()
     ):
         yield
         return
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    came: list[int] = []
+    owner = os.getpid()
+    previous_mask = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    handlers = {signum: signal.signal(signum, lambda n, _: came.append(n)) for signum in held}
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        for signum, handler in handlers.items():
+            signal.signal(signum, signal.SIG_DFL if handler is None else handler)
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous_mask)
+        if came and os.getpid() == owner:
+            signal.raise_signal(came[0])
 
 
 def die_with_parent(parent_pid: int) -> None:
