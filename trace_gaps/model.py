@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
+from typing import Any, Protocol
 
 import numpy as np
 import pandas as pd
@@ -253,6 +254,23 @@ class RowSources:
     # that reads them where the window is analysed (a worker process: it is pickled):
     # nsys/os_calls.py. None: the Trace's os_calls, read whole, serve every window.
     os_calls_near: Callable[[int, int, np.ndarray], Callable[[], pd.DataFrame]] | None = None
+    # Spans of the tables read by the window workers themselves (nsys/spans.py); None: the
+    # rows come only from ops and calls (in memory, or an export read whole).
+    spans: SpanSource | None = None
+
+
+class SpanSource(Protocol):
+    """What window workers need to read their own spans of an export (nsys/spans.py)."""
+
+    @property
+    def reader(self) -> Any:  # it pickles; reader.rows(read_from, own_from, own_until)
+        ...
+
+    def longest_row_ns(self) -> int: ...
+
+    def os_calls_near(self) -> Callable[[int, int, np.ndarray], Callable[[], pd.DataFrame]]: ...
+
+    def settle(self, counts: list[dict[str, object]]) -> None: ...
 
 
 class NeedsWholeTrace(Exception):

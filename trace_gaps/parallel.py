@@ -233,9 +233,15 @@ def _timed(tasks: Iterable[tuple[Any, ...]], timing: PoolTime) -> Iterator[tuple
         yield task
 
 
+def can_start_pool() -> bool:
+    """Whether this process may start worker processes (a daemonic one, a Dask worker's,
+    may not): where it cannot, ordered_map runs every task here."""
+    return not multiprocessing.current_process().daemon
+
+
 def _start_pool(function: Callable[..., Any], shared: Any, jobs: int) -> ProcessPoolExecutor | None:
-    if multiprocessing.current_process().daemon:
-        return None  # a daemonic process (a Dask worker's) may not start processes
+    if not can_start_pool():
+        return None
     try:
         context = multiprocessing.get_context("forkserver")
         context.set_forkserver_preload([function.__module__])

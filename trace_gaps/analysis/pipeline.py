@@ -7,6 +7,7 @@ windows.py) and is merged here into one Analysis.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -38,8 +39,10 @@ from trace_gaps.analysis.threads import borrowed_threads, lent_threads
 from trace_gaps.analysis.windows import (
     RowStream,
     WindowResults,
+    analyse_in_spans,
     analyse_in_windows,
     plan_windows,
+    spans_can_run,
 )
 from trace_gaps.errors import NoAnalysedStepsError, ProcessNotFoundError
 from trace_gaps.model import (
@@ -55,6 +58,7 @@ from trace_gaps.model import (
     PID,
     START_NS,
     ChunkSource,
+    NeedsWholeTrace,
     RowSources,
     Trace,
     empty_frame,
@@ -212,13 +216,16 @@ def analyse_rows(
         ops = _read_all(sources.ops, pid, GPU_OP_COLUMNS)
         calls = _read_all((("CUDA API", sources.calls),), pid, API_CALL_COLUMNS)
         steps = whole_process_steps(ops, calls)
-        op_chunks = [("GPU ops", iter([ops.sort_values(START_NS, kind="stable")]))]
-        call_chunks = iter([calls.sort_values(START_NS, kind="stable")])
+        op_chunks: list[tuple[str, Iterator[pd.DataFrame]]] | None = [
+            ("GPU ops", iter([ops.sort_values(START_NS, kind="stable")]))
+        ]
+        call_chunks: Iterator[pd.DataFrame] | None = iter(
+            [calls.sort_values(START_NS, kind="stable")]
+        )
         rows, window_rows = len(ops) + len(calls), None
     else:
         steps = _mark_warmup(steps, sources, options, trace.info.path)
-        op_chunks = [(name, _of_process(pid, chunks())) for name, chunks in sources.ops]
-        call_chunks = _of_process(pid, sources.calls())
+        op_chunks, call_chunks = None, None  # read below, by this process or by spans
         rows = sources.rows
     if options.step_range is not None:
         steps = restrict_steps(steps, options.step_range)
@@ -245,21 +252,33 @@ def analyse_rows(
         graph_mode=trace.info.graph_trace_mode,
         kernel_durations=options.kernel_summary,
     )
-    results = analyse_in_windows(
-        [RowStream(name, chunks, empty_frame(GPU_OP_COLUMNS)) for name, chunks in op_chunks],
-        RowStream(
-            "CUDA API",
-            call_chunks,
-            empty_frame(API_CALL_COLUMNS),
-            # Each call staged once, as read; a borrowed thread's as the step thread's.
-            lambda calls: stage_calls(lent_threads(calls, borrowed), stage_map),
-        ),
-        inputs,
-        plan_windows(steps, rows, window_rows),
-        sources.os_calls_near or held_os_calls(trace.os_calls),
-        on_window,
-        jobs=jobs,
-    )
+    plan = plan_windows(steps, rows, window_rows)
+    staging = functools.partial(_staged, borrowed=borrowed)
+    results = None
+    if sources.spans is not None and op_chunks is None and spans_can_run(jobs, plan):
+        try:
+            results = analyse_in_spans(sources.spans, staging, pid, inputs, plan, on_window, jobs)
+        except NeedsWholeTrace:
+            results = None  # streamed in this process, which decides
+    if results is None:
+        results = analyse_in_windows(
+            [
+                RowStream(name, chunks, empty_frame(GPU_OP_COLUMNS))
+                for name, chunks in op_chunks or _chunks_of(sources.ops, pid)
+            ],
+            RowStream(
+                "CUDA API",
+                call_chunks or _of_process(pid, sources.calls()),
+                empty_frame(API_CALL_COLUMNS),
+                # Each call staged once, as read; a borrowed thread's as the step thread's.
+                lambda calls: staging(calls, stage_map),
+            ),
+            inputs,
+            plan,
+            sources.os_calls_near or held_os_calls(trace.os_calls),
+            on_window,
+            jobs=jobs,
+        )
     return _merge(
         trace,
         options,
@@ -324,6 +343,18 @@ def _mark_warmup(
             path=path,
         )
     return marked
+
+
+def _staged(calls: pd.DataFrame, stage_map: StageMap, *, borrowed: dict[int, int]) -> pd.DataFrame:
+    """The calls staged (stage open on their thread); a borrowed thread's as its step
+    thread's (threads.borrowed_threads)."""
+    return stage_calls(lent_threads(calls, borrowed), stage_map)
+
+
+def _chunks_of(
+    sources: tuple[tuple[str, ChunkSource], ...], pid: int | None
+) -> list[tuple[str, Iterator[pd.DataFrame]]]:
+    return [(name, _of_process(pid, chunks())) for name, chunks in sources]
 
 
 def _of_process(pid: int | None, chunks: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:

@@ -62,21 +62,25 @@ from trace_gaps.analysis.stages import (
     LAUNCH_TID,
     STAGE,
     LaunchIndex,
+    StageMap,
     project_ops,
 )
 from trace_gaps.model import (
+    API_CALL_COLUMNS,
     CALL_CATEGORY,
     CORRELATION_ID,
     END_NS,
     GLOBAL_TID,
+    GPU_OP_COLUMNS,
     OS_CALL_COLUMNS,
     PID,
     START_NS,
     CallCategory,
     NeedsWholeTrace,
+    SpanSource,
     empty_frame,
 )
-from trace_gaps.parallel import PoolTime, ordered_map
+from trace_gaps.parallel import PoolTime, can_start_pool, ordered_map
 
 # About this many ops and calls per window; a window holds at least one step.
 WINDOW_ROWS = 400_000
@@ -249,32 +253,153 @@ def _window_tasks(
     inputs: WindowInputs,
     plan: WindowPlan,
     os_calls_near: OsCallsNear,
+    first: int = 0,
+    stop: int | None = None,
 ) -> Iterator[tuple[pd.DataFrame, pd.DataFrame, LaunchIndex, pd.DataFrame, int, int, OsCallRead]]:
-    """Per window, in order: read its rows, join its ops to their calls, check the rows hold
-    to the module's assumptions, and hand over (projected ops, staged calls, the calls'
-    LaunchIndex, steps, lo, hi, the reading of its OS calls) for _window_parts, only the
-    rows it can use (_rows_for_window); then drop the rows no later window needs."""
+    """Per window of [first, stop), in order: read its rows, join its ops to their calls,
+    check the rows hold to the module's assumptions, and hand over (projected ops, staged
+    calls, the calls' LaunchIndex, steps, lo, hi, the reading of its OS calls) for
+    _window_parts, only the rows it can use (_rows_for_window); then drop the rows no later
+    window needs.
+
+    first > 0 (a span, read from before first - 1 on: analyse_in_spans): window first - 1 is
+    read, joined and dropped as the whole stream would, to hold what the stream holds at
+    first, but not handed over, and its rows count as read before any window (a late read
+    there is the earlier span's to find)."""
+    stop = plan.count if stop is None else stop
     dropped_corr: dict[int, int] = {}  # per pid, the largest correlation id of a dropped launch
-    for w in range(plan.count):
+    for w in range(max(first - 1, 0), stop):
+        warm_up = w < first
         limit = plan.read_limit(w)
         for stream in op_streams:
-            stream.fill(limit, w)
-        call_stream.fill(limit if limit == _NEVER else limit + CALL_LEAD_NS, w)
+            stream.fill(limit, -1 if warm_up else w)
+        call_stream.fill(limit if limit == _NEVER else limit + CALL_LEAD_NS, -1 if warm_up else w)
         calls = call_stream.frame()  # staged as they were read (see analyse_rows)
         index = LaunchIndex.of(calls)
         projected = project_ops(_concat_streams(op_streams), calls, inputs.stage_map, index)
-        projected = projected.assign(**{WAIT_END_NS: wait_ends(projected, inputs.collective_waits)})
-        _check_launches(projected, plan, w, limit, dropped_corr)
-        _check_copies(calls, limit)
-        steps = inputs.steps[plan.step_window == w]
-        lo, hi = int(plan.lo[w]), plan.hi(w)
-        window_ops, window_calls = _rows_for_window(projected, calls, steps, hi)
-        near = _os_calls_of(steps, os_calls_near)
-        yield window_ops, window_calls, index.prefix(len(window_calls)), steps, lo, hi, near
-        del calls, index, window_ops, window_calls  # as large as the window's rows: let go
-        if w + 1 < plan.count:
+        if not warm_up:
+            projected = projected.assign(
+                **{WAIT_END_NS: wait_ends(projected, inputs.collective_waits)}
+            )
+            _check_launches(projected, plan, w, limit, dropped_corr)
+            _check_copies(calls, limit)
+            steps = inputs.steps[plan.step_window == w]
+            lo, hi = int(plan.lo[w]), plan.hi(w)
+            window_ops, window_calls = _rows_for_window(projected, calls, steps, hi)
+            near = _os_calls_of(steps, os_calls_near)
+            yield window_ops, window_calls, index.prefix(len(window_calls)), steps, lo, hi, near
+            del window_ops, window_calls  # as large as the window's rows: let go
+        del calls, index
+        if w + 1 < stop:
             _drop_finished(op_streams, call_stream, projected, plan, w, dropped_corr)
         del projected
+
+
+# At most this many spans per worker (analyse_in_spans): more even out the workers' loads,
+# each costs a warm-up window.
+SPANS_PER_JOB = 2
+
+
+def spans_can_run(jobs: int, plan: WindowPlan) -> bool:
+    """Whether analyse_in_spans pays: workers to run them, and two windows a span at least."""
+    return jobs > 1 and plan.count >= 4 and can_start_pool()
+
+
+def analyse_in_spans(
+    spans: SpanSource,
+    staging: Callable[[pd.DataFrame, StageMap], pd.DataFrame],
+    process: int | None,
+    inputs: WindowInputs,
+    plan: WindowPlan,
+    on_window: Callable[[int, int], None] | None = None,
+    jobs: int = 2,
+) -> WindowResults:
+    """Every window of the plan, the windows cut into consecutive spans, each span read and
+    analysed by a worker process of its own from the export itself (nsys/spans.py): the
+    reading is shared by the workers, not done by this process. The result is
+    analyse_in_windows', exactly.
+
+    A span of windows [a, b) reads from lo(a - 1) less the export's longest op or call and
+    CALL_LEAD_NS (window a - 1 is its warm-up: _window_tasks). staging(calls, stage_map)
+    stages each chunk of calls as read; process: only that pid's rows. Raises
+    NeedsWholeTrace as the windows would (a span's rows out of order, an op far from its
+    launch), and where an op's launch lies before the span's reading: the caller then
+    streams the export in this process (analyse_in_windows).
+    """
+    count = max(2, min(jobs * SPANS_PER_JOB, plan.count // 2))
+    cuts = np.unique(np.linspace(0, plan.count, count + 1).round().astype(np.int64))
+    longest = spans.longest_row_ns()
+    near = spans.os_calls_near()
+    tasks = []
+    for first, stop in zip(cuts[:-1].tolist(), cuts[1:].tolist(), strict=True):
+        read_from = np.iinfo(np.int64).min
+        if first >= 2:
+            read_from = int(plan.lo[first - 1]) - longest - CALL_LEAD_NS
+        own_until = int(plan.lo[stop]) if stop < plan.count else _NEVER
+        own = (int(plan.lo[first]) if first else read_from, own_until)
+        tasks.append((spans.reader, staging, process, plan, first, stop, read_from, own, near))
+    parts: dict[str, list[Any]] = {metric.name: [] for metric in METRICS}
+    counts = []
+    pool = PoolTime()
+    for (first, stop), (span_parts, tally) in zip(
+        zip(cuts[:-1].tolist(), cuts[1:].tolist(), strict=True),
+        ordered_map(_span_parts, inputs, tasks, jobs=jobs, timing=pool),
+        strict=True,
+    ):
+        for window_parts in span_parts:
+            for metric, part in zip(METRICS, window_parts, strict=True):
+                parts[metric.name].append(part)
+        counts.append(tally)
+        if on_window is not None:
+            on_window(stop, plan.count)
+        del first
+    spans.settle(counts)
+    return WindowResults(merge_parts(METRICS, parts), plan.count, pool)
+
+
+def _span_parts(
+    inputs: WindowInputs,
+    reader: Any,
+    staging: Callable[[pd.DataFrame, StageMap], pd.DataFrame],
+    process: int | None,
+    plan: WindowPlan,
+    first: int,
+    stop: int,
+    read_from: int,
+    own: tuple[int, int],
+    os_calls_near: OsCallsNear,
+) -> tuple[list[list[Any]], dict[str, object]]:
+    """Every metric's part of each window of [first, stop), read here (a worker), and the
+    tally of the rows the span owns."""
+    with reader.rows(read_from, *own) as rows:
+        op_streams = [
+            RowStream(name, _of_process(process, chunks), empty_frame(GPU_OP_COLUMNS))
+            for name, chunks in rows.ops
+        ]
+        call_stream = RowStream(
+            "CUDA API",
+            _of_process(process, rows.calls),
+            empty_frame(API_CALL_COLUMNS),
+            functools.partial(_staged, staging=staging, stage_map=inputs.stage_map),
+        )
+        tasks = _window_tasks(op_streams, call_stream, inputs, plan, os_calls_near, first, stop)
+        parts = [_window_parts(inputs, *task) for task in tasks]
+        return parts, rows.counts()
+
+
+def _staged(
+    calls: pd.DataFrame,
+    *,
+    staging: Callable[[pd.DataFrame, StageMap], pd.DataFrame],
+    stage_map: StageMap,
+) -> pd.DataFrame:
+    return staging(calls, stage_map)
+
+
+def _of_process(pid: int | None, chunks: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+    """The chunks, only pid's rows in each (every row: pid None)."""
+    for chunk in chunks:
+        yield chunk if pid is None else chunk[chunk[PID].to_numpy() == pid]
 
 
 def _rows_for_window(

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -134,6 +135,10 @@ class MappedOsCalls:
             self._thread.start()
 
     def __call__(self, lo: int, hi: int, tids: np.ndarray) -> OsCallWindow:
+        return self.mapped()(lo, hi, tids)
+
+    def mapped(self) -> Callable[[int, int, np.ndarray], OsCallWindow]:
+        """The map's own near (it pickles: for workers that read their own windows)."""
         if self._thread is not None:
             self._thread.join()
         elif self._mapped is None:
@@ -141,7 +146,7 @@ class MappedOsCalls:
         if isinstance(self._mapped, BaseException):
             raise self._mapped
         assert self._mapped is not None
-        return self._mapped.near(lo, hi, tids)
+        return self._mapped.near
 
     def close(self) -> None:
         """Stop mapping (the export is closing)."""

@@ -263,6 +263,28 @@ def largest_string_id() -> str:
     return "SELECT MAX(id) FROM StringIds"
 
 
+def in_rowids(sql: str) -> str:
+    """One of the reader's table queries (no WHERE of its own) over rowids [?, ?)."""
+    return f"{sql.rstrip()} WHERE rowid >= ? AND rowid < ?"
+
+
+def timed_start_from_rowid(table: str) -> str:
+    """The rowid and start of the first row at or after a rowid with a start that can be
+    real (untimed rows, zeroed 0/0, and an end before the start are stepped over)."""
+    return (
+        f'SELECT rowid, start FROM {table} WHERE rowid >= ? AND start > 0 AND "end" >= start '
+        "ORDER BY rowid LIMIT 1"
+    )
+
+
+def longest_row(table: str) -> str:
+    """The longest duration among rowids [?, ?), of at most ? ns (one scan of the range)."""
+    return (
+        f'SELECT MAX("end" - start) FROM {table} WHERE rowid >= ? AND rowid < ? '
+        'AND start > 0 AND "end" >= start AND "end" - start <= ?'
+    )
+
+
 def largest_rowid(table: str) -> str:
     """One b-tree descent, no scan: rows in a table nsys filled in order."""
     return f"SELECT MAX(rowid) FROM {table}"

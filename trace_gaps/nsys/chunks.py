@@ -1,0 +1,353 @@
+"""An export's op and call tables as typed, cleaned chunks: read (nsys/read.py), left without
+their untimed rows, impossible times and copies (each counted in a Tally), their names made
+categoricals shared by every chunk. The stream reads each table whole (nsys/stream.py), a
+window worker the rowid ranges of its span (nsys/spans.py).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from trace_gaps.model import (
+    API_CALL_COLUMNS,
+    CALL_CATEGORY,
+    DEVICE_ID,
+    END_NS,
+    GLOBAL_TID,
+    GPU_OP_COLUMNS,
+    NAME,
+    OP_KIND,
+    PID,
+    START_NS,
+    CallCategory,
+    OpKind,
+)
+from trace_gaps.nsys import queries
+from trace_gaps.nsys.calls import classify_call
+from trace_gaps.nsys.head import CALL_ROW_KEY, OP_ROW_KEY, impossible_times, table_columns
+from trace_gaps.nsys.names import UNKNOWN, Names, codes_by_id, unique_index
+from trace_gaps.nsys.read import read_chunks
+from trace_gaps.nsys.read_ahead import Readers
+
+_OP_INTS = {n: d for n, d in GPU_OP_COLUMNS.items() if d not in ("category", "object")}
+# The columns of queries.RUNTIME_CALLS (the pid comes after: with_pid).
+CALL_READ = {
+    **{n: d for n, d in API_CALL_COLUMNS.items() if d not in ("category", "object") and n != PID},
+    "name_id": "int64",
+}
+
+
+@dataclass(slots=True)
+class RowCounts:
+    """The timed rows of the op tables, or of the CUDA API table, read and left out."""
+
+    read: int = 0  # timed rows read, before any was left out
+    impossible: int = 0  # times no capture can hold (head.impossible_times)
+    duplicated: int = 0  # copies of an earlier row
+
+
+@dataclass(slots=True)
+class Tally:
+    """What the chunks showed on their way past: op counts per device, the earliest start,
+    and rows left out as untimed, impossible or copies."""
+
+    device_ops: list[pd.DataFrame] = field(default_factory=list)
+    earliest: int = np.iinfo(np.int64).max
+    untimed: int = 0
+    op_rows: RowCounts = field(default_factory=RowCounts)
+    call_rows: RowCounts = field(default_factory=RowCounts)
+    unresolved_calls: int = 0  # calls whose name id is not in StringIds
+    unresolved_kernels: int = 0  # kernels likewise
+    lock: threading.Lock = field(default_factory=threading.Lock)  # streams count on threads
+
+    def snapshot(self) -> dict[str, object]:
+        """The counts so far (a read of every row), to restore after reading again."""
+        with self.lock:
+            counts = {f: getattr(self, f) for f in self.__dataclass_fields__ if f != "lock"}
+            counts["device_ops"] = list(self.device_ops)
+            counts["op_rows"] = replace(self.op_rows)
+            counts["call_rows"] = replace(self.call_rows)
+            return counts
+
+    def restore(self, counts: dict[str, object]) -> None:
+        with self.lock:
+            for name, value in counts.items():
+                setattr(self, name, value)
+
+    def ops(self) -> pd.DataFrame:
+        if not self.device_ops:
+            return pd.DataFrame({PID: [], DEVICE_ID: [], OP_KIND: [], "ops": []}, dtype="int64")
+        counts = pd.concat(self.device_ops, ignore_index=True)
+        counts[OP_KIND] = counts[OP_KIND].astype(str)
+        return counts.groupby([PID, DEVICE_ID, OP_KIND], sort=True)["ops"].sum().reset_index()
+
+
+_OP_KINDS = {
+    queries.KERNEL_TABLE: OpKind.KERNEL,
+    queries.MEMCPY_TABLE: OpKind.MEMCPY,
+    queries.MEMSET_TABLE: OpKind.MEMSET,
+    queries.GRAPH_TRACE_TABLE: OpKind.GRAPH,
+}
+
+
+def op_queries(
+    connection: sqlite3.Connection, tables: tuple[str, ...]
+) -> list[tuple[str, tuple[str, OpKind]]]:
+    """Each op table's query and the kind of its ops, in queries.OP_TABLES order."""
+    found = []
+    for table in queries.OP_TABLES:
+        if table not in tables:
+            continue
+        kind = _OP_KINDS[table]
+        sql = {
+            queries.MEMCPY_TABLE: queries.MEMCPYS,
+            queries.MEMSET_TABLE: queries.MEMSETS,
+            queries.GRAPH_TRACE_TABLE: queries.GRAPH_TRACES,
+        }.get(table)
+        if sql is None:
+            # Exports older than graph-node tracing have no graphNodeId column.
+            has_nodes = "graphNodeId" in table_columns(connection, table)
+            sql = queries.KERNELS if has_nodes else queries.KERNELS_WITHOUT_GRAPH_NODES
+        found.append((table, (sql, kind)))
+    return found
+
+
+def _repeated_rows(chunk: pd.DataFrame, keys: list[str], before: pd.DataFrame) -> np.ndarray:
+    """Rows equal on keys to an earlier row of the chunk, or of `before` (the run of equal
+    starts that ended the table's previous chunk, when the chunk goes on with that start).
+
+    The stream's rows are in start order (checked as windows fill; when they are not, the
+    analysis reads the export whole and load_trace counts copies itself), so a copy shares a
+    run of equal starts with its original: only rows in such runs are hashed, which keeps
+    this check cheap (a full duplicated() costs ~0.1 s per chunk). A run may cross a chunk's
+    edge, so the copies found do not depend on where the chunks are cut.
+    """
+    starts = chunk[START_NS].to_numpy()
+    carried = len(before) > 0 and len(starts) > 0 and before[START_NS].iat[-1] == starts[0]
+    tied = np.zeros(len(starts), dtype=bool)
+    if len(starts) > 1:
+        same = starts[1:] == starts[:-1]
+        tied[1:] |= same
+        tied[:-1] |= same
+    if carried:
+        tied |= starts == starts[0]
+    repeated = np.zeros(len(starts), dtype=bool)
+    if tied.any():
+        run = chunk.loc[tied, keys]
+        if carried:
+            joined = pd.concat([before[keys], run], ignore_index=True)
+            repeated[tied] = joined.duplicated(keys).to_numpy()[len(before) :]
+        else:
+            repeated[tied] = run.duplicated(keys).to_numpy()
+    return repeated
+
+
+def _drop_untimed(chunk: pd.DataFrame, tally: Tally) -> pd.DataFrame:
+    starts = chunk[START_NS].to_numpy()
+    untimed = (starts == 0) & (chunk[END_NS].to_numpy() == 0)
+    if untimed.any():
+        with tally.lock:
+            tally.untimed += int(untimed.sum())
+        chunk = chunk[~untimed].reset_index(drop=True)
+        starts = chunk[START_NS].to_numpy()
+    if len(chunk):
+        earliest = int(starts.min())
+        with tally.lock:
+            tally.earliest = min(tally.earliest, earliest)
+    index = chunk.index
+    fresh = isinstance(index, pd.RangeIndex) and index.start == 0 and index.step == 1
+    return chunk if fresh else chunk.reset_index(drop=True)
+
+
+class _Cleaner:
+    """Leaves out a table's untimed rows, impossible times and copies, chunk after chunk,
+    each counted in a tally (which the caller may change between chunks: a span's rows are
+    counted only where the span owns them)."""
+
+    def __init__(
+        self, capture: tuple[int | None, int | None], key: list[str], *, calls: bool
+    ) -> None:
+        self.capture = capture
+        self.key = key
+        self.calls = calls
+        self.run = pd.DataFrame({k: np.zeros(0, dtype=np.int64) for k in key})
+
+    def __call__(self, chunk: pd.DataFrame, tally: Tally) -> pd.DataFrame:
+        """The chunk without its untimed rows, impossible times and copies, each counted."""
+        rows = tally.call_rows if self.calls else tally.op_rows
+        chunk = _drop_untimed(chunk, tally)
+        impossible = impossible_times(chunk, *self.capture)
+        with tally.lock:
+            rows.read += len(chunk)
+        if impossible.any():
+            with tally.lock:
+                rows.impossible += int(impossible.sum())
+            chunk = chunk.loc[~impossible].reset_index(drop=True)
+        repeated = _repeated_rows(chunk, self.key, self.run)
+        if repeated.any():
+            with tally.lock:
+                rows.duplicated += int(repeated.sum())
+            chunk = chunk.loc[~repeated].reset_index(drop=True)
+        if len(chunk):
+            starts = chunk[START_NS].to_numpy()
+            run = chunk.loc[starts == starts[-1], self.key]
+            if len(self.run) and self.run[START_NS].iat[-1] == starts[-1]:
+                run = pd.concat([self.run, run], ignore_index=True)
+            self.run = run
+        return chunk
+
+
+def with_pid(calls: pd.DataFrame) -> pd.DataFrame:
+    """The calls with their pid, from the upper bits of their global thread id (as nsys
+    packs them): derived here, not in the query (queries.RUNTIME_CALLS)."""
+    pids = (calls[GLOBAL_TID].to_numpy() >> 24) & 0xFFFFFF
+    return calls.assign(**{PID: pids})
+
+
+def op_chunks(
+    path: Path,
+    query: tuple[str, OpKind],
+    names: Names,
+    tally: Tally,
+    capture: tuple[int | None, int | None],  # its duration and stop (ANALYSIS_DETAILS)
+    readers: Readers,
+    pieces: Pieces | None = None,
+) -> Callable[[], Iterator[pd.DataFrame]]:
+    """A function that starts reading the op table and returns its chunks (pieces: those of
+    these rowid ranges, one after the other, each counted in its tally; None: every row,
+    counted in tally)."""
+    sql, kind = query
+    pieces = [(None, tally)] if pieces is None else pieces
+
+    def start() -> Iterator[pd.DataFrame]:
+        categories = names.op_categories()
+        by_id = (
+            codes_by_id(names.strings(queries.KERNEL_NAMES), categories)
+            if kind is OpKind.KERNEL
+            else None
+        )
+        dtypes = {**_OP_INTS, "name_id": "int64"} if by_id else _OP_INTS
+        # Read and decoded on a thread of their own (the names above are looked up here,
+        # on the main connection).
+        return readers.start(
+            lambda: decoded(_read_pieces(path, sql, dtypes, pieces), categories, by_id)
+        )
+
+    def decoded(
+        read: Iterator[tuple[pd.DataFrame, Tally]],
+        categories: pd.Index,
+        by_id: Callable[[np.ndarray], np.ndarray] | None,
+    ) -> Iterator[pd.DataFrame]:
+        kinds = pd.CategoricalDtype([k.value for k in OpKind])
+        kind_code = list(OpKind).index(kind)
+        unknown = int(categories.get_indexer(pd.Index([UNKNOWN]))[0])
+        cleaned = _Cleaner(capture, OP_ROW_KEY, calls=False)
+        for chunk, tally in read:
+            # Values are checked as they are read (typed_frame in read_chunks).
+            chunk = cleaned(chunk, tally)
+            if by_id is not None:
+                codes = by_id(chunk.pop("name_id").to_numpy())
+                unresolved = int(np.count_nonzero(codes == unknown))
+                if unresolved:
+                    with tally.lock:
+                        tally.unresolved_kernels += unresolved
+            else:
+                codes = categories.get_indexer(pd.Index(chunk.pop(NAME).tolist(), dtype=object))
+            chunk[NAME] = pd.Categorical.from_codes(codes, categories=categories)
+            # Codes, not a string per row: this thread holds the GIL the analysis wants.
+            chunk[OP_KIND] = pd.Categorical.from_codes(
+                np.full(len(chunk), kind_code, dtype=np.int8), dtype=kinds, validate=False
+            )
+            counts = _ops_per_device(chunk)
+            with tally.lock:
+                tally.device_ops.append(counts.assign(**{OP_KIND: kind.value}))
+            yield chunk[list(GPU_OP_COLUMNS)]
+
+    return start
+
+
+# Rowid ranges [lo, hi) of a table (None: every row), each with the tally its rows count in.
+Pieces = list[tuple[tuple[int, int] | None, Tally]]
+
+
+def _read_pieces(
+    path: Path, sql: str, dtypes: dict[str, str], pieces: Pieces
+) -> Iterator[tuple[pd.DataFrame, Tally]]:
+    """The chunks of each piece's rows, in turn, each with the tally it counts in."""
+    for rows, tally in pieces:
+        if rows is None:
+            read = read_chunks(path, sql, dtypes)
+        else:
+            read = read_chunks(path, queries.in_rowids(sql), dtypes, rows)
+        for chunk in read:
+            yield chunk, tally
+
+
+def _ops_per_device(chunk: pd.DataFrame) -> pd.DataFrame:
+    """pid, device_id, ops: the chunk's ops per (pid, device), from one sort of a combined
+    key (a pandas group-by per chunk cost the analysis thread its GIL)."""
+    pids, devices = chunk[PID].to_numpy(), chunk[DEVICE_ID].to_numpy()
+    if len(pids) and devices.min() >= 0 and devices.max() < 2**16 and pids.min() >= 0:
+        keys, counts = np.unique((pids << 16) | devices, return_counts=True)
+        return pd.DataFrame(
+            {PID: keys >> 16, DEVICE_ID: keys & 0xFFFF, "ops": counts.astype(np.int64)}
+        )
+    return chunk.groupby([PID, DEVICE_ID]).size().rename("ops").reset_index()
+
+
+def call_chunks(
+    path: Path,
+    tables: tuple[str, ...],
+    names: Names,
+    tally: Tally,
+    capture: tuple[int | None, int | None],  # its duration and stop (ANALYSIS_DETAILS)
+    readers: Readers,
+    pieces: Pieces | None = None,
+) -> Callable[[], Iterator[pd.DataFrame]]:
+    """A function that starts reading the CUDA API table and returns its chunks (pieces: as
+    op_chunks')."""
+    pieces = [(None, tally)] if pieces is None else pieces
+
+    def start() -> Iterator[pd.DataFrame]:
+        if queries.RUNTIME_TABLE not in tables:
+            return iter(())
+        call_names = names.call_names()
+        categories = unique_index([*call_names.tolist(), UNKNOWN])
+        by_id = codes_by_id(call_names, categories)
+        kinds = [c.value for c in CallCategory]
+        category_of = np.array([kinds.index(classify_call(n).value) for n in categories])
+        read = _read_pieces(path, queries.RUNTIME_CALLS, CALL_READ, pieces)
+        # Read and decoded on a thread of their own (the names above are looked up here).
+        unknown = int(categories.get_indexer(pd.Index([UNKNOWN]))[0])
+        return readers.start(lambda: decoded(read, categories, by_id, kinds, category_of, unknown))
+
+    def decoded(
+        read: Iterator[tuple[pd.DataFrame, Tally]],
+        categories: pd.Index,
+        by_id: Callable[[np.ndarray], np.ndarray],
+        kinds: list[str],
+        category_of: np.ndarray,
+        unknown: int,
+    ) -> Iterator[pd.DataFrame]:
+        cleaned = _Cleaner(capture, CALL_ROW_KEY, calls=True)
+        for chunk, tally in read:
+            chunk = with_pid(cleaned(chunk, tally))
+            codes = by_id(chunk.pop("name_id").to_numpy())
+            unresolved = int(np.count_nonzero(codes == unknown))
+            if unresolved:
+                with tally.lock:
+                    tally.unresolved_calls += unresolved
+            chunk[NAME] = pd.Categorical.from_codes(codes, categories=categories)
+            chunk[CALL_CATEGORY] = pd.Categorical.from_codes(
+                category_of[codes], categories=pd.Index(kinds)
+            )
+            yield chunk[list(API_CALL_COLUMNS)]
+
+    return start

@@ -1,0 +1,231 @@
+"""Read one span of an export's op and call tables on a process of its own: a window worker
+that reads its own rows (analysis/windows.analyse_in_spans), so that reading, the largest
+part of the main process's work, is shared by every core.
+
+A worker analysing windows [a, b) needs the rows the windows' own stream would hold there:
+those starting from the time window a owns on, and, read first and left out again by the
+windows' own drop rule (the warm-up, window a - 1), those of window a - 1 and any op or call
+still running into it. No row lasts longer than the export's longest op or call, so the
+worker reads from lo(a - 1) - longest - CALL_LEAD_NS: in every table the rows from the first
+rowid whose row starts there (the tables are in start order, found by binary search on
+rowid; the worker's stream checks the order of every row it reads, and every pair of
+neighbouring rows is read by some worker, so an export out of order is still refused).
+
+Each row is counted once, in the tally of the worker whose own time [lo(a), lo(b)) holds
+its start (by rowid: the span's own rows lie between the first rowids starting at lo(a)
+and at lo(b)); the rows read before and after are cleaned the same way, counted nowhere.
+The main process adds the workers' tallies up in place of its own (ExportSpans.settle).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from trace_gaps.nsys import queries
+from trace_gaps.nsys.chunks import Pieces, Tally, call_chunks, op_chunks, op_queries
+from trace_gaps.nsys.export import list_tables, open_export, reading_export
+from trace_gaps.nsys.head import LATEST_POSSIBLE_NS, capture_duration, capture_stop
+from trace_gaps.nsys.names import Names
+from trace_gaps.nsys.os_calls import MappedOsCalls
+from trace_gaps.nsys.read_ahead import Readers
+from trace_gaps.nsys.sql import query_row, query_value
+
+_NEVER = np.iinfo(np.int64).max
+_EARLIEST = np.iinfo(np.int64).min
+_SCAN_PIECES = 4  # pieces of each table scanned at once for the longest row
+
+
+@dataclass(frozen=True, slots=True)
+class SpanRows:
+    """One span's chunks, per op table and for the calls, and its tally once read."""
+
+    ops: list[tuple[str, Iterator[pd.DataFrame]]]
+    calls: Iterator[pd.DataFrame]
+    counts: Callable[[], dict[str, object]]
+
+
+@dataclass(frozen=True, slots=True)
+class SpanReader:
+    """What a worker needs to read a span of an export (sent to it: a path and a flag)."""
+
+    path: Path
+    read_ahead: bool = True
+
+    @contextmanager
+    def rows(self, read_from_ns: int, own_from_ns: int, own_until_ns: int) -> Iterator[SpanRows]:
+        """The rows starting from read_from_ns on (to the end of each table, as the stream
+        asks), the ones starting in [own_from_ns, own_until_ns) counted in the span's tally."""
+        path = self.path
+        with open_export(path, values=False) as connection:
+            tables = list_tables(connection, path)
+            with reading_export(path):
+                capture = (capture_duration(connection, tables), capture_stop(connection, tables))
+                queried = op_queries(connection, tables)
+                times = (read_from_ns, own_from_ns, own_until_ns)
+                bounds = {
+                    table: _rowid_bounds(connection, table, times)
+                    for table in [*(t for t, _ in queried), queries.RUNTIME_TABLE]
+                    if table in tables
+                }
+            names = Names(connection, path, tables)
+            tally, elsewhere = Tally(), Tally()
+            readers = Readers(threads=self.read_ahead)
+
+            def pieces(table: str) -> Pieces:
+                read, own, until, end = bounds.get(table, (0, 0, 0, 0))
+                return [((read, own), elsewhere), ((own, until), tally), ((until, end), elsewhere)]
+
+            try:
+                ops = [
+                    (table, op_chunks(path, sql, names, tally, capture, readers, pieces(table))())
+                    for table, sql in queried
+                ]
+                calls = call_chunks(
+                    path, tables, names, tally, capture, readers, pieces(queries.RUNTIME_TABLE)
+                )()
+                yield SpanRows(ops, calls, tally.snapshot)
+            finally:
+                readers.close()
+
+
+def _rowid_bounds(
+    connection: sqlite3.Connection, table: str, times: tuple[int, int, int]
+) -> tuple[int, int, int, int]:
+    """The first rowid starting at or after each time (the earliest time: rowid 0, the
+    latest: past the last row), and past the last row."""
+    end = int(query_value(connection, queries.largest_rowid(table)) or 0) + 1
+    found = [
+        0
+        if time == _EARLIEST
+        else end
+        if time == _NEVER
+        else _first_rowid_from(connection, table, time, end)
+        for time in times
+    ]
+    found = list(np.maximum.accumulate(found))  # an export out of order is refused later
+    return found[0], found[1], found[2], end
+
+
+def _first_rowid_from(connection: sqlite3.Connection, table: str, time_ns: int, end: int) -> int:
+    """The smallest rowid from which the first row with a real start starts at or after
+    time_ns, in a table sorted by start (binary search, one b-tree descent a probe)."""
+    lo, hi = -1, end  # the answer lies in (lo, hi]
+    probe = queries.timed_start_from_rowid(table)
+    while hi - lo > 1:
+        middle = (lo + hi) // 2
+        row = query_row(connection, probe, (middle,))
+        if row is None or int(row[1]) >= time_ns:
+            hi = middle
+        else:
+            lo = int(row[0])  # every rowid up to the row found starts before time_ns
+            if lo >= hi:
+                lo = hi - 1
+    return hi
+
+
+class ExportSpans:
+    """RowSources.spans of an open export: the reader its workers use, the longest row the
+    warm-up must reach back for, and the workers' tallies taken in (settle)."""
+
+    def __init__(
+        self,
+        path: Path,
+        tables: tuple[str, ...],
+        tally: Tally,
+        readers: Readers,
+        os_calls: MappedOsCalls,
+        *,
+        read_ahead: bool,
+    ) -> None:
+        self.reader = SpanReader(path, read_ahead)
+        self._os_calls = os_calls
+        self._path = path
+        self._tables = tables
+        self._tally = tally
+        self._readers = readers
+        self._longest: int | None = None
+
+    def longest_row_ns(self) -> int:
+        """The longest op or call of the export (impossible durations left out), scanned
+        in pieces on threads, inside SQLite."""
+        if self._longest is None:
+            self._longest = _longest_row(self._path, self._tables)
+        return self._longest
+
+    def os_calls_near(self) -> Callable[[int, int, np.ndarray], Callable[[], pd.DataFrame]]:
+        """The OS-call map itself, for the workers (each window reads its own calls)."""
+        return self._os_calls.mapped()
+
+    def settle(self, counts: list[dict[str, object]]) -> None:
+        """Take the workers' tallies as the export's, in place of what this process's own
+        streams counted (their read-ahead is stopped: it read nothing the analysis used)."""
+        self._readers.close()
+        merged = _merged_counts(counts)
+        self._tally.restore(merged)
+
+
+def _merged_counts(counts: list[dict[str, Any]]) -> dict[str, object]:
+    total = Tally()
+    for part in counts:
+        total.device_ops.extend(part["device_ops"])
+        total.earliest = min(total.earliest, part["earliest"])
+        total.untimed += part["untimed"]
+        total.unresolved_calls += part["unresolved_calls"]
+        total.unresolved_kernels += part["unresolved_kernels"]
+        for name in ("op_rows", "call_rows"):
+            mine, theirs = getattr(total, name), part[name]
+            setattr(
+                total,
+                name,
+                replace(
+                    mine,
+                    read=mine.read + theirs.read,
+                    impossible=mine.impossible + theirs.impossible,
+                    duplicated=mine.duplicated + theirs.duplicated,
+                ),
+            )
+    return total.snapshot()
+
+
+def _longest_row(path: Path, tables: tuple[str, ...]) -> int:
+    with open_export(path, values=False) as connection, reading_export(path):
+        longest_possible = capture_duration(connection, tables) or LATEST_POSSIBLE_NS
+        scans: list[tuple[str, int, int]] = []
+        for table in [*queries.OP_TABLES, queries.RUNTIME_TABLE]:
+            if table not in tables:
+                continue
+            end = int(query_value(connection, queries.largest_rowid(table)) or 0) + 1
+            cuts = np.linspace(0, end, _SCAN_PIECES + 1).astype(np.int64)
+            scans.extend(
+                (table, int(a), int(b)) for a, b in zip(cuts[:-1], cuts[1:], strict=True) if b > a
+            )
+    found: list[int] = []
+    errors: list[BaseException] = []
+
+    def scan(table: str, lo: int, hi: int) -> None:
+        try:
+            with open_export(path, values=False) as connection, reading_export(path):
+                value = query_value(
+                    connection, queries.longest_row(table), (lo, hi, longest_possible)
+                )
+            found.append(int(value or 0))
+        except BaseException as error:  # noqa: BLE001 - raised in the caller
+            errors.append(error)
+
+    threads = [threading.Thread(target=scan, args=piece, daemon=True) for piece in scans]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+    return max(found, default=0)
