@@ -166,7 +166,7 @@ def _drop_untimed(chunk: pd.DataFrame, tally: Tally) -> pd.DataFrame:
     return chunk if fresh else chunk.reset_index(drop=True)
 
 
-class _Cleaner:
+class Cleaner:
     """Leaves out a table's untimed rows, impossible times and copies, chunk after chunk,
     each counted in a tally (which the caller may change between chunks: a span's rows are
     counted only where the span owns them)."""
@@ -248,7 +248,7 @@ def op_chunks(
         kinds = pd.CategoricalDtype([k.value for k in OpKind])
         kind_code = list(OpKind).index(kind)
         unknown = int(categories.get_indexer(pd.Index([UNKNOWN]))[0])
-        cleaned = _Cleaner(capture, OP_ROW_KEY, calls=False)
+        cleaned = Cleaner(capture, OP_ROW_KEY, calls=False)
         for chunk, tally in read:
             # Values are checked as they are read (typed_frame in read_chunks).
             chunk = cleaned(chunk, tally)
@@ -336,7 +336,7 @@ def call_chunks(
         category_of: np.ndarray,
         unknown: int,
     ) -> Iterator[pd.DataFrame]:
-        cleaned = _Cleaner(capture, CALL_ROW_KEY, calls=True)
+        cleaned = Cleaner(capture, CALL_ROW_KEY, calls=True)
         for chunk, tally in read:
             chunk = with_pid(cleaned(chunk, tally))
             codes = by_id(chunk.pop("name_id").to_numpy())
