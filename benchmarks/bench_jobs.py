@@ -22,9 +22,14 @@ import time
 from pathlib import Path
 
 
-def run_once(export: Path, jobs: int, cores: int) -> tuple[float, float]:
-    """(wall seconds, peak summed RSS in MB) of one analyze in its own process group."""
+def run_once(
+    export: Path, jobs: int, cores: int, output: Path | None = None
+) -> tuple[float, float]:
+    """(wall seconds, peak summed RSS in MB) of one analyze in its own process group; its
+    JSON report into output, if given (else the text report is thrown away)."""
     command = [sys.executable, "-m", "trace_gaps", "analyze", "-q", "-j", str(jobs), str(export)]
+    if output is not None:
+        command += ["-f", "json", "-o", str(output)]
     started = time.perf_counter()
     process = subprocess.Popen(
         command,
@@ -66,7 +71,15 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, nargs="+", default=[1, 2, 4])
     parser.add_argument("--cores", type=int, nargs="+", default=[len(os.sched_getaffinity(0))])
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument(
+        "--compare",
+        type=Path,
+        help="write each run's JSON report into this folder and check every one equals the first",
+    )
     args = parser.parse_args()
+    if args.compare is not None:
+        args.compare.mkdir(parents=True, exist_ok=True)
+    reports: list[Path] = []
     print(
         f"export {args.export} ({args.export.stat().st_size / 1e6:.0f} MB), {args.runs} runs each"
     )
@@ -77,7 +90,13 @@ def main() -> int:
     for cores in args.cores:
         base = None
         for jobs in args.jobs:
-            runs = [run_once(args.export, jobs, cores) for _ in range(args.runs)]
+            runs = []
+            for run in range(args.runs):
+                output = None
+                if args.compare is not None:
+                    output = args.compare / f"c{cores}-j{jobs}-{run}.json"
+                    reports.append(output)
+                runs.append(run_once(args.export, jobs, cores, output))
             times = [wall for wall, _ in runs]
             median = statistics.median(times)
             base = median if base is None else base
@@ -86,6 +105,11 @@ def main() -> int:
                 f"{max(rss for _, rss in runs):>12.0f}"
             )
             sys.stdout.flush()
+    if reports:
+        first = reports[0].read_bytes()
+        differ = [r.name for r in reports[1:] if r.read_bytes() != first]
+        print(f"JSON reports: {len(reports)}, " + (f"DIFFER: {differ}" if differ else "all equal"))
+        return 1 if differ else 0
     return 0
 
 

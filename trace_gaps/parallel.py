@@ -233,6 +233,24 @@ def _timed(tasks: Iterable[tuple[Any, ...]], timing: PoolTime) -> Iterator[tuple
         yield task
 
 
+def start_fork_server(module: str) -> None:
+    """Start the workers' fork server now, importing module there, on a thread: its imports
+    (about a second) overlap this process's own work until the pool starts. A fork server
+    that cannot start is left to _start_pool (which then runs the tasks here)."""
+
+    def start() -> None:
+        try:
+            context = multiprocessing.get_context("forkserver")
+            context.set_forkserver_preload([module])
+            from multiprocessing import forkserver
+
+            forkserver.ensure_running()
+        except (OSError, ValueError, AssertionError):
+            pass
+
+    threading.Thread(target=start, name="trace-gaps fork server", daemon=True).start()
+
+
 def can_start_pool() -> bool:
     """Whether this process may start worker processes (a daemonic one, a Dask worker's,
     may not): where it cannot, ordered_map runs every task here."""

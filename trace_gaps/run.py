@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from trace_gaps.allocator import keep_freed_memory, python_string_storage
+from trace_gaps.analysis import windows
 from trace_gaps.analysis.collectives import CollectiveMatch
 from trace_gaps.analysis.picks import TimelineRequest
 from trace_gaps.analysis.pipeline import (
@@ -23,12 +24,12 @@ from trace_gaps.analysis.pipeline import (
     analyse_rows,
     analyse_trace,
 )
-from trace_gaps.analysis.windows import WINDOW_ROWS
+from trace_gaps.analysis.windows import SPAN_WINDOW_ROWS_MIN, WINDOW_ROWS
 from trace_gaps.errors import TraceGapsError, about_file
 from trace_gaps.model import NeedsWholeTrace, Trace
 from trace_gaps.nsys.load import load_trace
 from trace_gaps.nsys.stream import ExportStream, stream_export
-from trace_gaps.parallel import default_jobs
+from trace_gaps.parallel import can_start_pool, default_jobs, start_fork_server
 from trace_gaps.report import Report, build_report
 
 if TYPE_CHECKING:
@@ -57,8 +58,11 @@ def analyse_export(
     """
     keep_freed_memory()
     python_string_storage()
+    jobs = default_jobs() if jobs is None else jobs
     try:
-        with stream_export(path, read_now=True, read_ahead=read_ahead) as stream:
+        with stream_export(
+            path, read_now=True, read_ahead=read_ahead, spans_early=_spans_early(jobs, window_rows)
+        ) as stream:
             analysis = analyse_stream(
                 stream,
                 options,
@@ -66,7 +70,7 @@ def analyse_export(
                 window_rows=window_rows,
                 on_window=on_window,
                 collectives=collectives,
-                jobs=default_jobs() if jobs is None else jobs,
+                jobs=jobs,
                 on_steps=on_steps,
             )
             return _analysed(stream.trace()), analysis
@@ -83,6 +87,22 @@ def analyse_export(
                 "re-export it, and report it with the nsys version if that does not help",
                 path=path,
             ) from error
+
+
+def _spans_early(jobs: int, window_rows: int | None) -> Callable[[int], bool] | None:
+    """For an export big enough for spans (analysis/windows.spans_can_run), once its size is
+    known: start the workers' fork server (its imports) and the longest-row scan at once,
+    while the head is read."""
+    if jobs < 2 or window_rows is None or not can_start_pool():
+        return None
+
+    def early(rows: int) -> bool:
+        if rows < 4 * min(window_rows, SPAN_WINDOW_ROWS_MIN):
+            return False
+        start_fork_server(windows.__name__)
+        return True
+
+    return early
 
 
 def _analysed(trace: Trace) -> Trace:

@@ -42,6 +42,7 @@ from trace_gaps.analysis.windows import (
     analyse_in_spans,
     analyse_in_windows,
     plan_windows,
+    span_window_rows,
     spans_can_run,
 )
 from trace_gaps.errors import NoAnalysedStepsError, ProcessNotFoundError
@@ -255,11 +256,15 @@ def analyse_rows(
     plan = plan_windows(steps, rows, window_rows)
     staging = functools.partial(_staged, borrowed=borrowed)
     results = None
-    if sources.spans is not None and op_chunks is None and spans_can_run(jobs, plan):
-        try:
-            results = analyse_in_spans(sources.spans, staging, pid, inputs, plan, on_window, jobs)
-        except NeedsWholeTrace:
-            results = None  # streamed in this process, which decides
+    if sources.spans is not None and op_chunks is None and window_rows is not None:
+        spanned = plan_windows(steps, rows, span_window_rows(rows, jobs, window_rows))
+        if spans_can_run(jobs, spanned):
+            try:
+                results = analyse_in_spans(
+                    sources.spans, staging, pid, inputs, spanned, on_window, jobs
+                )
+            except NeedsWholeTrace:
+                results = None  # streamed in this process, which decides
     if results is None:
         results = analyse_in_windows(
             [

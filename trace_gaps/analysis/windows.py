@@ -295,9 +295,20 @@ def _window_tasks(
         del projected
 
 
-# At most this many spans per worker (analyse_in_spans): more even out the workers' loads,
-# each costs a warm-up window.
+# Spans per worker (analyse_in_spans): more even out the workers' loads; each costs a
+# warm-up window, so a span holds about WINDOWS_PER_SPAN windows (span_window_rows).
 SPANS_PER_JOB = 2
+WINDOWS_PER_SPAN = 8
+SPAN_WINDOW_ROWS_MIN = 50_000  # smaller windows cost more per row than a warm-up saves
+
+
+def span_window_rows(rows: int, jobs: int, window_rows: int) -> int:
+    """The window size for analyse_in_spans: SPANS_PER_JOB spans per worker, each of about
+    WINDOWS_PER_SPAN windows, none over window_rows (the memory bound) nor under
+    SPAN_WINDOW_ROWS_MIN, unless window_rows is smaller still. Any size gives the same
+    result."""
+    wanted = rows // max(1, jobs * SPANS_PER_JOB * WINDOWS_PER_SPAN)
+    return min(window_rows, max(SPAN_WINDOW_ROWS_MIN, wanted))
 
 
 def spans_can_run(jobs: int, plan: WindowPlan) -> bool:
@@ -326,7 +337,7 @@ def analyse_in_spans(
     launch), and where an op's launch lies before the span's reading: the caller then
     streams the export in this process (analyse_in_windows).
     """
-    count = max(2, min(jobs * SPANS_PER_JOB, plan.count // 2))
+    count = max(2, min(jobs * SPANS_PER_JOB, plan.count // 2))  # 2 windows a span at least
     cuts = np.unique(np.linspace(0, plan.count, count + 1).round().astype(np.int64))
     longest = spans.longest_row_ns()
     near = spans.os_calls_near()

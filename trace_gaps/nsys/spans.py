@@ -145,20 +145,37 @@ class ExportSpans:
         os_calls: MappedOsCalls,
         *,
         read_ahead: bool,
+        early: bool = False,
     ) -> None:
+        """early: scan for the longest row now, on threads (longest_row_ns waits for it)."""
         self.reader = SpanReader(path, read_ahead)
         self._os_calls = os_calls
         self._path = path
         self._tables = tables
         self._tally = tally
         self._readers = readers
-        self._longest: int | None = None
+        self._longest: int | BaseException | None = None
+        self._scan: threading.Thread | None = None
+        if early:
+            self._scan = threading.Thread(target=self._find_longest, daemon=True)
+            self._scan.start()
+
+    def _find_longest(self) -> None:
+        try:
+            self._longest = _longest_row(self._path, self._tables)
+        except BaseException as error:  # noqa: BLE001 - raised where it is asked for
+            self._longest = error
 
     def longest_row_ns(self) -> int:
         """The longest op or call of the export (impossible durations left out), scanned
         in pieces on threads, inside SQLite."""
-        if self._longest is None:
-            self._longest = _longest_row(self._path, self._tables)
+        if self._scan is not None:
+            self._scan.join()
+        elif self._longest is None:
+            self._find_longest()
+        if isinstance(self._longest, BaseException):
+            raise self._longest
+        assert self._longest is not None
         return self._longest
 
     def os_calls_near(self) -> Callable[[int, int, np.ndarray], Callable[[], pd.DataFrame]]:

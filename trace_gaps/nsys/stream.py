@@ -88,7 +88,12 @@ class ExportStream:
 
 @contextmanager
 def stream_export(
-    path: Path, *, read_now: bool = False, read_ahead: bool = True, windowed: bool = True
+    path: Path,
+    *,
+    read_now: bool = False,
+    read_ahead: bool = True,
+    windowed: bool = True,
+    spans_early: Callable[[int], bool] | None = None,
 ) -> Iterator[ExportStream]:
     """Open an export read-only for windowed analysis; the streams live while this is open.
 
@@ -99,6 +104,9 @@ def stream_export(
     process that shares too few cores with others busy like it: a diff's two sides).
     windowed False: the caller reads the OS calls whole (ExportStream.os_calls), so they
     are mapped only if a window asks.
+    spans_early(rows): called with the ops and calls of the export once its tables are
+    known; True starts the scan for the longest row (RowSources.spans) on threads at once,
+    for a caller whose workers will read spans.
     """
     with open_export(path, values=False) as connection:
         tables = list_tables(connection, path)
@@ -118,11 +126,15 @@ def stream_export(
             (table, Started(start) if read_now else _lazy_source(start)) for table, start in starts
         ]
         os_calls = MappedOsCalls(path, tables, early=read_now and read_ahead and windowed)
+        with reading_export(path):
+            rows = _rows(connection, tables)
+        early = spans_early is not None and spans_early(rows)
+        spans = ExportSpans(
+            path, tables, tally, readers, os_calls, read_ahead=read_ahead, early=early
+        )
         try:
             with reading_export(path):
                 head = read_head(connection, path, tables)
-                rows = _rows(connection, tables)
-            spans = ExportSpans(path, tables, tally, readers, os_calls, read_ahead=read_ahead)
             yield _export_stream(
                 connection, path, tables, head, names, tally, rows, sources, os_calls, spans
             )
