@@ -16,6 +16,7 @@ those too (OsCallWindow): the choice among the calls read is the one among all o
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 from collections.abc import Callable
@@ -177,9 +178,61 @@ def map_os_calls(
     low, high = query_row(connection, queries.OS_CALL_ROWIDS) or (None, None)
     if low is None or high is None:
         return _no_blocks(path)
+    blocks = list(range(int(low), int(high) + 1, BLOCK_ROWS))
+    pieces = _pieces(blocks, _scanners())
+    found: list[_Mapped | BaseException | None] = [None] * len(pieces)
+
+    def scan(at: int) -> None:
+        try:
+            with open_export(path, values=False) as mine, reading_export(path):
+                found[at] = _map_blocks(mine, pieces[at], stop)
+        except BaseException as error:  # noqa: BLE001 - raised below, in the caller
+            found[at] = error
+
+    threads = [
+        threading.Thread(target=scan, args=(at,), daemon=True) for at in range(1, len(pieces))
+    ]
+    for thread in threads:
+        thread.start()
+    scan(0)
+    for thread in threads:
+        thread.join()
     firsts, earliest, latest = [], [], []
     ids: set[int] = set()
-    for first in range(int(low), int(high) + 1, BLOCK_ROWS):
+    for piece in found:
+        if isinstance(piece, BaseException):
+            raise piece
+        assert piece is not None
+        firsts += piece.firsts
+        earliest += piece.earliest
+        latest += piece.latest
+        ids |= piece.ids
+    name_ids = np.array(sorted(ids), dtype=np.int64)
+    return OsCallBlocks(
+        path,
+        np.array(firsts, dtype=np.int64),
+        np.array(earliest, dtype=np.int64),
+        np.array(latest, dtype=np.int64),
+        name_ids,
+        os_call_names(connection, name_ids),
+    )
+
+
+@dataclass(slots=True)
+class _Mapped:
+    """The map of some blocks: each one's first rowid, earliest start, latest end; the ids."""
+
+    firsts: list[int]
+    earliest: list[int]
+    latest: list[int]
+    ids: set[int]
+
+
+def _map_blocks(
+    connection: sqlite3.Connection, blocks: list[int], stop: threading.Event | None
+) -> _Mapped:
+    mapped = _Mapped([], [], [], set())
+    for first in blocks:
         if stop is not None and stop.is_set():
             raise NeedsWholeTrace("the export closed while its OS calls were mapped")
         row = query_row(connection, queries.OS_CALL_BLOCK, (first, first + BLOCK_ROWS))
@@ -192,19 +245,32 @@ def map_os_calls(
             raise NeedsWholeTrace("OSRT_API holds a name id that is not an integer")
         if not all(type(v) is int for v in (start, last_start, end, tid)):
             raise NeedsWholeTrace("OSRT_API holds a time or thread that is not an integer")
-        firsts.append(first)
-        earliest.append(start)
-        latest.append(end)
-        ids.update(int(i) for i in block_ids)
-    name_ids = np.array(sorted(ids), dtype=np.int64)
-    return OsCallBlocks(
-        path,
-        np.array(firsts, dtype=np.int64),
-        np.array(earliest, dtype=np.int64),
-        np.array(latest, dtype=np.int64),
-        name_ids,
-        os_call_names(connection, name_ids),
-    )
+        mapped.firsts.append(first)
+        mapped.earliest.append(start)
+        mapped.latest.append(end)
+        mapped.ids.update(int(i) for i in block_ids)
+    return mapped
+
+
+# Blocks a scanning thread takes at least; the map is scanned by up to MAX_SCANNERS threads,
+# each on its own connection (SQLite steps without the GIL), in consecutive pieces.
+MIN_BLOCKS_A_SCANNER = 64
+MAX_SCANNERS = 8
+
+
+def _scanners() -> int:
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, MAX_SCANNERS))
+
+
+def _pieces(blocks: list[int], scanners: int) -> list[list[int]]:
+    """The blocks in up to `scanners` consecutive pieces of MIN_BLOCKS_A_SCANNER at least."""
+    count = max(1, min(scanners, len(blocks) // MIN_BLOCKS_A_SCANNER))
+    cuts = np.linspace(0, len(blocks), count + 1).round().astype(int)
+    return [blocks[a:b] for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
 
 
 def _no_blocks(path: Path) -> OsCallBlocks:
