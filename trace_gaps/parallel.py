@@ -134,6 +134,35 @@ def forked(function: Callable[..., R], *args: Any) -> Callable[[], R]:
     return Forked(function, args)
 
 
+MAX_FORKED_MAP = 8  # children of forked_map at most
+
+
+def forked_map(function: Callable[[Any], R], items: list[Any]) -> list[R] | None:
+    """[function(item) for item in items], the items shared among up to MAX_FORKED_MAP
+    children forked from this process at once (each sends back only its results); None
+    where that cannot pay or is not safe (fewer than three cores, another thread running,
+    fewer than two items): the caller then computes as it needs, itself."""
+    cores = usable_cores()
+    if len(items) < 2 or cores <= 2 or not fork_is_safe():
+        return None
+    count = min(cores, MAX_FORKED_MAP, len(items))
+    shares = [items[at::count] for at in range(count)]
+    children = [Forked(_each, (function, share)) for share in shares]
+    try:
+        results = [child() for child in children]
+    finally:
+        for child in children:
+            child.stop()
+    merged: list[R] = [None] * len(items)  # type: ignore[list-item]
+    for at, share in enumerate(results):
+        merged[at::count] = share
+    return merged
+
+
+def _each(function: Callable[[Any], R], items: list[Any]) -> list[R]:
+    return [function(item) for item in items]
+
+
 def default_jobs() -> int:
     """How many worker processes analyse an export's windows unless told: none (1) on a
     machine of one or two cores, else one per core up to MAX_DEFAULT_JOBS.

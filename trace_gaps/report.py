@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from trace_gaps.analysis.findings import Finding
 from trace_gaps.analysis.integrity import integrity_notes, unreliable_figures
 from trace_gaps.analysis.kernels import kernel_summary
 from trace_gaps.analysis.kinds import (
@@ -40,6 +43,7 @@ from trace_gaps.analysis.whatif import (
 )
 from trace_gaps.model import GLOBAL_TID, PID, Trace
 from trace_gaps.notes import write_note
+from trace_gaps.parallel import forked_map
 from trace_gaps.records import (
     ExportSummary,
     KindRow,
@@ -177,21 +181,24 @@ def _process_report(
     priced = priced_subset(models)
     base = [ends(replay(model)) for model in priced]
 
+    def price(pair: tuple[str, str]) -> tuple[int, int] | None:
+        try:
+            found = predict(
+                priced,
+                [Lever(*pair)],
+                names,
+                mode,
+                mean_ns,
+                with_ledger=False,
+                base_walls=base,
+            )
+        except LeverError:
+            return None
+        return (found.predicted_ns, found.saving_ns)
+
     def saving(stage: str, lever: str) -> tuple[int, int] | None:
         if (stage, lever) not in prices:
-            try:
-                found = predict(
-                    priced,
-                    [Lever(stage, lever)],
-                    names,
-                    mode,
-                    mean_ns,
-                    with_ledger=False,
-                    base_walls=base,
-                )
-                prices[stage, lever] = (found.predicted_ns, found.saving_ns)
-            except LeverError:
-                prices[stage, lever] = None
+            prices[stage, lever] = price((stage, lever))
         return prices[stage, lever]
 
     stages = summarise_stages(frames)
@@ -200,18 +207,32 @@ def _process_report(
     waits = next(
         (r for r in ranks.processes if r.pid == pid and r.label == (label or str(pid))), None
     )
-    judged = assemble_candidates(
-        frames,
-        stages,
-        findings,
-        graphs,
-        sharing_gpus(analysis, pid),
-        frames.n,
-        trace_start,
-        top=top,
-        waits=waits,
-        saving=saving if models else None,
-    )
+
+    def judge(
+        saving: Callable[[str, str], tuple[int, int] | None] | None,
+    ) -> list[Finding]:
+        return assemble_candidates(
+            frames,
+            stages,
+            findings,
+            graphs,
+            sharing_gpus(analysis, pid),
+            frames.n,
+            trace_start,
+            top=top,
+            waits=waits,
+            saving=saving if models else None,
+        )
+
+    if models:
+        # Every lever the ranking may price (it asks for each one the others do not rule out:
+        # all of them when each prices to None), priced at once on forked children.
+        asked: list[tuple[str, str]] = []
+        judge(lambda stage, lever: asked.append((stage, lever)))
+        found = forked_map(price, list(dict.fromkeys(asked)))
+        if found is not None:
+            prices.update(zip(dict.fromkeys(asked), found, strict=True))
+    judged = judge(saving)
     candidates = [write_candidate(finding, waits) for finding in judged]
     step_name = analysis.selection.name
     if analysis.kind is not None:
