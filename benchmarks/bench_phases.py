@@ -11,6 +11,7 @@ workers' tasks summed to, and the report. Each line is printed as the phase ends
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import sys
 import time
@@ -44,6 +45,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("export", type=Path)
     parser.add_argument("--jobs", type=int, default=8)
+    parser.add_argument(
+        "--cli", action="store_true", help="run `analyze -f json` itself (its report to /dev/null)"
+    )
     args = parser.parse_args()
 
     from trace_gaps.analysis import pipeline
@@ -63,8 +67,21 @@ def main() -> int:
     timed(pipeline, "borrowed_threads", "borrowed threads")
     timed(pipeline, "analyse_in_spans", "spans (all windows)")
     timed(pipeline, "analyse_in_windows", "windows in this process")
+    if args.cli:
+        from trace_gaps import report
+        from trace_gaps.cli import app
+
+        timed(report, "build_report", "report built")
+        command = ["analyze", "-q", "-j", str(args.jobs), "-f", "json", "-o", "/dev/null"]
+        with contextlib.suppress(SystemExit):
+            app([*command, str(args.export)])
+        say("command done")
+        return 0
     trace, analysis = analyse_export(
-        args.export, AnalysisOptions(), jobs=args.jobs, on_steps=lambda s: say(f"{len(s)} steps cut")
+        args.export,
+        AnalysisOptions(),
+        jobs=args.jobs,
+        on_steps=lambda s: say(f"{len(s)} steps cut"),
     )
     pool = analysis.window_pool
     say(
