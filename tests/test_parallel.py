@@ -16,12 +16,17 @@ import pytest
 from typer.testing import CliRunner
 
 import trace_gaps.parallel as parallel
+import trace_gaps.report as report_module
 import trace_gaps.side_runner as side_runner
 from tests.conftest import ROOT
 from tests.conftest import SAMPLE_TRACES as SAMPLES
+from trace_gaps.analysis.pipeline import AnalysisOptions
 from trace_gaps.cli import app
 from trace_gaps.errors import ProcessNotFoundError, TraceGapsError
 from trace_gaps.parallel import default_jobs, ordered_map
+from trace_gaps.render.json import render_json
+from trace_gaps.report import build_report
+from trace_gaps.run import analyse_export
 
 
 def scaled_by_pid(shared: int, value: int) -> tuple[int, int]:
@@ -276,3 +281,44 @@ def test_analyze_prints_the_pool_note_once_when_workers_lost_time(monkeypatch) -
     assert result.stderr.count("note: pool the ") == 1
     quiet = CliRunner().invoke(app, ["analyze", "-q", str(SAMPLES / "spec_sync.sqlite")])
     assert "note: pool" not in quiet.stderr
+
+
+def square_and_pid(value: int) -> tuple[int, int]:
+    return value * value, os.getpid()
+
+
+def test_forked_map_gives_results_in_order_from_children(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(parallel, "usable_cores", lambda: 4)
+    found = parallel.forked_map(square_and_pid, list(range(11)))
+    assert found is not None
+    assert [value for value, _ in found] == [v * v for v in range(11)]
+    assert {pid for _, pid in found} - {os.getpid()}, "nothing ran in a child"
+    assert os.getpid() not in {pid for _, pid in found}
+
+
+@pytest.mark.parametrize("cores", [1, 2])
+def test_forked_map_leaves_the_work_to_the_caller_on_two_cores(
+    cores: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(parallel, "usable_cores", lambda: cores)
+    assert parallel.forked_map(square_and_pid, [1, 2, 3]) is None
+
+
+def test_a_report_priced_on_children_is_the_report_priced_here(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    path = SAMPLES / "spec_sync.sqlite"
+    trace, analysis = analyse_export(path, AnalysisOptions(), jobs=1)
+    here = render_json(build_report(trace, analysis))
+    children: list[int] = []
+    forked_map = parallel.forked_map
+
+    def counted(function: object, items: list[object]) -> object:
+        found = forked_map(function, items)  # type: ignore[arg-type]
+        children.append(found is not None)
+        return found
+
+    monkeypatch.setattr(parallel, "usable_cores", lambda: 4)
+    monkeypatch.setattr(report_module, "forked_map", counted)
+    assert render_json(build_report(trace, analysis)) == here
+    assert children and all(children), "the levers were not priced on children"
