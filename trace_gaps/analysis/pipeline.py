@@ -193,8 +193,10 @@ def analyse_rows(
     collectives, when given, is the match made across several exports (multi.py), with this
     export's ops as export 0 in its own clock; otherwise the export's collectives are matched
     among its own processes. Raises NeedsWholeTrace when the rows cannot be analysed window
-    by window. jobs > 1: the windows' metrics are computed on that many worker processes
-    while this one reads on (analyse_in_windows); the result is the same. on_steps is
+    by window. jobs > 1: that many worker processes each read and analyse spans of the
+    windows from the export itself where the sources can be read so (sources.spans:
+    analyse_in_spans), else compute the windows' metrics while this process reads on
+    (analyse_in_windows); the result is the same. on_steps is
     called with the steps (the Analysis' steps, warm-up marked) once they are cut, before
     any op or call is analysed.
     """
