@@ -2,7 +2,7 @@
 
     python benchmarks/bench_phases.py EXPORT [--jobs 8]
 
-Times, from the start of the analysis (after the imports): when the head was read and the
+Times (and this process's resident memory then), from the start of the analysis (after the imports): when the head was read and the
 steps cut, how long the main process waited for the OS-call map, for the longest-row scan
 (spans) and for the collectives' scan, when the windows' work started and ended, what the
 workers' tasks summed to, and the report. Each line is printed as the phase ends.
@@ -23,7 +23,18 @@ STARTED = time.perf_counter()
 
 
 def say(what: str) -> None:
-    print(f"{time.perf_counter() - STARTED:8.2f} s  {what}", flush=True)
+    print(f"{time.perf_counter() - STARTED:8.2f} s  {_rss_mb():6.0f} MB  {what}", flush=True)
+
+
+def _rss_mb() -> float:
+    """This process's resident memory now (Linux), 0 where unknown."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
 
 
 def timed(owner: Any, name: str, label: str) -> None:
