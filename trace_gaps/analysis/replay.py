@@ -178,11 +178,12 @@ def step_model(
     calls = mine[keep]
     c_start = call_starts[calls]
     c_end = np.minimum(np.maximum(call_ends[calls], c_start), end)
+    # Only the step's calls are turned into strings (a window holds hundreds of thousands).
     category = (
-        staged[CALL_CATEGORY].astype(str).map(_CODE).fillna(_CODE["other"]).to_numpy()[calls]
+        staged[CALL_CATEGORY].iloc[calls].astype(str).map(_CODE).fillna(_CODE["other"]).to_numpy()
     ).astype(np.int8)
     c_stage = staged[STAGE].to_numpy()[calls].astype(np.int32)
-    c_name = pd.Series(staged[NAME].to_numpy()[calls], dtype=object).astype(str)
+    c_name = pd.Series(staged[NAME].iloc[calls].to_numpy(), dtype=object).astype(str)
     cuts = (category == SYNC) & ~c_name.str.contains(_HOST_FREE_SYNC).to_numpy()
 
     # The process's ops in the step: launched by its calls, or running in it.

@@ -347,7 +347,11 @@ def analyse_in_spans(
         if first >= 2:
             read_from = int(plan.lo[first - 1]) - longest - CALL_LEAD_NS
         own_until = int(plan.lo[stop]) if stop < plan.count else _NEVER
-        own = (int(plan.lo[first]) if first else read_from, own_until)
+        # The stream reads no row starting at or after its last window's read limit (and the
+        # calls' lead past it): the span's reading stops there.
+        last = plan.read_limit(stop - 1)
+        read_until = last if last == _NEVER else last + CALL_LEAD_NS + 1
+        own = (int(plan.lo[first]) if first else read_from, own_until, read_until)
         tasks.append((spans.reader, staging, process, plan, first, stop, read_from, own, near))
     parts: dict[str, list[Any]] = {metric.name: [] for metric in METRICS}
     counts = []
@@ -377,11 +381,12 @@ def _span_parts(
     first: int,
     stop: int,
     read_from: int,
-    own: tuple[int, int],
+    own: tuple[int, int, int],
     os_calls_near: OsCallsNear,
 ) -> tuple[list[list[Any]], dict[str, object]]:
     """Every metric's part of each window of [first, stop), read here (a worker), and the
-    tally of the rows the span owns."""
+    tally of the rows the span owns (own: the times its rows start from and until, then the
+    time its reading stops)."""
     with reader.rows(read_from, *own) as rows:
         op_streams = [
             RowStream(name, _of_process(process, chunks), empty_frame(GPU_OP_COLUMNS))

@@ -61,16 +61,18 @@ class SpanReader:
     read_ahead: bool = True
 
     @contextmanager
-    def rows(self, read_from_ns: int, own_from_ns: int, own_until_ns: int) -> Iterator[SpanRows]:
-        """The rows starting from read_from_ns on (to the end of each table, as the stream
-        asks), the ones starting in [own_from_ns, own_until_ns) counted in the span's tally."""
+    def rows(
+        self, read_from_ns: int, own_from_ns: int, own_until_ns: int, read_until_ns: int
+    ) -> Iterator[SpanRows]:
+        """The rows starting in [read_from_ns, read_until_ns) (as the stream asks for them),
+        the ones starting in [own_from_ns, own_until_ns) counted in the span's tally."""
         path = self.path
         with open_export(path, values=False) as connection:
             tables = list_tables(connection, path)
             with reading_export(path):
                 capture = (capture_duration(connection, tables), capture_stop(connection, tables))
                 queried = op_queries(connection, tables)
-                times = (read_from_ns, own_from_ns, own_until_ns)
+                times = (read_from_ns, own_from_ns, own_until_ns, read_until_ns)
                 bounds = {
                     table: _rowid_bounds(connection, table, times)
                     for table in [*(t for t, _ in queried), queries.RUNTIME_TABLE]
@@ -98,10 +100,10 @@ class SpanReader:
 
 
 def _rowid_bounds(
-    connection: sqlite3.Connection, table: str, times: tuple[int, int, int]
+    connection: sqlite3.Connection, table: str, times: tuple[int, int, int, int]
 ) -> tuple[int, int, int, int]:
     """The first rowid starting at or after each time (the earliest time: rowid 0, the
-    latest: past the last row), and past the last row."""
+    latest: past the last row)."""
     end = int(query_value(connection, queries.largest_rowid(table)) or 0) + 1
     found = [
         0
@@ -111,8 +113,8 @@ def _rowid_bounds(
         else _first_rowid_from(connection, table, time, end)
         for time in times
     ]
-    found = list(np.maximum.accumulate(found))  # an export out of order is refused later
-    return found[0], found[1], found[2], end
+    read, own, until, last = (int(r) for r in np.maximum.accumulate(found))
+    return read, own, until, last  # an export out of order is refused as it is read
 
 
 def _first_rowid_from(connection: sqlite3.Connection, table: str, time_ns: int, end: int) -> int:
