@@ -9,9 +9,10 @@ the tasks came in, so that merging them gives the same result as one process wou
 Every task gets the same first argument, `shared` (what every window reads: the steps, the
 stage map, ...): it is sent to each worker once, not with every task.
 
-Workers come from a fork server (multiprocessing's "forkserver" start method) that has
-imported the task's module once: a worker starts in milliseconds, and the main process,
-which runs read-ahead threads, is never forked itself. With jobs=1, or where processes
+Workers are forked from the calling process where no other thread runs there (they start
+at once, every import made: the spans' workers, analysis/windows.analyse_in_spans), else
+from a fork server (multiprocessing's "forkserver" start method) that has imported the
+task's module once: a process that runs read-ahead threads is never forked itself. With jobs=1, or where processes
 cannot be started, the tasks run in the calling process, in the same order. One task of
 its own (diff's after side, report's pictures) a caller runs in a child forked from
 itself, when it runs no other thread (forked).
@@ -262,24 +263,6 @@ def _timed(tasks: Iterable[tuple[Any, ...]], timing: PoolTime) -> Iterator[tuple
         yield task
 
 
-def start_fork_server(module: str) -> None:
-    """Start the workers' fork server now, importing module there, on a thread: its imports
-    (about a second) overlap this process's own work until the pool starts. A fork server
-    that cannot start is left to _start_pool (which then runs the tasks here)."""
-
-    def start() -> None:
-        try:
-            context = multiprocessing.get_context("forkserver")
-            context.set_forkserver_preload([module])
-            from multiprocessing import forkserver
-
-            forkserver.ensure_running()
-        except (OSError, ValueError, AssertionError):
-            pass
-
-    threading.Thread(target=start, name="trace-gaps fork server", daemon=True).start()
-
-
 def can_start_pool() -> bool:
     """Whether this process may start worker processes (a daemonic one, a Dask worker's,
     may not): where it cannot, ordered_map runs every task here."""
@@ -287,9 +270,19 @@ def can_start_pool() -> bool:
 
 
 def _start_pool(function: Callable[..., Any], shared: Any, jobs: int) -> ProcessPoolExecutor | None:
+    """Workers forked from this process itself where that is safe (no other thread runs: they
+    start at once, with every import made), else from a fork server that imports function's
+    module first; None where neither can start (the tasks then run here)."""
     if not can_start_pool():
         return None
     try:
+        if fork_is_safe():
+            return ProcessPoolExecutor(
+                max_workers=jobs,
+                mp_context=multiprocessing.get_context("fork"),
+                initializer=_keep,
+                initargs=(shared,),
+            )
         context = multiprocessing.get_context("forkserver")
         context.set_forkserver_preload([function.__module__])
         return ProcessPoolExecutor(

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from trace_gaps.allocator import keep_freed_memory, python_string_storage
-from trace_gaps.analysis import windows
 from trace_gaps.analysis.collectives import CollectiveMatch
 from trace_gaps.analysis.picks import TimelineRequest
 from trace_gaps.analysis.pipeline import (
@@ -29,7 +28,7 @@ from trace_gaps.errors import TraceGapsError, about_file
 from trace_gaps.model import NeedsWholeTrace, Trace
 from trace_gaps.nsys.load import load_trace
 from trace_gaps.nsys.stream import ExportStream, stream_export
-from trace_gaps.parallel import can_start_pool, default_jobs, start_fork_server
+from trace_gaps.parallel import can_start_pool, default_jobs
 from trace_gaps.report import Report, build_report
 
 if TYPE_CHECKING:
@@ -91,18 +90,10 @@ def analyse_export(
 
 def _spans_early(jobs: int, window_rows: int | None) -> Callable[[int], bool] | None:
     """For an export big enough for spans (analysis/windows.spans_can_run), once its size is
-    known: start the workers' fork server (its imports) and the longest-row scan at once,
-    while the head is read."""
+    known: start the longest-row scan at once, while the head is read."""
     if jobs < 2 or window_rows is None or not can_start_pool():
         return None
-
-    def early(rows: int) -> bool:
-        if rows < 4 * min(window_rows, SPAN_WINDOW_ROWS_MIN):
-            return False
-        start_fork_server(windows.__name__)
-        return True
-
-    return early
+    return lambda rows: rows >= 4 * min(window_rows, SPAN_WINDOW_ROWS_MIN)
 
 
 def _analysed(trace: Trace) -> Trace:

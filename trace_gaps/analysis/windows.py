@@ -341,6 +341,7 @@ def analyse_in_spans(
     cuts = np.unique(np.linspace(0, plan.count, count + 1).round().astype(np.int64))
     longest = spans.longest_row_ns()
     near = spans.os_calls_near()
+    spans.stop_reading()  # no other thread runs on here: the workers are forked from here
     tasks = []
     for first, stop in zip(cuts[:-1].tolist(), cuts[1:].tolist(), strict=True):
         read_from = np.iinfo(np.int64).min

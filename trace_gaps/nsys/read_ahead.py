@@ -163,6 +163,13 @@ class Started:
         first, self._first = self._first, None
         return first if first is not None else lazily(self._start)
 
+    def discard(self) -> None:
+        """Stop the early reading (its chunks unused); a later call starts afresh."""
+        first, self._first = self._first, None
+        close = getattr(first, "close", None)
+        if close is not None:
+            close()
+
 
 def raising(error: Exception) -> Iterator[pd.DataFrame]:
     raise error

@@ -36,7 +36,7 @@ from trace_gaps.nsys.export import list_tables, open_export, reading_export
 from trace_gaps.nsys.head import LATEST_POSSIBLE_NS, capture_duration, capture_stop
 from trace_gaps.nsys.names import Names
 from trace_gaps.nsys.os_calls import MappedOsCalls
-from trace_gaps.nsys.read_ahead import Readers
+from trace_gaps.nsys.read_ahead import Readers, Started
 from trace_gaps.nsys.sql import query_row, query_value
 
 _NEVER = np.iinfo(np.int64).max
@@ -145,17 +145,21 @@ class ExportSpans:
         tally: Tally,
         readers: Readers,
         os_calls: MappedOsCalls,
+        started: list[Started],
         *,
         read_ahead: bool,
         early: bool = False,
     ) -> None:
-        """early: scan for the longest row now, on threads (longest_row_ns waits for it)."""
+        """started: this process's own early reads, stopped when spans take over
+        (stop_reading); early: scan for the longest row now, on threads (longest_row_ns
+        waits for it)."""
         self.reader = SpanReader(path, read_ahead)
         self._os_calls = os_calls
         self._path = path
         self._tables = tables
         self._tally = tally
         self._readers = readers
+        self._started = started
         self._longest: int | BaseException | None = None
         self._scan: threading.Thread | None = None
         if early:
@@ -184,12 +188,18 @@ class ExportSpans:
         """The OS-call map itself, for the workers (each window reads its own calls)."""
         return self._os_calls.mapped()
 
-    def settle(self, counts: list[dict[str, object]]) -> None:
-        """Take the workers' tallies as the export's, in place of what this process's own
-        streams counted (their read-ahead is stopped: it read nothing the analysis used)."""
+    def stop_reading(self) -> None:
+        """Stop this process's own reading, before the workers read their spans: no thread
+        of it runs on (the workers can be forked from this process), and what it counted is
+        forgotten (a stream started again, if the spans are refused, counts every row)."""
+        for early in self._started:
+            early.discard()
         self._readers.close()
-        merged = _merged_counts(counts)
-        self._tally.restore(merged)
+        self._tally.restore(Tally().snapshot())
+
+    def settle(self, counts: list[dict[str, object]]) -> None:
+        """Take the workers' tallies as the export's."""
+        self._tally.restore(_merged_counts(counts))
 
 
 def _merged_counts(counts: list[dict[str, Any]]) -> dict[str, object]:

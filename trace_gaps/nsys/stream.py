@@ -129,8 +129,9 @@ def stream_export(
         with reading_export(path):
             rows = _rows(connection, tables)
         early = spans_early is not None and spans_early(rows)
+        started = [source for _, source in sources if isinstance(source, Started)]
         spans = ExportSpans(
-            path, tables, tally, readers, os_calls, read_ahead=read_ahead, early=early
+            path, tables, tally, readers, os_calls, started, read_ahead=read_ahead, early=early
         )
         try:
             with reading_export(path):
