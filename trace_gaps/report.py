@@ -229,9 +229,10 @@ def _process_report(
         # all of them when each prices to None), priced at once on forked children.
         asked: list[tuple[str, str]] = []
         judge(lambda stage, lever: asked.append((stage, lever)))
-        found = forked_map(price, list(dict.fromkeys(asked)))
+        pairs = list(dict.fromkeys(asked))
+        found = forked_map(price, pairs)
         if found is not None:
-            prices.update(zip(dict.fromkeys(asked), found, strict=True))
+            prices.update(zip(pairs, found, strict=True))
     judged = judge(saving)
     candidates = [write_candidate(finding, waits) for finding in judged]
     step_name = analysis.selection.name

@@ -41,6 +41,7 @@ from trace_gaps.analysis.windows import (
     WindowResults,
     analyse_in_spans,
     analyse_in_windows,
+    of_process,
     plan_windows,
     span_window_rows,
     spans_can_run,
@@ -275,7 +276,7 @@ def analyse_rows(
             ],
             RowStream(
                 "CUDA API",
-                call_chunks or _of_process(pid, sources.calls()),
+                call_chunks or of_process(pid, sources.calls()),
                 empty_frame(API_CALL_COLUMNS),
                 # Each call staged once, as read; a borrowed thread's as the step thread's.
                 lambda calls: staging(calls, stage_map),
@@ -361,18 +362,13 @@ def _staged(calls: pd.DataFrame, stage_map: StageMap, *, borrowed: dict[int, int
 def _chunks_of(
     sources: tuple[tuple[str, ChunkSource], ...], pid: int | None
 ) -> list[tuple[str, Iterator[pd.DataFrame]]]:
-    return [(name, _of_process(pid, chunks())) for name, chunks in sources]
-
-
-def _of_process(pid: int | None, chunks: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-    for chunk in chunks:
-        yield chunk if pid is None else chunk[chunk[PID].to_numpy() == pid]
+    return [(name, of_process(pid, chunks())) for name, chunks in sources]
 
 
 def _read_all(
     sources: tuple[tuple[str, ChunkSource], ...], pid: int | None, columns: dict[str, str]
 ) -> pd.DataFrame:
-    frames = [chunk for _, chunks in sources for chunk in _of_process(pid, chunks())]
+    frames = [chunk for _, chunks in sources for chunk in of_process(pid, chunks())]
     frames = [frame for frame in frames if len(frame)]
     return pd.concat(frames, ignore_index=True) if frames else empty_frame(columns)
 

@@ -360,8 +360,8 @@ def analyse_in_spans(
     parts: dict[str, list[Any]] = {metric.name: [] for metric in METRICS}
     counts = []
     pool = PoolTime()
-    for (first, stop), (span_parts, tally) in zip(
-        zip(cuts[:-1].tolist(), cuts[1:].tolist(), strict=True),
+    for stop, (span_parts, tally) in zip(
+        cuts[1:].tolist(),
         ordered_map(_span_parts, inputs, tasks, jobs=jobs, timing=pool),
         strict=True,
     ):
@@ -371,7 +371,6 @@ def analyse_in_spans(
         counts.append(tally)
         if on_window is not None:
             on_window(stop, plan.count)
-        del first
     spans.settle(counts)
     return WindowResults(merge_parts(METRICS, parts), plan.count, pool)
 
@@ -393,12 +392,12 @@ def _span_parts(
     time its reading stops)."""
     with reader.rows(read_from, *own) as rows:
         op_streams = [
-            RowStream(name, _of_process(process, chunks), empty_frame(GPU_OP_COLUMNS))
+            RowStream(name, of_process(process, chunks), empty_frame(GPU_OP_COLUMNS))
             for name, chunks in rows.ops
         ]
         call_stream = RowStream(
             "CUDA API",
-            _of_process(process, rows.calls),
+            of_process(process, rows.calls),
             empty_frame(API_CALL_COLUMNS),
             functools.partial(_staged, staging=staging, stage_map=inputs.stage_map),
         )
@@ -416,7 +415,7 @@ def _staged(
     return staging(calls, stage_map)
 
 
-def _of_process(pid: int | None, chunks: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+def of_process(pid: int | None, chunks: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
     """The chunks, only pid's rows in each (every row: pid None)."""
     for chunk in chunks:
         yield chunk if pid is None else chunk[chunk[PID].to_numpy() == pid]
