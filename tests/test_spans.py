@@ -137,3 +137,24 @@ def test_row_bounds_step_over_untimed_rows(tmp_path: Path) -> None:
     # Every row before the bound starts before the time (or is untimed); the bound's own
     # first timed row starts at or after it.
     assert found == {5: 0, 10: 0, 15: 3, 20: 3, 35: 9, 99: 10}
+
+
+@pytest.mark.parametrize("value", ["'late'", "1.5e9"], ids=["text", "real"])
+def test_a_hostile_start_mid_table_meets_the_one_process_answer(value: str, tmp_path: Path) -> None:
+    path = tmp_path / "hostile.sqlite"
+    shutil.copy("sample_traces/spec_eager.sqlite", path)
+    with sqlite3.connect(path) as connection:
+        rows = connection.execute("SELECT MAX(rowid) FROM CUPTI_ACTIVITY_KIND_RUNTIME").fetchone()[
+            0
+        ]
+        connection.execute(
+            f"UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET start = {value} WHERE rowid = ?", (rows // 2,)
+        )
+
+    def answer(jobs: int) -> str:
+        try:
+            return report_json(path, jobs)
+        except Exception as error:  # noqa: BLE001 - the answer compared is the error's
+            return f"{type(error).__name__}: {error}"
+
+    assert answer(3) == answer(1)

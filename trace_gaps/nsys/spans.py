@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from trace_gaps.model import NeedsWholeTrace
 from trace_gaps.nsys import queries
 from trace_gaps.nsys.chunks import Pieces, Tally, call_chunks, op_chunks, op_queries
 from trace_gaps.nsys.export import list_tables, open_export, reading_export
@@ -125,7 +126,10 @@ def _first_rowid_from(connection: sqlite3.Connection, table: str, time_ns: int, 
     while hi - lo > 1:
         middle = (lo + hi) // 2
         row = query_row(connection, probe, (middle,))
-        if row is None or int(row[1]) >= time_ns:
+        if row is not None and not (type(row[0]) is int and type(row[1]) is int):
+            # A time that is not an integer: the stream, reading every row, decides.
+            raise NeedsWholeTrace(f"{table} holds a start that is not an integer")
+        if row is None or row[1] >= time_ns:
             hi = middle
         else:
             lo = int(row[0])  # every rowid up to the row found starts before time_ns
@@ -246,7 +250,9 @@ def _longest_row(path: Path, tables: tuple[str, ...]) -> int:
                 value = query_value(
                     connection, queries.longest_row(table), (lo, hi, longest_possible)
                 )
-            found.append(int(value or 0))
+            if value is not None and type(value) is not int:
+                raise NeedsWholeTrace(f"{table} holds a time that is not an integer")
+            found.append(value or 0)
         except BaseException as error:  # noqa: BLE001 - raised in the caller
             errors.append(error)
 
