@@ -322,3 +322,17 @@ def test_a_report_priced_on_children_is_the_report_priced_here(
     monkeypatch.setattr(report_module, "forked_map", counted)
     assert render_json(build_report(trace, analysis)) == here
     assert children and all(children), "the levers were not priced on children"
+
+
+def test_diff_sides_run_at_once_where_the_cores_hold_both_sides_workers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    sides = [[SAMPLES / "spec_eager.sqlite"], [SAMPLES / "spec_sync.sqlite"]]
+    monkeypatch.setattr(side_runner, "DIFF_SIDES_APART_BYTES", 0)
+    found = {}
+    for cores in (2, 3, 8, 9, 16):
+        monkeypatch.setattr(parallel, "usable_cores", lambda c=cores: c)
+        found[cores] = side_runner.diff_jobs(sides)
+    # 2 cores: no workers, sides apart; 3 to 9: workers, too few cores for both sides' (4
+    # workers and a main process each from 4 cores on); 16: room for both.
+    assert found == {2: 2, 3: 1, 8: 1, 9: 1, 16: 2}

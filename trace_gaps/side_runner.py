@@ -1,8 +1,9 @@
 """The side runner: a diff's two sides analysed, and handed to its statistics (diff.py) as
 plain records, ComparedSide, whichever way they were run.
 
-One after the other, or at once when they are big and the cores too few for window
-workers: the after side in a child forked from this process, the before side here. Each
+One after the other, or at once when they are big and the cores are too few for window
+workers or enough for both sides' (parallel.default_jobs() each, and a main process each):
+the after side in a child forked from this process, the before side here. Each
 side also makes, beside its analysis, what the statistics would otherwise make from its
 report after both sides are done: its step bucket tables (from the analysis' ledger frame;
 the report is then built without step ledger entries, a third of the bytes a forked side
@@ -34,7 +35,8 @@ from trace_gaps.run import analyse_export
 from trace_gaps.side_draws import BeforeSideDraws, DrawRelay, after_side_means
 
 # Sides analysed side by side, each in a process of its own, when they are this big in all
-# and the machine has too few cores for window workers (parallel.default_jobs() is 1).
+# and the machine has too few cores for window workers (parallel.default_jobs() is 1), or
+# enough for both sides' workers at once.
 DIFF_SIDES_APART_BYTES = 32_000_000
 
 
@@ -45,9 +47,10 @@ def run_sides(
     diff's own file, never one of the exports."""
     apart = diff_jobs(sides) == 2
     # Two sides at once on few cores keep both busy: read-ahead threads only add switches.
+    read_ahead = not apart or parallel.default_jobs() > 1
     shared = (output, DrawRelay())  # the relay: inherited by a forked side
-    before_task = (sides[0], options[0], not apart, True)
-    after_task = (sides[1], options[1], not apart, False)
+    before_task = (sides[0], options[0], read_ahead, True)
+    after_task = (sides[1], options[1], read_ahead, False)
     # Apart: the after side in a child forked now, the before side in this process (one
     # fork, not two; forked() runs it here afterwards where it cannot fork).
     after_side = (
@@ -61,9 +64,13 @@ def run_sides(
 
 def diff_jobs(sides: list[list[Path]]) -> int:
     """2: analyse the two sides of a diff at once, the after side in a forked process; 1: one
-    after the other (each then has its own window workers where the cores allow them)."""
+    after the other (each with its window workers). At once where the exports are big and
+    the cores either too few for workers or enough for both sides' workers and main
+    processes (16 cores: two sides of 4 workers)."""
     size = sum(path.stat().st_size for paths in sides for path in paths if path.is_file())
-    return 2 if parallel.default_jobs() == 1 and size >= DIFF_SIDES_APART_BYTES else 1
+    jobs = parallel.default_jobs()
+    room = jobs == 1 or parallel.usable_cores() >= 2 * (jobs + 1)
+    return 2 if room and size >= DIFF_SIDES_APART_BYTES else 1
 
 
 def run_side(
