@@ -336,3 +336,15 @@ def test_diff_sides_run_at_once_where_the_cores_hold_both_sides_workers(
     # 2 cores: no workers, sides apart; 3 to 9: workers, too few cores for both sides' (4
     # workers and a main process each from 4 cores on); 16: room for both.
     assert found == {2: 2, 3: 1, 8: 1, 9: 1, 16: 2}
+
+
+def test_spans_that_are_slower_than_one_process_say_so_with_the_windows_read_twice() -> None:
+    # 30 s of spans' work of which 8 windows of 40 were read twice: one process, ~25 s.
+    spans = parallel.PoolTime(jobs=8, working_s=30.0, wall_s=26.0, own_share=40 / 48)
+    spans.extra = "8 windows read twice (each span's first and last)"
+    assert spans.slower_than_one_process()
+    line = spans.note("the 40 windows")
+    assert "about 25.0 s" in line and "8 windows read twice" in line
+    assert not parallel.PoolTime(
+        jobs=8, working_s=30.0, wall_s=24.0, own_share=40 / 48
+    ).slower_than_one_process()

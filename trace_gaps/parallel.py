@@ -179,22 +179,35 @@ def default_jobs() -> int:
 @dataclass
 class PoolTime:
     """Where the time of a pool of workers went (ordered_map), measured as it ran: whether the
-    workers paid. One process would have taken about making + working seconds."""
+    workers paid. One process would have taken about making + working seconds, or, where
+    each task also did work one process would not (spans read a window before and after
+    their own), about making + working * own_share."""
 
     jobs: int = 1
     making_s: float = 0.0  # this process making the tasks (reading and joining the rows)
     working_s: float = 0.0  # the tasks' own work on the workers, summed
     wall_s: float = 0.0  # from the pool's start to the last result
+    own_share: float = 1.0  # of working_s, the part one process would do too
+    extra: str = ""  # what the rest of working_s was, in words
+
+    def alone_s(self) -> float:
+        return self.making_s + self.working_s * self.own_share
 
     def slower_than_one_process(self) -> bool:
-        return self.jobs > 1 and self.wall_s > self.making_s + self.working_s
+        return self.jobs > 1 and self.wall_s > self.alone_s()
 
     def note(self, what: str) -> str:
         """One line for the user: what the workers cost and why."""
-        alone = self.making_s + self.working_s
+        if self.extra:
+            return (
+                f"note: --jobs {self.jobs} took {self.wall_s:.1f} s for {what}, where one "
+                f"process would take about {self.alone_s():.1f} s: the workers' summed "
+                f"{self.working_s:.1f} s hold {self.extra}, and the cores shared it out no "
+                f"faster: --jobs 1 is faster on this export"
+            )
         return (
             f"note: --jobs {self.jobs} took {self.wall_s:.1f} s for {what}, where one process "
-            f"would take about {alone:.1f} s ({self.making_s:.1f} s reading and joining the "
+            f"would take about {self.alone_s():.1f} s ({self.making_s:.1f} s reading and joining the "
             f"rows, which the main process does, plus {self.working_s:.1f} s of the windows' "
             f"own work, which the workers share; handing the windows over cost the rest): "
             f"--jobs 1 is faster on this export"

@@ -372,6 +372,11 @@ def analyse_in_spans(
         if on_window is not None:
             on_window(stop, plan.count)
     spans.settle(counts)
+    # Each span also reads, joins and drops its warm-up window and reads the next span's
+    # first: about two windows one process would read once.
+    read = plan.count + 2 * (len(cuts) - 2)
+    pool.own_share = plan.count / read
+    pool.extra = f"{read - plan.count} windows read twice (each span's first and last)"
     return WindowResults(merge_parts(METRICS, parts), plan.count, pool)
 
 
