@@ -6,10 +6,11 @@ A worker analysing windows [a, b) needs the rows the windows' own stream would h
 those starting from the time window a owns on, and, read first and left out again by the
 windows' own drop rule (the warm-up, window a - 1), those of window a - 1 and any op or call
 still running into it. No row lasts longer than the export's longest op or call, so the
-worker reads from lo(a - 1) - longest - CALL_LEAD_NS: in every table the rows from the first
-rowid whose row starts there (the tables are in start order, found by binary search on
-rowid; the worker's stream checks the order of every row it reads, and every pair of
-neighbouring rows is read by some worker, so an export out of order is still refused).
+worker reads from lo(a - 1) - longest - CALL_LEAD_NS, up to its last window's read limit
+(and the calls' lead past it): in every table the rows between the rowids whose rows start
+there (the tables are in start order, found by binary search on rowid; the worker's stream
+checks the order of every row it reads, and every pair of neighbouring rows is read by some
+worker, so an export out of order is still refused).
 
 Each row is counted once, in the tally of the worker whose own time [lo(a), lo(b)) holds
 its start (by rowid: the span's own rows lie between the first rowids starting at lo(a)
