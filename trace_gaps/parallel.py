@@ -135,6 +135,33 @@ def forked(function: Callable[..., R], *args: Any) -> Callable[[], R]:
     return Forked(function, args)
 
 
+def threaded_map(function: Callable[..., R], tasks: list[tuple[Any, ...]]) -> list[R]:
+    """[function(*task) for task in tasks], each task on a thread of its own (the last on
+    this one), for work that releases the GIL (SQLite scans, each on its own connection).
+    The first task's error, in task order, is raised here once every thread has ended."""
+    found: list[tuple[bool, Any]] = [(False, None)] * len(tasks)
+
+    def run(at: int) -> None:
+        try:
+            found[at] = (True, function(*tasks[at]))
+        except BaseException as error:  # noqa: BLE001 - raised below, in the caller
+            found[at] = (False, error)
+
+    threads = [
+        threading.Thread(target=run, args=(at,), daemon=True) for at in range(len(tasks) - 1)
+    ]
+    for thread in threads:
+        thread.start()
+    if tasks:
+        run(len(tasks) - 1)
+    for thread in threads:
+        thread.join()
+    for done, value in found:
+        if not done:
+            raise value
+    return [value for _, value in found]
+
+
 MAX_FORKED_MAP = 8  # children of forked_map at most
 
 

@@ -256,8 +256,8 @@ def analyse_rows(
         graph_mode=trace.info.graph_trace_mode,
         kernel_durations=options.kernel_summary,
     )
-    plan = plan_windows(steps, rows, window_rows)
-    staging = functools.partial(_staged, borrowed=borrowed)
+    # Each call staged once, as read; a borrowed thread's as the step thread's.
+    staging = functools.partial(_staged, borrowed=borrowed, stage_map=stage_map)
     results = None
     if sources.spans is not None and op_chunks is None and window_rows is not None:
         spanned = plan_windows(steps, rows, span_window_rows(rows, jobs, window_rows))
@@ -278,11 +278,10 @@ def analyse_rows(
                 "CUDA API",
                 call_chunks or of_process(pid, sources.calls()),
                 empty_frame(API_CALL_COLUMNS),
-                # Each call staged once, as read; a borrowed thread's as the step thread's.
-                lambda calls: staging(calls, stage_map),
+                staging,
             ),
             inputs,
-            plan,
+            plan_windows(steps, rows, window_rows),
             sources.os_calls_near or held_os_calls(trace.os_calls),
             on_window,
             jobs=jobs,
@@ -353,7 +352,7 @@ def _mark_warmup(
     return marked
 
 
-def _staged(calls: pd.DataFrame, stage_map: StageMap, *, borrowed: dict[int, int]) -> pd.DataFrame:
+def _staged(calls: pd.DataFrame, *, borrowed: dict[int, int], stage_map: StageMap) -> pd.DataFrame:
     """The calls staged (stage open on their thread); a borrowed thread's as its step
     thread's (threads.borrowed_threads)."""
     return stage_calls(lent_threads(calls, borrowed), stage_map)

@@ -62,7 +62,6 @@ from trace_gaps.analysis.stages import (
     LAUNCH_TID,
     STAGE,
     LaunchIndex,
-    StageMap,
     project_ops,
 )
 from trace_gaps.model import (
@@ -302,7 +301,7 @@ def _window_tasks(
 # 11.93 s (one process: 5.95 s). Equal spans keep the workers evenly loaded.
 SPANS_PER_JOB = 1
 WINDOWS_PER_SPAN = 4
-SPAN_WINDOW_ROWS_MIN = 50_000  # smaller windows cost more per row than a warm-up saves
+SPAN_WINDOW_ROWS_MIN = 50_000  # each window has a fixed cost besides its rows (above)
 
 
 def span_window_rows(rows: int, jobs: int, window_rows: int) -> int:
@@ -321,7 +320,7 @@ def spans_can_run(jobs: int, plan: WindowPlan) -> bool:
 
 def analyse_in_spans(
     spans: SpanSource,
-    staging: Callable[[pd.DataFrame, StageMap], pd.DataFrame],
+    staging: Callable[[pd.DataFrame], pd.DataFrame],
     process: int | None,
     inputs: WindowInputs,
     plan: WindowPlan,
@@ -334,8 +333,8 @@ def analyse_in_spans(
     analyse_in_windows', exactly.
 
     A span of windows [a, b) reads from lo(a - 1) less the export's longest op or call and
-    CALL_LEAD_NS (window a - 1 is its warm-up: _window_tasks). staging(calls, stage_map)
-    stages each chunk of calls as read; process: only that pid's rows. Raises
+    CALL_LEAD_NS (window a - 1 is its warm-up: _window_tasks). staging(calls) stages each
+    chunk of calls as read (it pickles); process: only that pid's rows. Raises
     NeedsWholeTrace as the windows would (a span's rows out of order, an op far from its
     launch), and where an op's launch lies before the span's reading: the caller then
     streams the export in this process (analyse_in_windows).
@@ -383,7 +382,7 @@ def analyse_in_spans(
 def _span_parts(
     inputs: WindowInputs,
     reader: Any,
-    staging: Callable[[pd.DataFrame, StageMap], pd.DataFrame],
+    staging: Callable[[pd.DataFrame], pd.DataFrame],
     process: int | None,
     plan: WindowPlan,
     first: int,
@@ -404,20 +403,11 @@ def _span_parts(
             "CUDA API",
             of_process(process, rows.calls),
             empty_frame(API_CALL_COLUMNS),
-            functools.partial(_staged, staging=staging, stage_map=inputs.stage_map),
+            staging,
         )
         tasks = _window_tasks(op_streams, call_stream, inputs, plan, os_calls_near, first, stop)
         parts = [_window_parts(inputs, *task) for task in tasks]
         return parts, rows.counts()
-
-
-def _staged(
-    calls: pd.DataFrame,
-    *,
-    staging: Callable[[pd.DataFrame, StageMap], pd.DataFrame],
-    stage_map: StageMap,
-) -> pd.DataFrame:
-    return staging(calls, stage_map)
 
 
 def of_process(pid: int | None, chunks: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:

@@ -16,7 +16,6 @@ those too (OsCallWindow): the choice among the calls read is the one among all o
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import threading
 from collections.abc import Callable
@@ -40,6 +39,7 @@ from trace_gaps.nsys.export import open_export, reading_export
 from trace_gaps.nsys.head import OS_CALL_READ, os_call_names
 from trace_gaps.nsys.read import read_chunks
 from trace_gaps.nsys.sql import query_row
+from trace_gaps.parallel import threaded_map, usable_cores
 
 BLOCK_ROWS = 8192
 ROW_ID = "row_id"
@@ -179,30 +179,10 @@ def map_os_calls(
     if low is None or high is None:
         return _no_blocks(path)
     blocks = list(range(int(low), int(high) + 1, BLOCK_ROWS))
-    pieces = _pieces(blocks, _scanners())
-    found: list[_Mapped | BaseException | None] = [None] * len(pieces)
-
-    def scan(at: int) -> None:
-        try:
-            with open_export(path, values=False) as mine, reading_export(path):
-                found[at] = _map_blocks(mine, pieces[at], stop)
-        except BaseException as error:  # noqa: BLE001 - raised below, in the caller
-            found[at] = error
-
-    threads = [
-        threading.Thread(target=scan, args=(at,), daemon=True) for at in range(1, len(pieces))
-    ]
-    for thread in threads:
-        thread.start()
-    scan(0)
-    for thread in threads:
-        thread.join()
+    pieces = _pieces(blocks, min(usable_cores(), MAX_SCANNERS))
     firsts, earliest, latest = [], [], []
     ids: set[int] = set()
-    for piece in found:
-        if isinstance(piece, BaseException):
-            raise piece
-        assert piece is not None
+    for piece in threaded_map(_map_piece, [(path, piece, stop) for piece in pieces]):
         firsts += piece.firsts
         earliest += piece.earliest
         latest += piece.latest
@@ -226,6 +206,12 @@ class _Mapped:
     earliest: list[int]
     latest: list[int]
     ids: set[int]
+
+
+def _map_piece(path: Path, blocks: list[int], stop: threading.Event | None) -> _Mapped:
+    """The map of these blocks, read on a connection of its own (a scanning thread's)."""
+    with open_export(path, values=False) as connection, reading_export(path):
+        return _map_blocks(connection, blocks, stop)
 
 
 def _map_blocks(
@@ -256,14 +242,6 @@ def _map_blocks(
 # each on its own connection (SQLite steps without the GIL), in consecutive pieces.
 MIN_BLOCKS_A_SCANNER = 64
 MAX_SCANNERS = 8
-
-
-def _scanners() -> int:
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        cores = os.cpu_count() or 1
-    return max(1, min(cores, MAX_SCANNERS))
 
 
 def _pieces(blocks: list[int], scanners: int) -> list[list[int]]:

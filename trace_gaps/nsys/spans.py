@@ -40,6 +40,7 @@ from trace_gaps.nsys.names import Names
 from trace_gaps.nsys.os_calls import MappedOsCalls
 from trace_gaps.nsys.read_ahead import Readers, Started
 from trace_gaps.nsys.sql import query_row, query_value
+from trace_gaps.parallel import threaded_map
 
 _NEVER = np.iinfo(np.int64).max
 _EARLIEST = np.iinfo(np.int64).min
@@ -242,26 +243,14 @@ def _longest_row(path: Path, tables: tuple[str, ...]) -> int:
             scans.extend(
                 (table, int(a), int(b)) for a, b in zip(cuts[:-1], cuts[1:], strict=True) if b > a
             )
-    found: list[int] = []
-    errors: list[BaseException] = []
+    tasks = [(path, table, lo, hi, longest_possible) for table, lo, hi in scans]
+    return max(threaded_map(_longest_in, tasks), default=0)
 
-    def scan(table: str, lo: int, hi: int) -> None:
-        try:
-            with open_export(path, values=False) as connection, reading_export(path):
-                value = query_value(
-                    connection, queries.longest_row(table), (lo, hi, longest_possible)
-                )
-            if value is not None and type(value) is not int:
-                raise NeedsWholeTrace(f"{table} holds a time that is not an integer")
-            found.append(value or 0)
-        except BaseException as error:  # noqa: BLE001 - raised in the caller
-            errors.append(error)
 
-    threads = [threading.Thread(target=scan, args=piece, daemon=True) for piece in scans]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    if errors:
-        raise errors[0]
-    return max(found, default=0)
+def _longest_in(path: Path, table: str, lo: int, hi: int, longest_possible: int) -> int:
+    """The longest row of a table's rowids [lo, hi), on a connection of its own."""
+    with open_export(path, values=False) as connection, reading_export(path):
+        value = query_value(connection, queries.longest_row(table), (lo, hi, longest_possible))
+    if value is not None and type(value) is not int:
+        raise NeedsWholeTrace(f"{table} holds a time that is not an integer")
+    return value or 0

@@ -2,7 +2,7 @@
 trace-gaps version that wrote it.
 
 Written by hand, not by json.dumps(indent=2), whose indented output is made by its
-pure-Python encoder a chunk at a time (3.3 s for a report of 15,000 steps): the same bytes,
+pure-Python encoder a chunk at a time (about 3.3 s after a 15,000-step report was built): the same bytes,
 each string escaped by json's own C function, the structure joined once."""
 
 from __future__ import annotations
