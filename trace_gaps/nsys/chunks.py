@@ -33,7 +33,7 @@ from trace_gaps.nsys import queries
 from trace_gaps.nsys.calls import classify_call
 from trace_gaps.nsys.head import CALL_ROW_KEY, OP_ROW_KEY, impossible_times, table_columns
 from trace_gaps.nsys.names import UNKNOWN, Names, codes_by_id, unique_index
-from trace_gaps.nsys.read import read_chunks
+from trace_gaps.nsys.read import read_table_chunks
 from trace_gaps.nsys.read_ahead import Readers
 
 _OP_INTS = {n: d for n, d in GPU_OP_COLUMNS.items() if d not in ("category", "object")}
@@ -250,7 +250,7 @@ def op_chunks(
         unknown = int(categories.get_indexer(pd.Index([UNKNOWN]))[0])
         cleaned = Cleaner(capture, OP_ROW_KEY, calls=False)
         for chunk, tally in read:
-            # Values are checked as they are read (typed_frame in read_chunks).
+            # Values are checked as they are read (typed_frame in read_table_chunks).
             chunk = cleaned(chunk, tally)
             if by_id is not None:
                 codes = by_id(chunk.pop("name_id").to_numpy())
@@ -282,11 +282,7 @@ def _read_pieces(
 ) -> Iterator[tuple[pd.DataFrame, Tally]]:
     """The chunks of each piece's rows, in turn, each with the tally it counts in."""
     for rows, tally in pieces:
-        if rows is None:
-            read = read_chunks(path, sql, dtypes)
-        else:
-            read = read_chunks(path, queries.in_rowids(sql), dtypes, rows)
-        for chunk in read:
+        for chunk in read_table_chunks(path, sql, dtypes, rows):
             yield chunk, tally
 
 

@@ -268,6 +268,38 @@ def in_rowids(sql: str) -> str:
     return f"{sql.rstrip()} WHERE rowid >= ? AND rowid < ?"
 
 
+def table_of(sql: str) -> str:
+    """The table one of the reader's table queries reads (the word after its FROM)."""
+    words = sql.split()
+    return words[words.index("FROM") + 1]
+
+
+# A table query's row id, among its columns when read packed (packed_rows).
+PACKED_ROW_ID = "packed_row_id"
+
+
+def packed_rows(sql: str, columns: list[str]) -> str:
+    """The next rows of one of the reader's table queries (no WHERE of its own; every column
+    an integer), at most ? of them from rowid ? through rowid ? in rowid order, as one row:
+    how many; then per column (the rowid first) its values as text joined by commas and
+    its largest value (text or a BLOB sorts after every number in SQLite, so a largest
+    value that is no integer shows one); last the sum of each value less itself (a REAL
+    value makes it a REAL: SUM of integers alone is an integer). SQLite formats the text
+    without holding Python's lock; numpy parses it (nsys/read.py)."""
+    assert sql.lstrip().startswith("SELECT ")
+    numbered = sql.replace("SELECT ", f"SELECT rowid AS {PACKED_ROW_ID}, ", 1)
+    inner = f"{in_rowids_through(numbered)} ORDER BY rowid LIMIT ?"
+    every = [PACKED_ROW_ID, *columns]
+    texts = ", ".join(f"GROUP_CONCAT({c}), MAX({c})" for c in every)
+    zero = " + ".join(f"({c} - {c})" for c in every)
+    return f"SELECT COUNT(*), {texts}, SUM({zero}) FROM ({inner})"
+
+
+def in_rowids_through(sql: str) -> str:
+    """As in_rowids, over rowids [?, ?] (SQLite's largest rowid has no rowid after it)."""
+    return f"{sql.rstrip()} WHERE rowid >= ? AND rowid <= ?"
+
+
 def timed_start_from_rowid(table: str) -> str:
     """The rowid and start of the first row at or after a rowid with a start that can be
     real (untimed rows, zeroed 0/0, and an end before the start are stepped over)."""
