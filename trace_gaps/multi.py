@@ -189,10 +189,15 @@ def analyse_side(
 
 
 def run_tasks(
-    function: Callable[..., T], arguments: Sequence[tuple[Any, ...]], client: Any = None
+    function: Callable[..., T],
+    arguments: Sequence[tuple[Any, ...]],
+    client: Any = None,
+    held: list[Any] | None = None,
 ) -> list[T | BaseException]:
     """function(*args) for each, here or on a dask.distributed Client; a failed task's
-    exception is returned in its place, so the others' results are kept."""
+    exception is returned in its place, so the others' results are kept. held: where the
+    tasks' results are kept for later tasks (their Dask futures: a later task given one
+    runs where that result already is, and it is not sent again), one per task."""
     if client is None:
         results: list[T | BaseException] = []
         for args in arguments:
@@ -200,8 +205,12 @@ def run_tasks(
                 results.append(function(*args))
             except TraceGapsError as error:
                 results.append(error)
+        if held is not None:
+            held.extend(results)
         return results
     futures = [client.submit(function, *args, pure=False) for args in arguments]
+    if held is not None:
+        held.extend(futures)
     gathered: list[T | BaseException] = []
     for future in futures:
         try:
@@ -253,7 +262,8 @@ def analyse_exports(
         for i, side in enumerate(sides)
     ]
     analysed: list[tuple[int, tuple[Trace, Analysis]]] = []
-    results = _analyse_sides(arguments, alignment, client)
+    held: list[Any] = []  # each export's (Trace, Analysis), where its report is built
+    results = _analyse_sides(arguments, alignment, client, held)
     for i, result in enumerate(results):
         if isinstance(result, BaseException):
             failed.append((sides[i].path, str(result)))
@@ -271,10 +281,11 @@ def analyse_exports(
         for k, (i, (_, analysis)) in enumerate(analysed)
     ]
     ranks = build_ranks_across(sources, match)
-    reports = [
-        build_report(trace, analysis, top=top, ranks=ranks, labels=labels[k])
-        for k, (_, (trace, analysis)) in enumerate(analysed)
-    ]
+    # Each export's report where its analysis is (on the workers, all at once).
+    built = run_tasks(
+        report_of, [(held[i], top, ranks, labels[k]) for k, (i, _) in enumerate(analysed)], client
+    )
+    reports = [_raised(report) for report in built]
     reports = _timelines_on_one_clock(reports, [alignment.offsets_ns[i] for i, _ in analysed])
     notes = _alignment_notes(alignment, [sides[i].path for i, _ in analysed], dropped, match)
     notes += [
@@ -291,10 +302,25 @@ def analyse_exports(
     return MultiResult(merge_reports(reports, ranks, notes), failed, infos, reports)
 
 
+def report_of(
+    analysed: tuple[Trace, Analysis], top: int, ranks: RanksView, labels: dict[int, str]
+) -> Report:
+    """An export's report, with the ranks of the whole run (a task of its own)."""
+    trace, analysis = analysed
+    return build_report(trace, analysis, top=top, ranks=ranks, labels=labels)
+
+
+def _raised(result: T | BaseException) -> T:
+    if isinstance(result, BaseException):
+        raise result
+    return result
+
+
 def _analyse_sides(
     arguments: list[tuple[Path, AnalysisOptions, CollectiveMatch, tuple[TimelineRequest, ...]]],
     alignment: Alignment,
     client: Any,
+    held: list[Any],
 ) -> list[tuple[Trace, Analysis] | BaseException]:
     """Phase two of every export. The pictures of one process are the first export's; a
     picture of every rank draws the same step of each: the first export is analysed first,
@@ -302,8 +328,8 @@ def _analyse_sides(
     common clock (StepPick.AT), not a median of its own. A range of steps (A:B) is the same
     range of each export's step thread, as of each process's within one export."""
     if len(arguments) < 2 or not arguments[0][3]:
-        return run_tasks(analyse_side, arguments, client)
-    first = run_tasks(analyse_side, arguments[:1], client)
+        return run_tasks(analyse_side, arguments, client, held)
+    first = run_tasks(analyse_side, arguments[:1], client, held)
     middles: dict[TimelineRequest, int] = {}
     if not isinstance(first[0], BaseException):
         middles = {
@@ -330,7 +356,7 @@ def _analyse_sides(
         )
         for i, (path, options, collectives, _) in enumerate(arguments[1:], start=1)
     ]
-    return first + run_tasks(analyse_side, rest, client)
+    return first + run_tasks(analyse_side, rest, client, held)
 
 
 def _timelines_on_one_clock(reports: list[Report], offsets_ns: list[int]) -> list[Report]:
