@@ -73,3 +73,20 @@ def test_real_reports_are_written_as_before(path: Path) -> None:
         **data,
     }
     assert writer.render_json(report) == json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+
+
+def test_a_report_is_written_in_pieces_that_make_the_same_text(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """analyze -f json writes the report piece by piece (streams.write_output), never as one
+    string: the pieces, joined every 50 parts here, are the text, in a file and on stdout."""
+    from trace_gaps.streams import write_output
+
+    path = next(p for p in sample_trace_paths() if p.stem == "spec_two_ranks")
+    report = shipped_report(path, AnalysisOptions(), ())
+    whole = writer.render_json(report)
+    monkeypatch.setattr(writer, "JOINED_EVERY", 50)
+    pieces = writer.json_pieces(report)
+    assert len(pieces) > 10 and "".join(pieces) == whole
+    write_output(pieces, tmp_path / "r.json", quiet=True)
+    assert (tmp_path / "r.json").read_text(encoding="utf-8") == whole

@@ -131,12 +131,14 @@ def _refuse_symlink_loop(output: Path) -> None:
         # A dangling link: its target is written, as for a link to an existing file.
 
 
-def write_text_atomically(output: Path, text: str) -> None:
-    """write_atomically for UTF-8 text."""
-    data = text.encode("utf-8")
+def write_text_atomically(output: Path, text: str | list[str]) -> None:
+    """write_atomically for UTF-8 text (a string, or its pieces one after the other: each
+    encoded as it is written)."""
+    pieces = [text] if isinstance(text, str) else text
 
     def write(handle: BinaryIO) -> None:
-        handle.write(data)
+        for piece in pieces:
+            handle.write(piece.encode("utf-8"))
 
     write_atomically(output, write)
 

@@ -43,17 +43,20 @@ def say(line: str) -> None:
 
 
 def write_output(
-    text: str, output: Path | None, *, quiet: bool = False, styled: bool = False
+    text: str | list[str], output: Path | None, *, quiet: bool = False, styled: bool = False
 ) -> None:
-    """Write to the file given with -o, else to stdout. Control characters in names are
-    escaped (terminal escapes, NUL), in every format; styled text (colour drawn by the text
-    renderer, which escaped the names itself) is written as it is."""
-    text = text if styled else escape_control_characters(text)
+    """Write to the file given with -o, else to stdout (text: a string, or its pieces, written
+    one after the other). Control characters in names are escaped (terminal escapes, NUL),
+    in every format; styled text (colour drawn by the text renderer, which escaped the names
+    itself) is written as it is."""
+    pieces = [text] if isinstance(text, str) else text
+    if not styled:
+        pieces = [escape_control_characters(piece) for piece in pieces]
     if output is None:
-        write_stdout(text)
+        write_stdout(pieces)
         return
     with writing(output, quiet=quiet):
-        write_text_atomically(output, text)
+        write_text_atomically(output, pieces)
 
 
 def save_figure(figure: Figure, output: Path, *, quiet: bool = False) -> None:
@@ -76,14 +79,15 @@ def writing(output: Path, *, quiet: bool) -> Iterator[None]:
         say(f"wrote {output}")
 
 
-def write_stdout(text: str) -> None:
-    """Write to stdout; a closed or full stdout is a one-line error, a closed pipe (| head)
-    ends quietly."""
+def write_stdout(text: str | list[str]) -> None:
+    """Write to stdout (a string, or its pieces one after the other); a closed or full stdout
+    is a one-line error, a closed pipe (| head) ends quietly."""
     stdout = sys.stdout
     if stdout is None:
         raise TraceGapsError("standard output is closed; pass -o FILE, or redirect it.")
     try:
-        stdout.write(text)
+        for piece in [text] if isinstance(text, str) else text:
+            stdout.write(piece)
         stdout.flush()
     except BrokenPipeError:
         _discard_stdout()

@@ -93,7 +93,7 @@ def analyze(
             no_color=no_color,
         )
         return
-    from trace_gaps.render import render_report
+    from trace_gaps.render import report_pieces
     from trace_gaps.report import build_report
     from trace_gaps.run import analyse_export
 
@@ -118,7 +118,7 @@ def analyze(
             raise TraceGapsError(f"--what-if: {error}") from error
         terminal = text_terminal(output, no_color=no_color)
         named = "--demo" if demo else shlex.quote(str(paths[0]))
-        text = render_report(report, fmt, terminal, export_argument=named)
+        text = report_pieces(report, fmt, terminal, export_argument=named)
     if not quiet and analysis.window_pool.slower_than_one_process():
         say(analysis.window_pool.note(f"the {analysis.windows} windows"))
     write_output(text, output, quiet=quiet, styled=fmt is Format.TEXT and terminal.color)

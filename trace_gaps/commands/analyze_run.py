@@ -36,7 +36,7 @@ def analyze_run(
     from trace_gaps.cluster import dask_client  # asyncio: not for --help
     from trace_gaps.duplicates import refuse_duplicate_exports
     from trace_gaps.multi import analyse_exports
-    from trace_gaps.render import render_report
+    from trace_gaps.render import report_pieces
 
     resolved = [resolve_export(path, False) for path in paths]
     refuse_inputs_as_outputs([] if output is None else [output], resolved)
@@ -54,7 +54,7 @@ def analyze_run(
             on_export=lambda done, total: shown("analysing exports", done, total),
         )
         terminal = text_terminal(output, no_color=no_color)
-        text = render_report(result.report, fmt, terminal)
+        text = report_pieces(result.report, fmt, terminal)
     write_output(text, output, quiet=quiet, styled=fmt is Format.TEXT and terminal.color)
     if result.failed:
         say_not_analysed(result.failed)

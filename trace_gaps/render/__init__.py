@@ -11,7 +11,7 @@ from trace_gaps.records import Report
 from trace_gaps.render.console import NOT_A_TERMINAL, Terminal
 from trace_gaps.render.csv import render_csv
 from trace_gaps.render.diff import render_diff_json, render_diff_markdown, render_diff_text
-from trace_gaps.render.json import render_json
+from trace_gaps.render.json import json_pieces, render_json
 from trace_gaps.render.markdown import render_markdown
 from trace_gaps.render.overview import render_overview_json, render_overview_text
 from trace_gaps.render.text import render_text
@@ -50,6 +50,20 @@ def render_report(
     if fmt is Format.MD:
         return render_markdown(report, export_argument=export_argument)
     return RENDERERS[fmt].report(report)
+
+
+def report_pieces(
+    report: Report,
+    fmt: Format,
+    terminal: Terminal = NOT_A_TERMINAL,
+    *,
+    export_argument: str | None = None,
+) -> list[str]:
+    """render_report's text in pieces, written one after the other (streams.write_output):
+    the JSON of a long capture is never one string (json_pieces); one piece otherwise."""
+    if fmt is Format.JSON:
+        return json_pieces(report)
+    return [render_report(report, fmt, terminal, export_argument=export_argument)]
 
 
 def render_diff(diff: Diff, fmt: Format, terminal: Terminal = NOT_A_TERMINAL) -> str:
