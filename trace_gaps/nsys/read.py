@@ -1,8 +1,10 @@
 """The one reader of an export's queries: their rows in typed chunks, through Arrow or sqlite3.
 
-pandas over the standard sqlite3 module reads by default. With the `fast` extra
-(adbc-driver-sqlite + pyarrow) installed, and TRACE_GAPS_NO_ARROW unset, the ADBC SQLite
-driver reads instead: several times faster, and its rows are the same. It hands over only
+The standard sqlite3 module reads by default: the big integer tables packed
+(read_table_chunks: SQLite writes each chunk's columns as text, numpy parses it), the rest
+through pandas. With the `fast` extra (adbc-driver-sqlite + pyarrow) installed, and
+TRACE_GAPS_NO_ARROW unset, the ADBC SQLite driver reads instead: faster still, and its rows
+are the same. It hands over only
 chunks it read exactly as sqlite3 would. At the first it cannot read so (a driver error, a
 NULL in a number column, a BLOB or invalid UTF-8 where text belongs), sqlite3 reads the rest
 of the query from that row. So there is one policy for bad values, whichever reader is

@@ -2,8 +2,8 @@
 trace-gaps version that wrote it.
 
 Written by hand, not by json.dumps(indent=2), whose indented output is made by its
-pure-Python encoder a chunk at a time (about 3.3 s after a 15,000-step report was built): the same bytes,
-each string escaped by json's own C function, the structure joined once."""
+pure-Python encoder a chunk at a time (about 3.3 s after a 15,000-step report was built): the
+same bytes, each string escaped by json's own C function, the structure joined in pieces."""
 
 from __future__ import annotations
 
@@ -18,19 +18,9 @@ from trace_gaps.records import OMITTED_WHEN_NONE, Report
 _escaped = json.encoder.encode_basestring  # ensure_ascii=False: the C function where built
 
 
-def report_to_dict(report: Report) -> dict[str, object]:
-    """The Report as plain data, schema_version and tool_version first; fields not asked for
-    left out (dataclasses.asdict's result, without its copies)."""
-    data = _plain(report)
-    return {
-        "schema_version": data.pop("schema_version"),
-        "tool_version": data.pop("tool_version"),
-        **data,
-    }
-
-
-# Pieces written are joined into one string this many at a time: millions of small strings
-# held until the end cost several times the text they make (0.45 GB for an 82 MB report).
+# Pieces written are joined into one string this many at a time. Millions of small strings
+# held to the end, with a plain copy of the Report, took a process from 0.73 to 1.22 GB
+# while it wrote an 82 MB report (the 1M capture x10, two cores; 0.78 GB at its peak now).
 JOINED_EVERY = 65_536
 
 
@@ -43,7 +33,7 @@ def json_pieces(report: Report) -> list[str]:
     """render_json's text in pieces, to be written one after the other: the whole text is
     never one string (twice its length in memory while it is joined, and again while it is
     encoded). The Report's dataclasses are written as they are met, with no plain copy of
-    the Report (report_to_dict) beside the text."""
+    the Report beside the text."""
     data = {name: getattr(report, name) for name in ("schema_version", "tool_version")}
     for name in _field_names(Report) or ():
         value = getattr(report, name)
@@ -57,9 +47,6 @@ def json_pieces(report: Report) -> list[str]:
     return joined
 
 
-_LEAVES = frozenset({str, int, float, bool, type(None)})
-
-
 @cache
 def _field_names(kind: type) -> tuple[str, ...] | None:
     """A dataclass's field names; None for any other type."""
@@ -68,34 +55,12 @@ def _field_names(kind: type) -> tuple[str, ...] | None:
     return tuple(f.name for f in dataclasses.fields(kind))
 
 
-def _plain(value: Any) -> Any:
-    """dataclasses.asdict with the omitted fields left out, sharing the leaves (str, int,
-    float, bool, None: nothing to copy)."""
-    kind = type(value)
-    if kind in _LEAVES:
-        return value
-    if kind is list or kind is tuple:
-        return [_plain(v) for v in value]
-    names = _field_names(kind)  # type: ignore[arg-type]
-    if names is not None:
-        data = {}
-        for name in names:
-            item = _plain(getattr(value, name))
-            if item is not None or name not in OMITTED_WHEN_NONE:
-                data[name] = item
-        return data
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    if isinstance(value, dict):
-        return {_plain(k): _plain(v) for k, v in value.items()}
-    return value
-
-
 def _encode(value: Any, newline: str, parts: list[str], joined: list[str] | None = None) -> None:
     """Append value as json.dumps(indent=2) writes it at this depth (newline: a line break
-    and the depth's indent); a dataclass as _plain's dict of it. Scalars of the exact
-    built-in types are written inline by their containers (_SCALARS): a report of 15,000
-    steps holds millions of them. joined: where the parts go, joined, every JOINED_EVERY."""
+    and the depth's indent); a dataclass as dataclasses.asdict's dict of it, the fields of
+    OMITTED_WHEN_NONE left out when None. Scalars of the exact built-in types are written
+    inline by their containers (_SCALARS): a report of 15,000 steps holds millions of them.
+    joined: where the parts go, joined, every JOINED_EVERY."""
     if isinstance(value, str):
         parts.append(_escaped(value))
     elif value is None:
