@@ -20,6 +20,7 @@ from tests.conftest import sample_trace_paths
 from trace_gaps.errors import TraceGapsError
 from trace_gaps.nsys import queries, read
 from trace_gaps.nsys.chunks import CALL_READ
+from trace_gaps.nsys.os_calls import _READ as OS_READ
 
 KERNEL_READ = {
     c: "int64"
@@ -47,10 +48,12 @@ def sqlite3_reader(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(read.ARROW_READER_ENV, "1")
 
 
-def packed(path: Path, sql: str, dtypes: dict[str, str], rows=None) -> pd.DataFrame | str:
+def packed(
+    path: Path, sql: str, dtypes: dict[str, str], rows=None, params=()
+) -> pd.DataFrame | str:
     """The rows read packed, as one frame (or the error's words), and the chunks' sizes."""
     try:
-        chunks = list(read.read_table_chunks(path, sql, dtypes, rows))
+        chunks = list(read.read_table_chunks(path, sql, dtypes, rows, params))
     except TraceGapsError as error:
         return str(error)
     assert chunks, "at least one chunk, an empty one for no rows"
@@ -58,18 +61,21 @@ def packed(path: Path, sql: str, dtypes: dict[str, str], rows=None) -> pd.DataFr
     return pd.concat(chunks, ignore_index=True)
 
 
-def row_by_row(path: Path, sql: str, dtypes: dict[str, str], rows=None) -> pd.DataFrame | str:
+def row_by_row(
+    path: Path, sql: str, dtypes: dict[str, str], rows=None, params=()
+) -> pd.DataFrame | str:
     """The rows as sqlite3 reads any query, one Python row at a time."""
     query = sql if rows is None else queries.in_rowids(sql)
     try:
-        chunks = list(read._sqlite_chunks(path, query, dtypes, rows or (), skip=0))
+        chunks = list(read._sqlite_chunks(path, query, dtypes, (*params, *(rows or ())), skip=0))
     except TraceGapsError as error:
         return str(error)
     return pd.concat(chunks, ignore_index=True)
 
 
-def assert_same(path: Path, sql: str, dtypes: dict[str, str], rows=None) -> None:
-    got, want = packed(path, sql, dtypes, rows), row_by_row(path, sql, dtypes, rows)
+def assert_same(path: Path, sql: str, dtypes: dict[str, str], rows=None, params=()) -> None:
+    got = packed(path, sql, dtypes, rows, params)
+    want = row_by_row(path, sql, dtypes, rows, params)
     if isinstance(want, str) or isinstance(got, str):
         assert got == want
     else:
@@ -95,6 +101,14 @@ def test_real_captures_read_packed_as_row_by_row(
             assert_same(path, sql, dtypes)
             assert_same(path, sql, dtypes, (3, 5_000))
             assert_same(path, sql, dtypes, (10**9, 10**9 + 5))  # no rows there
+    if queries.OS_CALL_TABLE in tables:  # a query with a WHERE and `?`s of its own
+        with sqlite3.connect(path) as connection:
+            lo, hi = connection.execute(
+                f'SELECT MIN(start), MAX("end") FROM {queries.OS_CALL_TABLE}'
+            ).fetchone()
+        for rows in (None, (2, 4_000)):
+            for span in ((hi, lo), ((lo + hi) // 2, (lo + hi) // 3)):
+                assert_same(path, queries.OS_CALLS_OVERLAPPING, OS_READ, rows, span)
 
 
 def test_the_packed_read_is_taken_on_a_real_capture(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -107,6 +121,8 @@ def test_the_packed_read_is_taken_on_a_real_capture(monkeypatch: pytest.MonkeyPa
     path = next(p for p in sample_trace_paths() if p.stem == "spec_eager")
     frame = packed(path, queries.RUNTIME_CALLS, CALL_READ)
     assert isinstance(frame, pd.DataFrame) and len(frame) > 20_000
+    calls = packed(path, queries.OS_CALLS_OVERLAPPING, OS_READ, (0, 10**9), (2**62, 0))
+    assert isinstance(calls, pd.DataFrame) and len(calls) > 5_000
     assert fallbacks == []
 
 

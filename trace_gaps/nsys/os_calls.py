@@ -37,7 +37,7 @@ from trace_gaps.model import (
 from trace_gaps.nsys import queries
 from trace_gaps.nsys.export import open_export, reading_export
 from trace_gaps.nsys.head import OS_CALL_READ, os_call_names
-from trace_gaps.nsys.read import read_chunks
+from trace_gaps.nsys.read import read_table_chunks
 from trace_gaps.nsys.sql import query_row
 from trace_gaps.parallel import threaded_map, usable_cores
 
@@ -68,8 +68,11 @@ class OsCallBlocks:
         frames: list[pd.DataFrame] = []
         blocks = (self.earliest < hi) & (self.latest > lo)
         for first, last in _row_ranges(self.first_rows[blocks]):
-            params = (first, last, hi, lo)
-            frames.extend(read_chunks(self.path, queries.OS_CALLS_IN_ROWS, _READ, params))
+            frames.extend(
+                read_table_chunks(
+                    self.path, queries.OS_CALLS_OVERLAPPING, _READ, (first, last), (hi, lo)
+                )
+            )
         if not frames:
             return empty_frame(_READ)
         calls = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]

@@ -169,14 +169,14 @@ FROM OSRT_API
 WHERE start IS NOT NULL AND "end" IS NOT NULL AND globalTid IS NOT NULL
 """
 
-# The OS calls of rows [?, ?) (by rowid) that start before ? and end after ?, with their
-# rowids: a window's, read where the window is analysed (nsys/os_calls.py).
-OS_CALLS_IN_ROWS = """
+# The OS calls that start before ? and end after ?, with their rowids: a window's, read
+# over rowid ranges (read_table_chunks) where the window is analysed (nsys/os_calls.py).
+OS_CALLS_OVERLAPPING = """
 SELECT start AS start_ns, "end" AS end_ns, globalTid AS global_tid, nameId AS name_id,
        rowid AS row_id
 FROM OSRT_API
 WHERE start IS NOT NULL AND "end" IS NOT NULL AND globalTid IS NOT NULL
-  AND rowid >= ? AND rowid < ? AND start < ? AND "end" > ?
+  AND start < ? AND "end" > ?
 """
 OS_CALL_ROWIDS = "SELECT MIN(rowid), MAX(rowid) FROM OSRT_API"
 
@@ -264,40 +264,48 @@ def largest_string_id() -> str:
 
 
 def in_rowids(sql: str) -> str:
-    """One of the reader's table queries (no WHERE of its own) over rowids [?, ?)."""
-    return f"{sql.rstrip()} WHERE rowid >= ? AND rowid < ?"
+    """One of the reader's table queries over rowids [?, ?) (its own `?`s, if any, first)."""
+    return f"{sql.rstrip()} {_and_or_where(sql)} rowid >= ? AND rowid < ?"
 
 
-def table_of(sql: str) -> str:
-    """The table one of the reader's table queries reads (the word after its FROM)."""
-    words = sql.split()
-    return words[words.index("FROM") + 1]
+def in_rowids_through(sql: str) -> str:
+    """As in_rowids, over rowids [?, ?] (SQLite's largest rowid has no rowid after it)."""
+    return f"{sql.rstrip()} {_and_or_where(sql)} rowid >= ? AND rowid <= ?"
+
+
+def _and_or_where(sql: str) -> str:
+    return "AND" if "WHERE" in sql.split() else "WHERE"
 
 
 # A table query's row id, among its columns when read packed (packed_rows).
 PACKED_ROW_ID = "packed_row_id"
 
 
-def packed_rows(sql: str, columns: list[str]) -> str:
-    """The next rows of one of the reader's table queries (no WHERE of its own; every column
-    an integer), at most ? of them from rowid ? through rowid ? in rowid order, as one row:
-    how many; then per column (the rowid first) its values as text joined by commas and
-    its largest value (text or a BLOB sorts after every number in SQLite, so a largest
-    value that is no integer shows one); last the sum of each value less itself (a REAL
-    value makes it a REAL: SUM of integers alone is an integer). SQLite formats the text
-    without holding Python's lock; numpy parses it (nsys/read.py)."""
+def packed_chunk(sql: str) -> str:
+    """The rows of one of the reader's table queries (of one table) in one chunk, numbered by
+    their rowid (PACKED_ROW_ID): after its own `?`s, at most ? of them from rowid ? through
+    rowid ?, in rowid order."""
     assert sql.lstrip().startswith("SELECT ")
     numbered = sql.replace("SELECT ", f"SELECT rowid AS {PACKED_ROW_ID}, ", 1)
-    inner = f"{in_rowids_through(numbered)} ORDER BY rowid LIMIT ?"
+    return f"{in_rowids_through(numbered)} ORDER BY rowid LIMIT ?"
+
+
+def packed_rows(sql: str, columns: list[str]) -> str:
+    """A chunk of one of the reader's table queries (packed_chunk; every column an integer)
+    as one row: how many rows; then per column (the rowid first) its values as text joined
+    by commas and its largest value (text or a BLOB sorts after every number in SQLite, so
+    a largest value that is no integer shows one); last the sum of each value less itself
+    (a REAL value makes it a REAL: SUM of integers alone is an integer). SQLite formats the
+    text without holding Python's lock; numpy parses it (nsys/read.py)."""
     every = [PACKED_ROW_ID, *columns]
     texts = ", ".join(f"GROUP_CONCAT({c}), MAX({c})" for c in every)
     zero = " + ".join(f"({c} - {c})" for c in every)
-    return f"SELECT COUNT(*), {texts}, SUM({zero}) FROM ({inner})"
+    return f"SELECT COUNT(*), {texts}, SUM({zero}) FROM ({packed_chunk(sql)})"
 
 
-def in_rowids_through(sql: str) -> str:
-    """As in_rowids, over rowids [?, ?] (SQLite's largest rowid has no rowid after it)."""
-    return f"{sql.rstrip()} WHERE rowid >= ? AND rowid <= ?"
+def packed_chunk_end(sql: str) -> str:
+    """The last rowid of a chunk (packed_chunk's parameters)."""
+    return f"SELECT MAX({PACKED_ROW_ID}) FROM ({packed_chunk(sql)})"
 
 
 def timed_start_from_rowid(table: str) -> str:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import sqlite3
 from collections.abc import Generator, Iterator
 from pathlib import Path
 
@@ -74,10 +73,14 @@ def read_chunks(
 
 
 def read_table_chunks(
-    path: Path, sql: str, dtypes: dict[str, str], rows: tuple[int, int] | None = None
+    path: Path,
+    sql: str,
+    dtypes: dict[str, str],
+    rows: tuple[int, int] | None = None,
+    params: tuple[int, ...] = (),
 ) -> Iterator[pd.DataFrame]:
-    """The rows of one of the reader's table queries (one table, no WHERE of its own: see
-    queries.in_rowids), those of rowids [lo, hi) when given, as read_chunks gives them.
+    """The rows of one of the reader's table queries (of one table; params: its own `?`s),
+    those of rowids [lo, hi) when given, as read_chunks gives them.
 
     Through sqlite3, a query whose every column is an integer is read packed
     (queries.packed_rows): SQLite writes each chunk's columns as text, one string a column,
@@ -88,34 +91,41 @@ def read_table_chunks(
     """
     if arrow_installed() or not all(str(d).startswith("int") for d in dtypes.values()):
         if rows is None:
-            return read_chunks(path, sql, dtypes)
-        return read_chunks(path, queries.in_rowids(sql), dtypes, rows)
-    return _packed_chunks(path, sql, dtypes, rows)
+            return read_chunks(path, sql, dtypes, params)
+        return read_chunks(path, queries.in_rowids(sql), dtypes, (*params, *rows))
+    return _packed_chunks(path, sql, dtypes, rows, params)
 
 
 def _packed_chunks(
-    path: Path, sql: str, dtypes: dict[str, str], rows: tuple[int, int] | None
+    path: Path,
+    sql: str,
+    dtypes: dict[str, str],
+    rows: tuple[int, int] | None,
+    params: tuple[int, ...],
 ) -> Iterator[pd.DataFrame]:
     # Rowids [lo, last]: SQLite's rowids are 64-bit signed integers.
     lo, last = (rows[0], rows[1] - 1) if rows is not None else (-(2**63), 2**63 - 1)
+    exact = queries.in_rowids_through(sql)
     with open_export(path, values=False) as connection:
         with reading_export(path):
-            columns = [d[0] for d in connection.execute(f"{sql} LIMIT 0").description]
-        exact = queries.in_rowids_through(sql)
+            described = connection.execute(f"{sql} LIMIT 0", params).description
+        columns = [d[0] for d in described]
         if set(columns) != set(dtypes):  # not a query of integers alone: row by row
-            yield from _sqlite_chunks(path, exact, dtypes, (lo, last), skip=0)
+            yield from _sqlite_chunks(path, exact, dtypes, (*params, lo, last), skip=0)
             return
         packed = queries.packed_rows(sql, columns)
         empty = True
         while lo <= last:
+            bounds = (*params, lo, last, CHUNK_ROWS)
             with reading_export(path):
-                row = connection.execute(packed, (lo, last, CHUNK_ROWS)).fetchone()
+                row = connection.execute(packed, bounds).fetchone()
             if not row[0]:
                 break
             unpacked = _unpacked(row, columns)
             if unpacked is None:  # this chunk row by row, as sqlite3 reads any query
-                end = _last_rowid(connection, path, sql, lo, last)
-                chunks = _sqlite_chunks(path, exact, dtypes, (lo, end), skip=0)
+                with reading_export(path):
+                    end = connection.execute(queries.packed_chunk_end(sql), bounds).fetchone()[0]
+                chunks = _sqlite_chunks(path, exact, dtypes, (*params, lo, end), skip=0)
             else:
                 end, frame = unpacked
                 with reading_export(path):
@@ -153,18 +163,6 @@ def _unpacked(row: tuple[object, ...], columns: list[str]) -> tuple[int, pd.Data
     if len(rowids) > 1 and not bool((rowids[1:] > rowids[:-1]).all()):
         return None
     return int(rowids[-1]), pd.DataFrame(values, copy=False)
-
-
-def _last_rowid(connection: sqlite3.Connection, path: Path, sql: str, lo: int, last: int) -> int:
-    """The rowid of the last row of the chunk from rowid lo (at most CHUNK_ROWS rows)."""
-    table = queries.table_of(sql)
-    with reading_export(path):
-        found = connection.execute(
-            f"SELECT MAX(rowid) FROM (SELECT rowid FROM {table} WHERE rowid >= ? "
-            "AND rowid <= ? ORDER BY rowid LIMIT ?)",
-            (lo, last, CHUNK_ROWS),
-        ).fetchone()
-    return int(found[0])
 
 
 def read_frame(path: Path, sql: str, dtypes: dict[str, str]) -> pd.DataFrame:
