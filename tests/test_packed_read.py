@@ -51,7 +51,8 @@ def sqlite3_reader(monkeypatch: pytest.MonkeyPatch) -> None:
 def packed(
     path: Path, sql: str, dtypes: dict[str, str], rows=None, params=()
 ) -> pd.DataFrame | str:
-    """The rows read packed, as one frame (or the error's words), and the chunks' sizes."""
+    """The rows read packed, as one frame (or the error's words); every chunk of at most
+    CHUNK_ROWS rows, and at least one."""
     try:
         chunks = list(read.read_table_chunks(path, sql, dtypes, rows, params))
     except TraceGapsError as error:

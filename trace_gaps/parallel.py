@@ -12,10 +12,10 @@ stage map, ...): it is sent to each worker once, not with every task.
 Workers are forked from the calling process where no other thread runs there (they start
 at once, every import made: the spans' workers, analysis/windows.analyse_in_spans), else
 from a fork server (multiprocessing's "forkserver" start method) that has imported the
-task's module once: a process that runs read-ahead threads is never forked itself. With jobs=1, or where processes
-cannot be started, the tasks run in the calling process, in the same order. One task of
-its own (diff's after side, report's pictures) a caller runs in a child forked from
-itself, when it runs no other thread (forked).
+task's module once: a process that runs read-ahead threads is never forked itself. With
+jobs=1, or where processes cannot be started, the tasks run in the calling process, in the
+same order. One task of its own (diff's after side, report's pictures) a caller runs in a
+child forked from itself, when it runs no other thread (forked).
 """
 
 from __future__ import annotations

@@ -79,14 +79,14 @@ def writing(output: Path, *, quiet: bool) -> Iterator[None]:
         say(f"wrote {output}")
 
 
-def write_stdout(text: str | list[str]) -> None:
-    """Write to stdout (a string, or its pieces one after the other); a closed or full stdout
-    is a one-line error, a closed pipe (| head) ends quietly."""
+def write_stdout(pieces: list[str]) -> None:
+    """Write the pieces of a text to stdout, one after the other; a closed or full stdout is
+    a one-line error, a closed pipe (| head) ends quietly."""
     stdout = sys.stdout
     if stdout is None:
         raise TraceGapsError("standard output is closed; pass -o FILE, or redirect it.")
     try:
-        for piece in [text] if isinstance(text, str) else text:
+        for piece in pieces:
             stdout.write(piece)
         stdout.flush()
     except BrokenPipeError:

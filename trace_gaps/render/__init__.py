@@ -21,17 +21,20 @@ __all__ = ["RENDERERS", "Format"]
 
 @dataclass(frozen=True, slots=True)
 class Renderers:
-    """One format's renderer of each document; None where the document has no such form."""
+    """One format's renderer of each document; None where the document has no such form.
+    report_pieces: the report's text in pieces to write one after the other, where the
+    format makes it so (None: the whole text is one piece)."""
 
     report: Callable[[Report], str]
     diff: Callable[[Diff], str] | None = None
     overview: Callable[[Overview], str] | None = None
+    report_pieces: Callable[[Report], list[str]] | None = None
 
 
 RENDERERS: dict[Format, Renderers] = {
     Format.TEXT: Renderers(render_text, render_diff_text, render_overview_text),
     Format.MD: Renderers(render_markdown, render_diff_markdown),
-    Format.JSON: Renderers(render_json, render_diff_json, render_overview_json),
+    Format.JSON: Renderers(render_json, render_diff_json, render_overview_json, json_pieces),
     Format.CSV: Renderers(render_csv),
 }
 
@@ -61,8 +64,9 @@ def report_pieces(
 ) -> list[str]:
     """render_report's text in pieces, written one after the other (streams.write_output):
     the JSON of a long capture is never one string (json_pieces); one piece otherwise."""
-    if fmt is Format.JSON:
-        return json_pieces(report)
+    pieces = RENDERERS[fmt].report_pieces
+    if pieces is not None:
+        return pieces(report)
     return [render_report(report, fmt, terminal, export_argument=export_argument)]
 
 
