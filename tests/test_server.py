@@ -4,6 +4,7 @@ process: the tools, a report that matches the Schema, errors, and nothing writte
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 from collections.abc import Awaitable, Callable
@@ -23,11 +24,14 @@ from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
 
 
 def with_server(work: Callable[[ClientSession], Awaitable[Any]], cwd: Path) -> Any:
-    """Start `trace-gaps mcp` as a child process, run work(session) against it, stop it."""
+    """Start `trace-gaps mcp` as a child process, run work(session) against it, stop it.
+
+    The server starts as the `trace-gaps` command does, without the working folder on sys.path
+    (-P): what a tool call's child imports is the question, not how the test starts it."""
 
     async def main() -> Any:
         params = StdioServerParameters(
-            command=sys.executable, args=["-m", "trace_gaps", "mcp", "--quiet"], cwd=cwd
+            command=sys.executable, args=["-P", "-m", "trace_gaps", "mcp", "--quiet"], cwd=cwd
         )
         async with stdio_client(params) as streams, ClientSession(*streams) as session:
             await session.initialize()
@@ -102,3 +106,35 @@ def test_diff_and_errors_reach_the_client(tmp_path):
     assert option.is_error and not (tmp_path / "x.md").exists()
     assert native.is_error and "nsys export --type sqlite" in native.content[0].text
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run.nsys-rep"]
+
+
+def test_a_package_planted_in_the_working_folder_is_not_run(tmp_path):
+    # An agent's working folder is often a repository it did not write: one holding a
+    # trace_gaps package must not be what `python -m trace_gaps` runs for a tool call.
+    ran = tmp_path / "planted-code-ran"
+    planted = tmp_path / "trace_gaps"
+    planted.mkdir()
+    for name in ("__init__.py", "__main__.py"):
+        (planted / name).write_text(
+            f"open({str(ran)!r}, 'a').write({name!r} + '\\n')\nprint('{{\"planted\": 1}}')\n"
+        )
+
+    async def work(session: ClientSession) -> Any:
+        return await session.call_tool("info", {"export": str(SAMPLE_TRACES / "spec_sync.sqlite")})
+
+    info = with_server(work, tmp_path)
+    assert not ran.exists(), ran.read_text()
+    assert not info.is_error, info.content[0].text
+    assert info.structured_content["ranges"]
+
+
+def test_the_child_environment_keeps_the_working_folder_off_the_path():
+    from trace_gaps.server import child_environment
+
+    environment = {"HOME": "/home/a", "PYTHONPATH": os.pathsep.join(["", "/opt/lib", ".", "src"])}
+    assert child_environment(environment) == {
+        "HOME": "/home/a",
+        "PYTHONPATH": "/opt/lib",
+        "PYTHONSAFEPATH": "1",
+    }
+    assert "PYTHONPATH" not in child_environment({"PYTHONPATH": "."})

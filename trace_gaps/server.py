@@ -1,6 +1,6 @@
 """`trace-gaps mcp`: the commands as tools of a Model Context Protocol server, for agents.
 
-    agent ─stdio─▶ server ─tool call─▶ `python -m trace_gaps <command> -f json` ─▶ its JSON
+    agent ─stdio─▶ server ─tool call─▶ `python -P -m trace_gaps <command> -f json` ─▶ its JSON
 
 Each tool runs the command line in a child process and returns what it prints: the same
 bytes as `analyze -f json` (or `info`, `diff`), so the tools cannot disagree with the CLI,
@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import glob
 import json
+import os
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -35,17 +37,20 @@ COMMAND_TIMEOUT_S = 3600
 
 
 def run_command(command: str, options: list[str], paths: list[str]) -> dict[str, Any]:
-    """Run `python -m trace_gaps COMMAND OPTIONS -- PATHS` and return the JSON it prints.
+    """Run `python -P -m trace_gaps COMMAND OPTIONS -- PATHS` and return the JSON it prints.
 
     The paths follow `--`, so a path such as `-o x` is a (missing) file, never an option.
     Raises TraceGapsError with the command's message when it fails.
     """
     refuse_reports(paths)
     finished = subprocess.run(
-        [sys.executable, "-m", "trace_gaps", command, *options, "--quiet", "--", *paths],
+        # -P: the working folder (an agent's, often a repository it did not write) is not put
+        # first on sys.path, so a folder named trace_gaps there is never imported and run.
+        [sys.executable, "-P", "-m", "trace_gaps", command, *options, "--quiet", "--", *paths],
         capture_output=True,
         text=True,
         stdin=subprocess.DEVNULL,
+        env=child_environment(os.environ),
         timeout=COMMAND_TIMEOUT_S,
         check=False,
     )
@@ -54,6 +59,18 @@ def run_command(command: str, options: list[str], paths: list[str]) -> dict[str,
         raise TraceGapsError(f"trace-gaps {command} failed: {message}")
     result: dict[str, Any] = json.loads(finished.stdout)
     return result
+
+
+def child_environment(environment: Mapping[str, str]) -> dict[str, str]:
+    """The environment of a command's child: PYTHONSAFEPATH set, so that the Python processes
+    it starts in turn (the fork server of the window workers) leave the working folder off
+    sys.path as -P does, and PYTHONPATH without its empty or relative entries (each is the
+    working folder, or a folder inside it)."""
+    child = {**environment, "PYTHONSAFEPATH": "1"}
+    kept = [p for p in child.pop("PYTHONPATH", "").split(os.pathsep) if os.path.isabs(p)]
+    if kept:
+        child["PYTHONPATH"] = os.pathsep.join(kept)
+    return child
 
 
 def refuse_reports(paths: list[str]) -> None:
