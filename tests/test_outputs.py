@@ -6,7 +6,10 @@ import errno
 import hashlib
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any, BinaryIO
 
 import pytest
 
@@ -156,3 +159,81 @@ def test_write_atomically_writes_through_a_symlinked_output(tmp_path):
     link.symlink_to(target)
     write_atomically(link, lambda handle: None)
     assert link.is_symlink() and target.read_text() == ""
+
+
+# --- -o naming a descriptor this process holds (issue 45) -----------------------------------
+
+
+def run_cli(args: list[object], **streams: Any) -> subprocess.CompletedProcess[bytes]:
+    """The command line in a process of its own, its streams as given (stderr captured)."""
+    command = [sys.executable, "-m", "trace_gaps", *map(str, args)]
+    return subprocess.run(command, stderr=subprocess.PIPE, check=False, **streams)
+
+
+@pytest.fixture
+def printed(export: Path) -> bytes:
+    """What `analyze EXPORT -q` prints on stdout."""
+    done = run_cli(["analyze", export, "-q"], stdout=subprocess.PIPE)
+    assert done.returncode == 0, done.stderr.decode()
+    return done.stdout
+
+
+@pytest.mark.parametrize("name", ["/dev/stdout", "/dev/fd/1", "/proc/self/fd/1", "build.log"])
+def test_an_output_that_is_stdout_appends_to_the_file_behind_it(name, export, printed, tmp_path):
+    # printf 'keep\n' > build.log; trace-gaps analyze x.sqlite -o /dev/stdout -q >> build.log
+    log = tmp_path / "build.log"
+    log.write_bytes(b"keep\n")
+    inode = log.stat().st_ino
+    with log.open("ab") as appended:
+        done = run_cli(["analyze", export, "-o", name, "-q"], stdout=appended, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr.decode()
+    assert log.stat().st_ino == inode
+    assert log.read_bytes() == b"keep\n" + printed
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["build.log", "runs"]
+
+
+def test_an_output_to_dev_stdout_reaches_a_pipe(export, printed):
+    done = run_cli(["analyze", export, "-o", "/dev/stdout", "-q"], stdout=subprocess.PIPE)
+    assert done.returncode == 0, done.stderr.decode()
+    assert done.stdout == printed
+
+
+@pytest.mark.parametrize("name", ["/dev/stdin", "/dev/fd/0", "notes.txt"])
+def test_an_output_that_is_stdin_is_refused(name, export, tmp_path):
+    # trace-gaps analyze x.sqlite -o /dev/stdin < notes.txt must not replace notes.txt.
+    notes = tmp_path / "notes.txt"
+    notes.write_bytes(b"notes\n")
+    inode = notes.stat().st_ino
+    with notes.open("rb") as read:
+        done = run_cli(
+            ["analyze", export, "-o", name], stdin=read, stdout=subprocess.PIPE, cwd=tmp_path
+        )
+    assert done.returncode == 1
+    assert done.stderr.decode() == (
+        f"error: {name}: is standard input; writing there would destroy what it reads from. "
+        "Choose another -o path.\n"
+    )
+    assert done.stdout == b""
+    assert (notes.stat().st_ino, notes.read_bytes()) == (inode, b"notes\n")
+
+
+def test_write_atomically_writes_through_a_descriptor_it_is_named_by(tmp_path):
+    appended, read_only = tmp_path / "appended.txt", tmp_path / "read.txt"
+    for path in (appended, read_only):
+        path.write_bytes(b"before\n")
+    fd = os.open(appended, os.O_WRONLY | os.O_APPEND)
+    read_fd = os.open(read_only, os.O_RDONLY)
+
+    def write(handle: BinaryIO) -> None:
+        handle.write(b"after\n")
+
+    try:
+        write_atomically(Path(f"/dev/fd/{fd}"), write)
+        with pytest.raises(OSError):  # opened for reading: never replaced instead
+            write_atomically(Path(f"/dev/fd/{read_fd}"), write)
+    finally:
+        os.close(fd)
+        os.close(read_fd)
+    assert appended.read_bytes() == b"before\nafter\n"
+    assert read_only.read_bytes() == b"before\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["appended.txt", "read.txt"]

@@ -2,16 +2,20 @@
 
 Every -o file is written to a temporary file in the same folder, then renamed over the
 target, so a full disk or an interrupted run leaves the old file (or none), never a
-truncated one. Before any work, each output path is compared with every input.
+truncated one. Before any work, each output path is compared with every input. An -o that
+stands for a descriptor this process holds (/dev/stdout, /dev/fd/N, a file that is stdout's
+own) is written through it, never replaced: `-o /dev/stdout >> build.log` appends.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import re
 import secrets
 import stat
+import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
@@ -55,12 +59,14 @@ def _same_file(output: Path, input_path: Path) -> bool:
 
 def refuse_inputs_as_outputs(outputs: Iterable[Path], inputs: Iterable[Path | None]) -> None:
     """Raise TraceGapsError when an output path is, or resolves to, an input (or its
-    SQLite side files): `trace-gaps analyze r.sqlite -o r.sqlite` must not replace the export.
+    SQLite side files), or standard input: `trace-gaps analyze r.sqlite -o r.sqlite` must
+    not replace the export, nor `-o /dev/stdin < notes.txt` the notes.
 
     The side files are named after the real file, symlinks followed: SQLite puts the journal
     of `link.sqlite -> runs/r.sqlite` beside the file it opens, as runs/r.sqlite-journal."""
     given = [path for path in inputs if path is not None]
     for output in outputs:
+        held_descriptor(output)  # raises for standard input
         for input_path in given:
             real = _real(input_path)
             sides = [
@@ -76,12 +82,64 @@ def refuse_inputs_as_outputs(outputs: Iterable[Path], inputs: Iterable[Path | No
                 )
 
 
+# Names of a descriptor of this process: /dev/fd/N, /proc/self/fd/N, /proc/<its pid>/fd/N.
+_DESCRIPTOR_NAME = re.compile(r"/(?:dev/fd|proc/(?:self|thread-self|(\d+))/fd)/(\d+)")
+_STANDARD_NAMES = {"/dev/stdin": 0, "/dev/stdout": 1, "/dev/stderr": 2}
+
+
+def held_descriptor(output: Path) -> int | None:
+    """The descriptor of this process that output stands for, to write through instead of
+    replacing a file: the one its name gives (/dev/stdout, /dev/stderr, /dev/fd/N,
+    /proc/self/fd/N), else stdout or stderr when output is their file, as in
+    `-o build.log >> build.log`; None for a path to write by name.
+
+    Raises TraceGapsError for standard input (/dev/stdin, fd 0, or its file when it is a
+    regular one): writing there would destroy what the command was given to read."""
+    name = os.path.normpath(os.path.abspath(output))
+    found = _DESCRIPTOR_NAME.fullmatch(name)
+    descriptor = _STANDARD_NAMES.get(name)
+    if found and (found.group(1) is None or int(found.group(1)) == os.getpid()):
+        descriptor = int(found.group(2))
+    if descriptor is None:
+        descriptor = _standard_stream_of(output)
+    if descriptor == 0:
+        raise TraceGapsError(
+            "is standard input; writing there would destroy what it reads from. "
+            "Choose another -o path.",
+            path=output,
+        )
+    return descriptor
+
+
+def _standard_stream_of(output: Path) -> int | None:
+    """1 or 2 when output is the file of stdout or stderr, 0 when it is the regular file
+    of stdin; else None."""
+    try:
+        target = os.stat(output)
+    except OSError:
+        return None
+    for descriptor in (1, 2, 0):
+        try:
+            held = os.fstat(descriptor)
+        except OSError:
+            continue
+        if os.path.samestat(target, held) and (descriptor != 0 or stat.S_ISREG(held.st_mode)):
+            return descriptor
+    return None
+
+
 def write_atomically(output: Path, write: Callable[[BinaryIO], None]) -> None:
     """Call write(handle) on a temporary file beside `output`, then rename it over `output`.
 
     A failure removes the temporary file and leaves `output` as it was. A symlink is
-    followed (its target is replaced); a device or FIFO (-o /dev/stdout) is written directly.
+    followed (its target is replaced); a device or FIFO is written directly; a descriptor this
+    process holds (held_descriptor: -o /dev/stdout, or stdout's own file) is written through,
+    at its offset (appended after `>>`), never replaced.
     """
+    descriptor = held_descriptor(output)
+    if descriptor is not None:
+        _write_through(descriptor, write)
+        return
     if output.is_symlink():
         _refuse_symlink_loop(output)
     target = _real(output) if output.is_symlink() else output
@@ -107,6 +165,16 @@ def write_atomically(output: Path, write: Callable[[BinaryIO], None]) -> None:
         if owned:
             temporary.unlink(missing_ok=True)
         raise
+
+
+def _write_through(descriptor: int, write: Callable[[BinaryIO], None]) -> None:
+    """Call write(handle) on a duplicate of the descriptor: it shares the file's offset and
+    append mode; what Python's own stdout and stderr hold is flushed first, to keep the order."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            stream.flush()
+    with os.fdopen(os.dup(descriptor), "wb") as handle:
+        write(handle)
 
 
 NAME_MAX = 255  # bytes in one file name, on Linux's and macOS's file systems

@@ -68,9 +68,13 @@ def save_figure(figure: Figure, output: Path, *, quiet: bool = False) -> None:
 @contextmanager
 def writing(output: Path, *, quiet: bool) -> Iterator[None]:
     """Around the writing of output: an OSError becomes a one-line error naming it, and
-    `wrote OUTPUT` is said once it is written (unless quiet)."""
+    `wrote OUTPUT` is said once it is written (unless quiet). A pipe closed by its reader
+    (`-o /dev/stdout | head`) ends quietly, as it does for stdout."""
     try:
         yield
+    except BrokenPipeError:
+        _discard_stdout()
+        raise typer.Exit(0) from None
     except OSError as error:
         raise TraceGapsError(
             f"cannot write {output}: {error.strerror}. Choose another -o path."
