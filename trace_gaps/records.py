@@ -442,8 +442,10 @@ class Prediction:
     measured_ns: int  # their mean measured wall time
     replayed_ns: int  # mean replayed, unchanged
     lever_ns: int  # mean replayed with the levers pulled
-    saving_ns: int  # replayed_ns − lever_ns
-    predicted_ns: int  # the process's mean step − saving
+    saving_ns: int  # the process's mean step − predicted_ns (0 or more)
+    # the process's mean step less the replayed steps' relative saving (replayed_ns −
+    # lever_ns, kept within [0, the time the levers remove]); above zero, at most the step
+    predicted_ns: int
     ledger: list[WhatIfLedgerEntry]  # replayed with the levers pulled
     not_applicable: list[NotApplicable]  # levers asked for that these steps give nothing to
 

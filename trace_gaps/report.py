@@ -18,7 +18,7 @@ from trace_gaps.analysis.kinds import (
 from trace_gaps.analysis.metrics import OP_DURATIONS, REPLAY_MODELS
 from trace_gaps.analysis.pipeline import Analysis
 from trace_gaps.analysis.ranks import build_ranks
-from trace_gaps.analysis.replay import Lever, LeverError, parse_levers, replay
+from trace_gaps.analysis.replay import Lever, LeverError, StepModel, parse_levers, replay
 from trace_gaps.analysis.steps import STEP_ID, STEP_KIND
 from trace_gaps.analysis.summary import (
     assemble_candidates,
@@ -38,15 +38,17 @@ from trace_gaps.analysis.whatif import (
     check_replay,
     ends,
     models_of,
+    not_applicable,
     predict,
     priced_subset,
 )
-from trace_gaps.model import GLOBAL_TID, PID, Trace
+from trace_gaps.model import GLOBAL_TID, PID, GraphTraceMode, Trace
 from trace_gaps.notes import write_note
 from trace_gaps.parallel import forked_map
 from trace_gaps.records import (
     ExportSummary,
     KindRow,
+    Prediction,
     ProcessReport,
     RanksView,
     SlowestRank,
@@ -255,13 +257,36 @@ def _process_report(
         label=label,
         kind=analysis.kind or "",
         replay=check_replay(models) if models else None,
-        what_if=predict(models, levers, names, mode, mean_ns, strict=False)
+        # The levers priced on the candidates' steps: one lever, one price, in the ranked
+        # table, the headline and --what-if.
+        what_if=_what_if(models, priced, base, levers, names, mode, mean_ns)
         if levers and models
         else None,
         kernels=kernel_summary(analysis.metrics[OP_DURATIONS], pid, names, steps.steps_analysed)
         if analysis.options.kernel_summary
         else None,
     )
+
+
+def _what_if(
+    models: list[StepModel],
+    priced: list[StepModel],
+    base: list[tuple[int, int]],
+    levers: list[Lever],
+    names: tuple[str, ...],
+    mode: GraphTraceMode,
+    mean_ns: int,
+) -> Prediction:
+    """--what-if priced on the candidates' steps (one lever, one price in the ranked table,
+    the headline and here), or on every replayed step where a lever changes only steps
+    outside them."""
+    if any(
+        not_applicable(lever, names, priced) is not None
+        and not_applicable(lever, names, models) is None
+        for lever in levers
+    ):
+        return predict(models, levers, names, mode, mean_ns, strict=False)
+    return predict(priced, levers, names, mode, mean_ns, strict=False, base_walls=base)
 
 
 def slowest_ranks(processes: list[ProcessReport]) -> list[SlowestRank]:

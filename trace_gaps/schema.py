@@ -22,6 +22,7 @@ from trace_gaps.records import (
     KernelRow,
     LedgerEntry,
     Note,
+    Prediction,
     Report,
     Severity,
     StepLedgerEntry,
@@ -54,6 +55,15 @@ DICT_KEYS: dict[tuple[type, str], list[str]] = {
     (StageSummary, "unexpected_calls_per_step"): _UNEXPECTED,
     (Evidence, "unexpected_calls_per_step"): _UNEXPECTED,
     (Evidence, "idle_by_cause_ns_per_step"): [cause.value for cause in IdleCause],
+}
+
+# Integer fields with bounds (docs/what-if.md: a prediction is above zero, a saving never
+# negative); on a nullable field the bound is the integer's.
+BOUNDS: dict[tuple[type, str], dict[str, int]] = {
+    (Candidate, "predicted_step_ns"): {"exclusiveMinimum": 0},
+    (Candidate, "saving_ns"): {"minimum": 0},
+    (Prediction, "predicted_ns"): {"exclusiveMinimum": 0},
+    (Prediction, "saving_ns"): {"minimum": 0},
 }
 
 _SCALARS: dict[Any, dict[str, Any]] = {
@@ -138,10 +148,24 @@ def _field_schema(
     if values is not None:
         nullable = _is_optional(hint)
         schema = {"enum": [*values, None] if nullable else list(values)}
+    bounds = BOUNDS.get((cls, name))
+    if bounds is not None:
+        schema = _bounded(schema, bounds)
     keys = DICT_KEYS.get((cls, name))
     if keys is not None:
         schema = {**schema, "propertyNames": {"enum": list(keys)}}
     return schema
+
+
+def _bounded(schema: dict[str, Any], bounds: dict[str, int]) -> dict[str, Any]:
+    """The integer schema (or the integer branch of a nullable one) with the bounds."""
+    if schema.get("type") == "integer":
+        return {**schema, **bounds}
+    branches = [
+        {**branch, **bounds} if branch.get("type") == "integer" else branch
+        for branch in schema.get("anyOf", [])
+    ]
+    return {**schema, "anyOf": branches}
 
 
 def _is_optional(hint: Any) -> bool:

@@ -195,29 +195,55 @@ def predict(
     if base_walls is None:
         base_walls = [ends(replay(m)) for m in models]
     base = [wall for wall, _ in base_walls]
-    pulled, ledgers = [], []
+    pulled, removed, ledgers = [], [], []
     for model, before in zip(models, base_walls, strict=True):
         changed = pull(model, pulled_levers, names, mode)
         result = replay(changed)
         wall = steady_wall(before, result)
         pulled.append(wall)
+        removed.append(removed_ns(model, changed))
         if with_ledger:
             ledgers.append(replayed_ledger(changed, result, names, wall))
     replayed = int(round(np.mean(base))) if base else 0
     lever_ns = int(round(np.mean(pulled))) if pulled else 0
-    saving = replayed - lever_ns
     measured = int(round(np.mean([m.end_ns - m.start_ns for m in models]))) if models else 0
+    predicted = bounded_prediction(
+        mean_step_ns, replayed, lever_ns, int(round(np.mean(removed))) if removed else 0
+    )
     return Prediction(
         levers=[lever.label for lever in pulled_levers],
         steps=len(models),
         measured_ns=measured,
         replayed_ns=replayed,
         lever_ns=lever_ns,
-        saving_ns=saving,
-        predicted_ns=mean_step_ns - saving,
+        saving_ns=mean_step_ns - predicted,
+        predicted_ns=predicted,
         ledger=_mean_ledger(ledgers, len(models), names),
         not_applicable=skipped,
     )
+
+
+def removed_ns(before: StepModel, after: StepModel) -> int:
+    """The time the levers take out of one step's model: host time, call time and GPU op
+    time (a sync's call time holds its wait). A replay is a max-plus system: taking x out of
+    its durations shortens it by at most x, so no lever saves more than this."""
+
+    def total(model: StepModel) -> int:
+        return int(model.item_ns.sum() + model.call_ns.sum() + model.op_ns.sum())
+
+    return max(total(before) - total(after), 0)
+
+
+def bounded_prediction(mean_step_ns: int, replayed_ns: int, lever_ns: int, removed: int) -> int:
+    """The predicted mean step: the replayed steps' relative saving applied to the measured
+    mean step (the replayed steps may be a subset of the analysed ones, whose mean differs),
+    the saving kept within [0, the time the levers remove]: never above the measured step,
+    never at or below zero."""
+    if mean_step_ns <= 0 or replayed_ns <= 0:
+        return max(mean_step_ns, 1)
+    saving = min(max(replayed_ns - lever_ns, 0), removed)
+    fraction = min(saving / replayed_ns, 1.0)
+    return max(int(round(mean_step_ns * (1.0 - fraction))), 1)
 
 
 def pull(

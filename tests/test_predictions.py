@@ -1,0 +1,113 @@
+"""Predictions are never impossible (issue 40, goal 1; docs/what-if.md): on every real capture,
+each priced candidate's predicted step is above zero and at most the measured mean step, its
+saving is never negative and never more than the time its lever takes out of the model, and
+one lever is priced the same in the ranked table, the headline and --what-if."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tests.conftest import (
+    REPRESENTATIVE_PEERS,
+    REPRESENTATIVE_SAMPLES,
+    peer_trace_paths,
+    sample_trace_paths,
+    shipped_report,
+    sweep,
+)
+from trace_gaps.analysis.pipeline import AnalysisOptions, analyse_trace
+from trace_gaps.analysis.whatif import bounded_prediction
+from trace_gaps.nsys.load import load_trace
+from trace_gaps.report import build_report
+from trace_gaps.units import format_duration
+
+CAPTURES = sweep(sample_trace_paths(), REPRESENTATIVE_SAMPLES) + sweep(
+    peer_trace_paths(), REPRESENTATIVE_PEERS
+)
+
+
+@pytest.mark.parametrize("path", CAPTURES, ids=lambda p: p.stem)
+def test_every_priced_candidate_is_possible(path: Path) -> None:
+    report = shipped_report(path)
+    for process in report.processes:
+        step = process.steps.wall.mean_ns
+        for candidate in process.candidates:
+            if candidate.saving_ns is None:
+                continue
+            where = (path.stem, process.pid, process.kind, candidate.stage, candidate.lever)
+            assert candidate.predicted_step_ns is not None, where
+            assert 0 < candidate.predicted_step_ns <= step, where
+            assert candidate.saving_ns >= 0, where
+            assert candidate.saving_ns + candidate.predicted_step_ns == step, where
+
+
+# Captures whose first candidate is priced, where the headline, the ranked table and
+# --what-if of the same lever are compared: eager speculative decoding, a transformers loop
+# whose long host gaps once priced at 105 % of the step, a serving loop with kinds of steps.
+AGREEING = ("spec_eager", "hf_assisted", "serving_batch_names")
+
+
+@pytest.mark.parametrize("name", AGREEING)
+def test_a_lever_is_priced_the_same_in_the_table_the_headline_and_what_if(name: str) -> None:
+    path = next(p for p in sample_trace_paths() if p.stem == name)
+    report = shipped_report(path)
+    trace = load_trace(path)
+    analysis = analyse_trace(trace, AnalysisOptions())
+    for process in report.processes:
+        priced = [c for c in process.candidates if c.saving_ns is not None and c.lever]
+        if not priced:
+            continue
+        top = priced[0]
+        assert format_duration(top.saving_ns) in process.headline, process.headline
+        what_if = build_report(trace, analysis, what_if=f"{top.stage}={top.lever}")
+        same = next(
+            p for p in what_if.processes if (p.pid, p.kind) == (process.pid, process.kind)
+        )
+        assert same.what_if is not None
+        assert same.what_if.saving_ns == top.saving_ns, (name, top.stage, top.lever)
+        assert same.what_if.predicted_ns == top.predicted_step_ns
+
+
+@given(
+    step=st.integers(1, 10**12),
+    replayed=st.integers(1, 10**12),
+    lever=st.integers(-(10**12), 10**13),
+    removed=st.integers(0, 10**13),
+)
+def test_a_bounded_prediction_is_above_zero_and_at_most_the_step(
+    step: int, replayed: int, lever: int, removed: int
+) -> None:
+    predicted = bounded_prediction(step, replayed, lever, removed)
+    assert 0 < predicted <= step
+    # the saving, in the replay's units, never exceeds what the levers removed
+    saving_fraction = (step - predicted) / step
+    assert saving_fraction * replayed <= removed + replayed / step + 1
+    if lever >= replayed or removed == 0:
+        assert predicted == step
+
+
+def test_the_removed_time_bounds_every_lever_on_a_real_step() -> None:
+    # The max-plus argument (whatif.removed_ns): pulling a lever shortens a replay by no more
+    # than the durations it takes out, checked directly on spec_eager's replayed steps.
+    from trace_gaps.analysis.metrics import REPLAY_MODELS
+    from trace_gaps.analysis.replay import Lever, replay
+    from trace_gaps.analysis.whatif import pull, removed_ns
+
+    path = next(p for p in sample_trace_paths() if p.stem == "spec_eager")
+    trace = load_trace(path)
+    analysis = analyse_trace(trace, AnalysisOptions())
+    names, mode = analysis.stage_map.names, trace.info.graph_trace_mode
+    models = list(analysis.metrics[REPLAY_MODELS].values())[:4]
+    checked = 0
+    for stage in ("verify_forward", "accept_sample_commit", "build_tree"):
+        for kind in ("graph", "nosync", "nohost", "gpu50"):
+            for model in models:
+                changed = pull(model, [Lever(stage, kind)], names, mode)
+                saving = replay(model).wall_ns - replay(changed).wall_ns
+                assert saving <= removed_ns(model, changed) + 1, (stage, kind)
+                checked += 1
+    assert checked == 48
