@@ -199,13 +199,17 @@ def run_worker(args, device, fwd, nv):
     jobs, done = queue.Queue(), queue.Queue()
 
     def worker():
-        with torch.inference_mode():  # thread-local: the worker needs its own
-            work()
+        try:
+            with torch.inference_mode():  # thread-local: the worker needs its own
+                work()
+        except BaseException as error:  # the scheduler waits on `done`: hand it the error
+            done.put(error)
+            raise
 
     def work():
         tok = torch.ones(1, dtype=torch.long, device=device)
         if cuda:
-            torch.cuda.set_device(device)
+            torch.cuda.set_device(0)
         while True:
             cur = jobs.get()
             if cur is None:
@@ -234,6 +238,8 @@ def run_worker(args, device, fwd, nv):
         nv.push("wait_for_worker")
         jobs.put(cur)
         token = done.get()
+        if isinstance(token, BaseException):
+            raise RuntimeError("the worker thread failed") from token
         nv.pop()
         nv.push("process_output")
         out.append(token)
