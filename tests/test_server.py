@@ -6,7 +6,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
+import subprocess
 import sys
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -138,3 +141,33 @@ def test_the_child_environment_keeps_the_working_folder_off_the_path():
         "PYTHONSAFEPATH": "1",
     }
     assert "PYTHONPATH" not in child_environment({"PYTHONPATH": "."})
+
+
+def test_sigterm_ends_the_server_while_its_client_keeps_stdin_open(tmp_path):
+    server = subprocess.Popen(
+        [sys.executable, "-P", "-m", "trace_gaps", "mcp", "--quiet"],
+        cwd=tmp_path,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert server.stdin is not None and server.stdout is not None
+    hello = {"name": "test", "version": "0"}
+    request = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": hello},
+    }
+    server.stdin.write(json.dumps(request).encode() + b"\n")
+    server.stdin.flush()
+    assert json.loads(server.stdout.readline())["id"] == 1  # serving, stdin still open
+    server.send_signal(signal.SIGTERM)
+    sent = time.monotonic()
+    try:
+        server.wait(timeout=15)
+    finally:
+        server.kill()
+        server.communicate()
+    assert server.returncode == 128 + signal.SIGTERM
+    assert time.monotonic() - sent < 3

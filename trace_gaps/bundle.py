@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 from trace_gaps import __version__
 from trace_gaps.errors import TraceGapsError
-from trace_gaps.interrupts import signals_held
+from trace_gaps.interrupts import last_resort, signals_held
 from trace_gaps.model import ExportInfo
 from trace_gaps.notes import unreliable_lines
 from trace_gaps.output import (
@@ -311,21 +311,26 @@ def write_bundle(
     check_bundle_folder(directory, force=force)
     created = not directory.exists()
     staging = directory / f".trace-gaps-{secrets.token_hex(4)}.tmp"
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        staging.mkdir()
-        names = _write_into(staging, report, provenances)
-        with signals_held():
-            for name in names:
-                os.replace(staging / name, directory / name)
-            for stale in set(BUNDLE_FILES) - set(names):
-                (directory / stale).unlink(missing_ok=True)
-            staging.rmdir()
-    except BaseException as error:
+
+    def remove_staging() -> None:
         shutil.rmtree(staging, ignore_errors=True)
         if created:
             with contextlib.suppress(OSError):
                 directory.rmdir()  # only when it is empty
+
+    try:
+        with last_resort(remove_staging):  # a signal's clean-up that never ends
+            directory.mkdir(parents=True, exist_ok=True)
+            staging.mkdir()
+            names = _write_into(staging, report, provenances)
+            with signals_held():
+                for name in names:
+                    os.replace(staging / name, directory / name)
+                for stale in set(BUNDLE_FILES) - set(names):
+                    (directory / stale).unlink(missing_ok=True)
+                staging.rmdir()
+    except BaseException as error:
+        remove_staging()
         if isinstance(error, OSError):
             raise TraceGapsError(
                 f"cannot write into {directory}: {error.strerror}. Choose another -o folder."

@@ -6,6 +6,13 @@ folder (bundle.py) and nsys's partial export (nsys/convert.py) would stay behind
 SystemExit instead lets every clean-up on the way out run, as a Ctrl-C's KeyboardInterrupt
 does. A child forked to draw or analyse (parallel.forked) is killed when its parent ends,
 however it ends (even SIGKILL, where no clean-up can run).
+
+The SystemExit can land anywhere, inside a queue's or the import system's code too, and
+leave a lock held that a thread (a read-ahead's) then waits on forever: the clean-up does not
+wait on threads once stopping() (they are daemons, and end with the process), and a last
+resort ends the process STOP_GRACE_S after the signal, with the same exit code, when the
+clean-up has not: it first removes what was registered with last_resort (temporary files,
+a staging folder, nsys's process group).
 """
 
 from __future__ import annotations
@@ -15,10 +22,16 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 STOPPING_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+# Seconds the clean-up after a stopping signal may take before the process ends regardless.
+STOP_GRACE_S = 5.0
+_STOPPED_BY: list[tuple[int, int]] = []  # (pid, signal) of the stopping signal being acted on
+# What the last resort removes or stops, by key: (pid that registered it, the undo).
+_LEFTOVERS: dict[object, tuple[int, Callable[[], object]]] = {}
 
 
 def stop_cleanly_on_signals() -> None:
@@ -32,7 +45,63 @@ def _exit_stopped(signum: int, frame: object) -> None:
     # A second signal while cleaning up ends the process at once, as Python's default does.
     for stopping in STOPPING_SIGNALS:
         signal.signal(stopping, signal.SIG_DFL)
+    _STOPPED_BY[:] = [(os.getpid(), signum)]
+    # The last resort is a timer, not a thread: a thread started here could wait on the lock
+    # the signal interrupted, and one started before would make every fork unsafe.
+    if hasattr(signal, "setitimer"):
+        signal.signal(signal.SIGALRM, _exit_now)
+        signal.setitimer(signal.ITIMER_REAL, STOP_GRACE_S)
     raise SystemExit(128 + signum)
+
+
+def _exit_now(alarm: int, frame: object) -> None:
+    """The clean-up did not end the process in time: end it now (_end_stopped). Python runs
+    this in the main thread even where it waits on a lock or joins a thread (both wake for a
+    signal's handler)."""
+    _end_stopped()
+
+
+def _end_stopped() -> None:
+    """Undo what was registered with last_resort, and end the process with the stopping
+    signal's exit code."""
+    _, signum = _STOPPED_BY[0]
+    for owner, undo in reversed(list(_LEFTOVERS.values())):
+        if owner == os.getpid():
+            with contextlib.suppress(OSError):
+                undo()
+    os._exit(128 + signum)
+
+
+def end_if_stopping() -> None:
+    """When a stopping signal is ending this process, end it now, its streams flushed, with
+    the signal's exit code: for a caller whose clean-up is done, but whose exit would wait on
+    a thread that is no daemon (the MCP SDK's, reading stdin from a client that keeps it
+    open)."""
+    if not stopping():
+        return
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            stream.flush()
+    _end_stopped()
+
+
+def stopping() -> bool:
+    """Is a stopping signal ending this process? Its clean-up then waits on no thread."""
+    return bool(_STOPPED_BY) and _STOPPED_BY[0][0] == os.getpid()
+
+
+@contextlib.contextmanager
+def last_resort(undo: Callable[[], object]) -> Iterator[None]:
+    """While inside, a stop whose clean-up has not ended the process STOP_GRACE_S after the
+    signal calls undo() before it ends the process (an OSError it raises is ignored). undo
+    runs in a signal handler, where a lock may be held: it makes system calls only (unlink,
+    rmtree, kill), imports nothing, takes no lock."""
+    key = object()
+    _LEFTOVERS[key] = (os.getpid(), undo)
+    try:
+        yield
+    finally:
+        _LEFTOVERS.pop(key, None)
 
 
 @contextlib.contextmanager

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
 from trace_gaps.errors import TraceGapsError
-from trace_gaps.interrupts import signals_held
+from trace_gaps.interrupts import last_resort, signals_held
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -150,20 +150,26 @@ def write_atomically(output: Path, write: Callable[[BinaryIO], None]) -> None:
     mode = stat.S_IMODE(target.stat().st_mode) if target.exists() else 0o666
     temporary = hidden_sibling(target, f".{secrets.token_hex(4)}.tmp")
     owned = False
-    try:
-        # Held: a Ctrl-C or SIGTERM just after the file is made would leave it behind.
-        with signals_held():
-            # O_EXCL: never write into a file that someone else put there; the umask applies.
-            handle = os.fdopen(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode), "wb")
-            owned = True
-        with handle:
-            write(handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, target)
-    except BaseException:
+
+    def remove_temporary() -> None:
         if owned:
             temporary.unlink(missing_ok=True)
+
+    try:
+        with last_resort(remove_temporary):  # a signal's clean-up that never ends
+            # Held: a Ctrl-C or SIGTERM just after the file is made would leave it behind.
+            with signals_held():
+                # O_EXCL: never write into a file someone else put there; the umask applies.
+                descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+                handle = os.fdopen(descriptor, "wb")
+                owned = True
+            with handle:
+                write(handle)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(temporary, target)
+    except BaseException:
+        remove_temporary()
         raise
 
 

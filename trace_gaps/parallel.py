@@ -138,7 +138,8 @@ def forked(function: Callable[..., R], *args: Any) -> Callable[[], R]:
 def threaded_map(function: Callable[..., R], tasks: list[tuple[Any, ...]]) -> list[R]:
     """[function(*task) for task in tasks], each task on a thread of its own (the last on
     this one), for work that releases the GIL (SQLite scans, each on its own connection).
-    The first task's error, in task order, is raised here once every thread has ended."""
+    The first task's error, in task order, is raised here once every thread has ended; an
+    interrupt of this thread's task (a signal's SystemExit, a Ctrl-C) at once."""
     found: list[tuple[bool, Any]] = [(False, None)] * len(tasks)
 
     def run(at: int) -> None:
@@ -154,6 +155,11 @@ def threaded_map(function: Callable[..., R], tasks: list[tuple[Any, ...]]) -> li
         thread.start()
     if tasks:
         run(len(tasks) - 1)
+        done, value = found[-1]
+        if not done and not isinstance(value, Exception):
+            # A signal's SystemExit, a Ctrl-C: not waiting on the daemons (one may wait on a
+            # lock the signal left held), which end with the process.
+            raise value
     for thread in threads:
         thread.join()
     for done, value in found:

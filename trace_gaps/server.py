@@ -24,6 +24,7 @@ from typing import Any
 
 from trace_gaps import __version__
 from trace_gaps.errors import TraceGapsError
+from trace_gaps.interrupts import end_if_stopping
 
 INSTRUCTIONS = (
     "trace-gaps reads Nsight Systems SQLite exports (nsys export --type sqlite) of LLM decode "
@@ -207,4 +208,7 @@ def serve(*, quiet: bool = False) -> None:
             "the MCP server needs the MCP SDK, which is not installed: "
             "pip install 'trace-gaps[mcp]'."
         ) from None
-    server.run("stdio")
+    try:
+        server.run("stdio")
+    finally:
+        end_if_stopping()  # SIGTERM: the SDK's thread reading stdin would hold the exit

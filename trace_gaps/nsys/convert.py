@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trace_gaps.errors import NotAnExportError, TraceGapsError
+from trace_gaps.interrupts import last_resort
 from trace_gaps.output import SQLITE_SIDE_FILES, hidden_sibling
 
 REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
@@ -82,18 +83,23 @@ def convert_report(report: Path, nsys: str) -> ConvertedReport:
         f".partial-{secrets.token_hex(4)}.sqlite",
         room_for=max(SQLITE_SIDE_FILES, key=len),
     )
-    try:
-        _run_export(report, nsys, partial)
-        if not is_whole_sqlite(partial):
-            raise NotAnExportError(
-                "is an Nsight Systems report and `nsys export` wrote a damaged or truncated "
-                f"export (it said it succeeded); export it yourself: {export_command(report)}",
-                path=report,
-            )
-        os.replace(partial, beside)
-    finally:
+
+    def remove_partial() -> None:
         for side in ("", *SQLITE_SIDE_FILES):  # SQLite's files beside the partial
             partial.with_name(partial.name + side).unlink(missing_ok=True)
+
+    try:
+        with last_resort(remove_partial):  # a signal's clean-up that never ends
+            _run_export(report, nsys, partial)
+            if not is_whole_sqlite(partial):
+                raise NotAnExportError(
+                    "is an Nsight Systems report and `nsys export` wrote a damaged or truncated "
+                    f"export (it said it succeeded); export it yourself: {export_command(report)}",
+                    path=report,
+                )
+            os.replace(partial, beside)
+    finally:
+        remove_partial()
     return ConvertedReport(report, beside, reused=False)
 
 
@@ -151,7 +157,8 @@ def _run_with_timeout(command: list[str], timeout_s: float) -> subprocess.Comple
         start_new_session=True,
     ) as child:
         try:
-            stdout, stderr = child.communicate(timeout=timeout_s)
+            with last_resort(lambda: os.killpg(child.pid, signal.SIGKILL)):
+                stdout, stderr = child.communicate(timeout=timeout_s)
         except BaseException:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(child.pid, signal.SIGKILL)

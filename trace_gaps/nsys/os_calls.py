@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from trace_gaps.interrupts import stopping
 from trace_gaps.model import (
     END_NS,
     GLOBAL_TID,
@@ -153,9 +154,10 @@ class MappedOsCalls:
         return self._mapped.near
 
     def close(self) -> None:
-        """Stop mapping (the export is closing)."""
+        """Stop mapping (the export is closing), and wait for the thread to end; not while a
+        signal stops the process (read_ahead.ReadAhead.close says why)."""
         self._stop.set()
-        if self._thread is not None:
+        if self._thread is not None and not stopping():
             self._thread.join()
 
     def _map(self) -> None:

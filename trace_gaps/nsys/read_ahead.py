@@ -11,6 +11,7 @@ from contextlib import contextmanager
 import numpy as np
 import pandas as pd
 
+from trace_gaps.interrupts import stopping
 from trace_gaps.model import START_NS
 
 # Chunks read ahead of the analysis, per stream (each a read.CHUNK_ROWS frame: a few MB).
@@ -116,9 +117,13 @@ class ReadAhead:
         raise StopIteration
 
     def close(self) -> None:
+        """Stop the thread after the chunk it is reading, and wait for it to end; not while a
+        signal stops the process (interrupts.stopping): the thread may wait on a lock the
+        signal left held in the queue's code, and as a daemon it ends with the process."""
         self._finished = True
         self._stop.set()
-        self._thread.join()
+        if not stopping():
+            self._thread.join()
 
 
 class Readers:

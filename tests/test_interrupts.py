@@ -1,0 +1,149 @@
+"""A stopping signal (SIGTERM, SIGHUP) ends a run within seconds, whenever it comes, and
+leaves no partial output (issue 45): even where its SystemExit lands inside a queue's code,
+and even where the clean-up then hangs."""
+
+from __future__ import annotations
+
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import SAMPLE_TRACES, THOROUGH
+from tests.test_inflate import inflate
+from trace_gaps.interrupts import STOP_GRACE_S
+
+SAMPLE = SAMPLE_TRACES / "spec_eager.sqlite"
+STOPPED = 128 + signal.SIGTERM
+# A signal before Python has started trace-gaps ends it by Python's default: killed by the
+# signal (the shell's $? is 143 all the same).
+KILLED = -signal.SIGTERM
+
+
+def run_script(script: str, cwd: Path, *args: object) -> tuple[subprocess.Popen[bytes], float]:
+    """Run a Python script in a process of its own; wait (at most STOP_GRACE_S + 10 s, then
+    kill it) and return it with the seconds it took."""
+    child = subprocess.Popen(
+        [sys.executable, "-P", "-c", textwrap.dedent(script), *map(str, args)],
+        cwd=cwd,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    started = time.monotonic()
+    try:
+        child.wait(timeout=STOP_GRACE_S + 10)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.wait()
+    return child, time.monotonic() - started
+
+
+def test_a_signal_landing_inside_the_read_ahead_queue_still_ends_the_run(tmp_path):
+    # The SystemExit of a SIGTERM can land inside Queue.get, after its lock was taken: the
+    # read-ahead thread then waits on that lock forever, and a clean-up that joins it too.
+    export = Path(shutil.copy(SAMPLE, tmp_path / "r.sqlite"))
+    script = """
+        import os, signal, sys, time
+        from trace_gaps.nsys import read, read_ahead
+
+        read.CHUNK_ROWS = 1_000  # many chunks: the read-ahead thread is still reading
+        landed = []
+
+        def signal_inside_the_queue(self):
+            if not landed:
+                landed.append(True)
+                self._made.mutex.acquire()  # as the SystemExit landing in Queue.get leaves it
+                time.sleep(0.5)  # the read-ahead thread now waits on it
+                os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(60)
+
+        read_ahead.ReadAhead.__next__ = signal_inside_the_queue
+        sys.argv = ["trace-gaps", *sys.argv[1:]]
+        from trace_gaps.__main__ import main
+        main()
+    """
+    child, took_s = run_script(script, tmp_path, "analyze", export, "-q", "-o", "out.md")
+    assert child.returncode == STOPPED, (took_s, child.stderr.read().decode())  # type: ignore[union-attr]
+    assert took_s < 5
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.sqlite"]
+
+
+def test_a_clean_up_that_hangs_is_ended_by_the_last_resort(tmp_path):
+    script = """
+        import os, signal, sys, threading
+        from pathlib import Path
+        from trace_gaps import interrupts
+
+        interrupts.STOP_GRACE_S = 1.0
+        interrupts.stop_cleanly_on_signals()
+        partial = Path("partial.tmp")
+        partial.write_text("half")
+        with interrupts.last_resort(partial.unlink):
+            try:
+                os.kill(os.getpid(), signal.SIGTERM)
+                threading.Event().wait(60)
+            finally:
+                threading.Event().wait()  # a clean-up that never ends
+    """
+    child, took_s = run_script(script, tmp_path)
+    assert child.returncode == STOPPED, child.stderr.read().decode()  # type: ignore[union-attr]
+    assert 1 <= took_s < 4
+    assert list(tmp_path.iterdir()) == []
+
+
+# A run takes about 2 s (analyze) and 4 s (report, its pictures drawn) on two cores: the
+# delays cover every stage, from reading the export to writing the outputs.
+TRIALS = 40 if THOROUGH else 4
+
+
+@pytest.fixture(scope="module")
+def inflated(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The sample ten times over (98k kernels, 231k CUDA API calls): several chunks of each
+    table, so the read-ahead threads run while the signal comes."""
+    big = tmp_path_factory.mktemp("inflated") / "big.sqlite"
+    inflate(SAMPLE, big, 10)
+    return big
+
+
+@pytest.mark.parametrize(
+    ("command", "output", "longest_s"), [("analyze", "out.md", 2.0), ("report", "bundle", 4.0)]
+)
+def test_sigterm_at_any_time_ends_the_run_within_seconds(
+    command, output, longest_s, inflated, tmp_path
+):
+    delays = random.Random(45).sample(range(1, 100), TRIALS)
+    for at, percent in enumerate(sorted(delays)):
+        folder = tmp_path / str(at)
+        folder.mkdir()
+        delay_s = 0.1 + longest_s * percent / 100
+        child = subprocess.Popen(
+            [sys.executable, "-m", "trace_gaps", command, str(inflated), "-q", "-o", output],
+            cwd=folder,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        time.sleep(delay_s)
+        child.send_signal(signal.SIGTERM)
+        sent = time.monotonic()
+        try:
+            _, stderr = child.communicate(timeout=STOP_GRACE_S + 10)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.communicate()
+            pytest.fail(f"{command}: SIGTERM {delay_s:.2f} s in, still running after 15 s")
+        took_s = time.monotonic() - sent
+        assert child.returncode in (STOPPED, KILLED, 0), (delay_s, stderr.decode())
+        assert b"Traceback" not in stderr, stderr.decode()
+        assert took_s < STOP_GRACE_S + 5, (delay_s, took_s)
+        # The output whole, or none: no temporary file, no staging folder.
+        left = sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
+        assert not [name for name in left if name.endswith(".tmp")], left
+        assert left == [] or (
+            f"{output}/report.html" in left if command == "report" else left == [output]
+        )
