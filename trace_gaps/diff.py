@@ -29,6 +29,7 @@ from trace_gaps.changes import (
     WallChange,
     stage_side,
 )
+from trace_gaps.diff_drift import MachineSplit, ProcessSpeed, SideSpeeds, split_change
 from trace_gaps.errors import TraceGapsError
 from trace_gaps.model import Bucket, CandidateStatus, Presence
 from trace_gaps.records import ProcessReport, Report
@@ -70,6 +71,9 @@ class ProcessDiff:
     buckets: list[BucketChange]
     stages: list[StageChange]
     candidates: list[CandidateChange]
+    # The step change split into the machine's part and the code's (diff_drift.py); None
+    # where a side's speed was not measured (several exports a side, no replayed step).
+    drift: MachineSplit | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +89,8 @@ class Diff:
     tool_version: str = field(default=__version__)  # the trace-gaps that wrote it
     runs: RunSpread | None = None  # diff --repeats: the step time over repeated captures
     run: RunChange | None = None  # with several pairs of processes (ranks) compared
+    # diff --repeats: the runs' step time less each run's machine part (diff_runs.py)
+    code_runs: RunSpread | None = None
 
 
 # Per pid, the bucket table of a process's analysed steps (step_bucket_tables).
@@ -100,6 +106,7 @@ class ComparedSide:
     report: Report
     step_buckets: StepBuckets = field(default_factory=dict)
     means: SideMeans | None = None
+    speeds: SideSpeeds = field(default_factory=dict)  # per pid, where measured (diff_drift.py)
 
 
 def diff_reports(before: Report, after: Report) -> Diff:
@@ -124,6 +131,7 @@ def diff_sides(before_side: ComparedSide, after_side: ComparedSide) -> Diff:
             rng=rng,
             step_buckets=(before_side.step_buckets.get(b.pid), after_side.step_buckets.get(a.pid)),
             side_means=(before_side.means, after_side.means) if one_pair else (None, None),
+            speeds=(before_side.speeds.get(b.pid), after_side.speeds.get(a.pid)),
         )
         for b, a in pairs
     ]
@@ -237,11 +245,14 @@ def diff_processes(
     rng: np.random.Generator,
     step_buckets: tuple[pd.DataFrame | None, pd.DataFrame | None] = (None, None),
     side_means: tuple[SideMeans | None, SideMeans | None] = (None, None),
+    speeds: tuple[ProcessSpeed | None, ProcessSpeed | None] = (None, None),
 ) -> ProcessDiff:
     """Compare one process with another: step time, buckets, stages, candidates.
     step_buckets: the two processes' tables of step_bucket_tables, where made already.
     side_means: the two processes' resampled means, where drawn already (the first draws
-    from rng, as diff_sides passes them: rng is then not drawn from)."""
+    from rng, as diff_sides passes them: rng is then not drawn from).
+    speeds: the two processes' speed figures, where measured: the change is then split
+    into the machine's part and the code's."""
     walls = [_analysed_walls(p, f) for p, f in ((before, before_file), (after, after_file))]
     buckets_before, buckets_after = (
         _step_buckets(process, wall.index) if table is None else table
@@ -304,6 +315,11 @@ def diff_processes(
         buckets=buckets,
         stages=stages,
         candidates=_candidate_changes(before, after, buckets),
+        drift=split_change(
+            speeds[0], speeds[1], wall, means_before[0], practical_threshold_ns(means_before[0])
+        )
+        if speeds[0] is not None and speeds[1] is not None
+        else None,
     )
 
 
@@ -488,13 +504,15 @@ def _beyond(interval: NsInterval, change_ns: float, step_ns: float) -> bool:
 
 def is_slower_than(diff: Diff, pct: float) -> bool:
     """Whether the step time grew by more than pct percent beyond the noise: the run's (its
-    slowest rank's) when several ranks are compared, else any pair's.
+    slowest rank's) when several ranks are compared, else any pair's: its code's part
+    where the sides' speeds were measured (the machine's drift taken out).
 
     Beyond the noise: the CI's lower bound of the relative change exceeds pct. Without a
     noise estimate (fewer than 2 steps on a side) the point estimate is used.
     """
     if diff.runs is not None:  # repeated captures: the run-to-run interval decides
-        runs = diff.runs
+        # the code's part where each run's machine part was measured
+        runs = diff.code_runs if diff.code_runs is not None else diff.runs
         low = runs.ci_pct.low_pct if runs.ci_pct is not None else None
         return bool(runs.is_beyond_noise) and low is not None and low > pct
     return slower_than(diff, pct) is not None
@@ -511,7 +529,12 @@ def slower_than(diff: Diff, pct: float) -> str | None:
             f"{run.before.file}, after process {run.after.pid} in {run.after.file})"
         )
     for process in diff.processes:
-        if _grew(process.wall, pct):
+        if process.drift is not None and _grew(process.drift.code, pct):
+            return (
+                f"the code's part of the step time of process {process.after.pid} in "
+                f"{process.after.file} (the machine's drift taken out)"
+            )
+        if process.drift is None and _grew(process.wall, pct):
             return f"the step time of process {process.after.pid} in {process.after.file}"
     return None
 

@@ -12,11 +12,21 @@ from dataclasses import replace
 from pathlib import Path
 
 from trace_gaps.analysis.pipeline import AnalysisOptions
-from trace_gaps.diff import Diff, diff_reports, practical_threshold_ns
+from trace_gaps.diff import ComparedSide, Diff, diff_sides, practical_threshold_ns
+from trace_gaps.diff_drift import (
+    ProcessSpeed,
+    SideSpeeds,
+    compared_steps,
+    gpu_speed,
+    host_speed,
+    machine_change_ns,
+    measuring,
+    process_speeds,
+)
 from trace_gaps.errors import TraceGapsError
 from trace_gaps.nsys.head import capture_window
 from trace_gaps.records import Report
-from trace_gaps.repeats import captured_together, run_spread
+from trace_gaps.repeats import RunSpread, captured_together, run_spread
 from trace_gaps.report import build_report
 from trace_gaps.run import analyse_export
 
@@ -45,23 +55,65 @@ def check_side_kind(paths: list[Path], *, repeats: bool, side: str) -> None:
 
 
 def diff_repeats(before: list[Path], after: list[Path], options: AnalysisOptions) -> Diff:
-    """The diff of two sides of repeated captures: run-level step time, first-run detail."""
-    reports = [[_report(path, options) for path in side] for side in (before, after)]
+    """The diff of two sides of repeated captures: run-level step time, and the same less
+    each run's machine part (its drift against the first before capture), first-run detail."""
+    analysed = [
+        [_report(path, options, keep_models=side == 0 and i == 0) for i, path in enumerate(paths)]
+        for side, paths in enumerate((before, after))
+    ]
+    reports = [[report for report, _ in side] for side in analysed]
     means = [[_run_mean(report) for report in side] for side in reports]
-    detail = diff_reports(reports[0][0], reports[1][0])
-    runs = run_spread(means[0], means[1], practical_threshold_ns(sum(means[0]) / len(means[0])))
+    first_before, first_after = analysed[0][0], analysed[1][0]
+    detail = diff_sides(
+        ComparedSide(first_before[0], speeds=first_before[1]),
+        ComparedSide(first_after[0], speeds=first_after[1]),
+    )
+    threshold = practical_threshold_ns(sum(means[0]) / len(means[0]))
+    runs = run_spread(means[0], means[1], threshold)
+    code_runs = _code_runs(analysed, means, threshold)
     note = (
         f"Repeated captures: {len(before)} before, {len(after)} after. The step time is "
         "compared over the runs (each run's mean step; its slowest process), with a t interval "
         "from their run-to-run spread; the stage detail below compares the first capture of "
         f"each side ({before[0].name}, {after[0].name}) with the bootstrap over its steps."
     )
-    return replace(detail, runs=runs, notes=[note, *detail.notes])
+    return replace(detail, runs=runs, code_runs=code_runs, notes=[note, *detail.notes])
 
 
-def _report(path: Path, options: AnalysisOptions) -> Report:
-    trace, analysis = analyse_export(path.resolve(), options)
-    return build_report(trace, analysis, step_ledger=True)
+def _code_runs(
+    analysed: list[list[tuple[Report, SideSpeeds]]], means: list[list[int]], threshold_ns: float
+) -> RunSpread | None:
+    """Each run's mean step less its machine part: the first before capture replayed at the
+    run's host and GPU speed, less its plain replay (0 for itself); None where a run's speed
+    was not measured. Steps are nested in runs: the t interval is over the runs' values."""
+    reference = _slowest_speed(*analysed[0][0])
+    if reference is None:
+        return None
+    corrected: list[list[int]] = [[], []]
+    for side, runs in enumerate(analysed):
+        for (report, speeds), mean in zip(runs, means[side], strict=True):
+            speed = _slowest_speed(report, speeds)
+            if speed is None:
+                return None
+            host, gpu = host_speed(reference, speed), gpu_speed(reference, speed)
+            corrected[side].append(mean - machine_change_ns(reference, host, gpu))
+    return run_spread(corrected[0], corrected[1], threshold_ns)
+
+
+def _slowest_speed(report: Report, speeds: SideSpeeds) -> ProcessSpeed | None:
+    """The speed of the run's slowest process (the one its step time is)."""
+    if not report.processes:
+        return None
+    slowest = max(report.processes, key=lambda p: (p.steps.wall.mean_ns, -p.pid))
+    return speeds.get(slowest.pid)
+
+
+def _report(
+    path: Path, options: AnalysisOptions, *, keep_models: bool
+) -> tuple[Report, SideSpeeds]:
+    trace, analysis = analyse_export(path.resolve(), measuring(options))
+    report = build_report(trace, analysis, step_ledger=True)
+    return report, process_speeds(analysis, compared_steps(report), keep_models=keep_models)
 
 
 def _run_mean(report: Report) -> int:

@@ -26,6 +26,7 @@ from trace_gaps.analysis.pipeline import Analysis, AnalysisOptions
 from trace_gaps.analysis.stages import STAGE
 from trace_gaps.analysis.steps import IS_WARMUP, STEP_ID
 from trace_gaps.diff import ComparedSide, StepBuckets, bucket_table, step_bucket_tables
+from trace_gaps.diff_drift import compared_steps, measuring, process_speeds
 from trace_gaps.errors import TraceGapsError, about_file
 from trace_gaps.inputs import resolve_export
 from trace_gaps.model import END_NS, PID, START_NS
@@ -108,19 +109,21 @@ def run_side(
         draws = BeforeSideDraws(relay) if is_before else None
         trace, analysis = analyse_export(
             export.resolve(),
-            options,
+            measuring(options),
             read_ahead=read_ahead,
             on_steps=None if draws is None else draws.on_steps,
         )
         # The tables from the analysis' ledger: the report's step ledger is not made.
         report = build_report(trace, analysis, step_ledger=False)
         tables = analysis_bucket_tables(analysis)
+        # The before side keeps its replay models: it is replayed at the after side's speed.
+        speeds = process_speeds(analysis, compared_steps(report), keep_models=is_before)
     means = None
     if len(report.processes) == len(tables) == 1:
         pid, table = next(iter(tables.items()))
         walls = analysed_walls(analysis, pid)
         means = draws.means(walls, table) if draws else after_side_means(relay, walls, table)
-    return ComparedSide(report, tables, means)
+    return ComparedSide(report, tables, means, speeds)
 
 
 def analysis_bucket_tables(analysis: Analysis) -> StepBuckets:

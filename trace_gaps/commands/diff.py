@@ -53,7 +53,9 @@ def diff(
             min=0,
             metavar="PCT",
             help="Exit 3 when the step time grew by more "
-            "than PCT % beyond the noise (the CI's lower bound); for CI gating.",
+            "than PCT % beyond the noise (the CI's lower bound); for CI gating. Where each "
+            "side's speed is measured, only the code's part counts (the machine's drift "
+            "taken out).",
         ),
     ] = None,
     fmt: Annotated[
@@ -104,7 +106,8 @@ def gate(result: Diff, pct: float, *, repeats: bool) -> None:
 
     if repeats:
         if is_slower_than(result, pct):
-            raise SlowerError(f"step time grew more than {pct:g} % beyond the run-to-run noise")
+            what = "the code's part of the step time" if result.code_runs else "step time"
+            raise SlowerError(f"{what} grew more than {pct:g} % beyond the run-to-run noise")
         return
     grown = slower_than(result, pct)
     if grown is not None:

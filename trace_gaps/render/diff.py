@@ -10,6 +10,7 @@ from io import StringIO
 from trace_gaps.analysis.bootstrap import CONFIDENCE_PCT
 from trace_gaps.changes import Side, StageChange, StageSide
 from trace_gaps.diff import Diff, ProcessDiff
+from trace_gaps.diff_drift import CAPTURES_TO_SETTLE, MachineSplit, ratio
 from trace_gaps.model import Presence
 from trace_gaps.render.console import (
     NOT_A_TERMINAL,
@@ -22,7 +23,13 @@ from trace_gaps.render.console import (
 from trace_gaps.render.markdown import escape_markdown, render_table
 from trace_gaps.render.tables import LEFT, RIGHT, Table
 from trace_gaps.units import NS_PER_MS, NS_PER_US
-from trace_gaps.verdicts import describe_mode_change, write_run_verdict, write_runs_verdict
+from trace_gaps.verdicts import (
+    describe_change,
+    describe_mode_change,
+    signed_ms,
+    write_run_verdict,
+    write_runs_verdict,
+)
 
 # Rows of the bucket and stage tables shown in text and Markdown (JSON has them all).
 TABLE_ROWS = 20
@@ -246,6 +253,73 @@ def candidate_table(process: ProcessDiff) -> Table:
     )
 
 
+def _speed(pct: float | None, what: str) -> str:
+    """ "the host ran ×1.10 slower", "the GPU ran ×1.02 faster", "at the same speed"."""
+    if pct is None:
+        return f"the {what}'s speed not measured"
+    times = ratio(pct)
+    if round(times, 2) == 1:
+        return f"the {what} ran at the same speed (×1.00)"
+    if times > 1:
+        return f"the {what} ran ×{times:.2f} slower"
+    return f"the {what} ran ×{1 / times:.2f} faster"
+
+
+def drift_line(drift: MachineSplit, *, runs_known: bool) -> str:
+    """One line: the code's part of the step change and the machine's, with both speeds.
+
+    "No code change beyond noise; the host ran ×1.10 slower, the GPU ran at the same speed
+    (×1.00): the machine +0.20 ms/step, the code −0.01 ms/step (…)"."""
+    speeds = (
+        f"{_speed(drift.host.time_change_pct, 'host')}, {_speed(drift.gpu.time_change_pct, 'GPU')}"
+    )
+    code = describe_change(
+        "the code", drift.code, confidence_pct=CONFIDENCE_PCT, no_interval="no noise estimate"
+    )
+    machine = f"the machine {signed_ms(drift.machine_ns)}/step"
+    if drift.code.is_beyond_noise is False:
+        line = f"No code change beyond noise; {speeds}: {machine}, {code}"
+    else:
+        line = f"{code[0].upper()}{code[1:]}; {machine}: {speeds}"
+    if drift.host.stages:
+        stages = ", ".join(drift.host.stages)
+        line += f" (host measured on {stages}; GPU on {drift.gpu.op_names} op names)"
+    if not runs_known:
+        line += (
+            "; run-to-run noise unknown with one capture a side: "
+            f"{CAPTURES_TO_SETTLE} captures a side (--repeats) measure it"
+        )
+    return line
+
+
+def code_runs_line(diff: Diff) -> str | None:
+    """diff --repeats: the runs' step time less each run's machine part, with its noise."""
+    runs = diff.code_runs
+    if runs is None:
+        return None
+    line = describe_change(
+        "The code over the runs (each run's machine part taken out)",
+        runs,
+        confidence_pct=CONFIDENCE_PCT,
+        no_interval="fewer than 3 runs in all, no run-to-run noise estimate",
+        interval_from=" from the run-to-run spread",
+    )
+    if runs.is_beyond_noise is False:
+        line += ": no code change beyond the run-to-run noise"
+    return line
+
+
+def _drift_lines(diff: Diff) -> list[str]:
+    """The code's and the machine's parts, one line per process compared, then the runs'."""
+    lines = [
+        drift_line(p.drift, runs_known=diff.code_runs is not None)
+        for p in diff.processes
+        if p.drift is not None
+    ]
+    runs = code_runs_line(diff)
+    return lines + ([runs] if runs else [])
+
+
 def _tables(process: ProcessDiff) -> list[Table]:
     return [
         wall_table(process),
@@ -266,6 +340,8 @@ def render_diff_markdown(diff: Diff) -> str:
         out += [f"**{escape_markdown(run)}**", ""]
     for process in diff.processes:
         out += [f"**{escape_markdown(process.verdict)}**", ""]
+    for line in _drift_lines(diff):
+        out += [escape_markdown(line), ""]
     for process in diff.processes:
         out += [f"## Process {process.before.pid} → {process.after.pid}", ""]
         out += [
@@ -290,6 +366,8 @@ def render_diff_text(diff: Diff, terminal: Terminal = NOT_A_TERMINAL) -> str:
         console.print(plain(write_run_verdict(diff.run, confidence_pct=diff.confidence_pct)))
     for process in diff.processes:
         console.print(plain(process.verdict))
+    for line in _drift_lines(diff):
+        console.print(plain(line))
     for process in diff.processes:
         console.print()
         console.rule(plain(f"Process {process.before.pid} → {process.after.pid}"))

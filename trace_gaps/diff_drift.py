@@ -1,0 +1,346 @@
+"""The machine's drift between a diff's two sides, told apart from the code's change.
+
+Two captures of unchanged code differ mostly by the machine: six captures in a row of one
+synchronous decode on an H100 ran 1.83 to 2.22 ms/step, the host's launch path taking up to
+×1.9 as long in one as in another (docs/diff.md, "The machine and the code"). So each side's
+speed is measured on what the code change did not touch:
+
+- the **host**: host time per launch (between CUDA calls, and inside calls but syncs, which
+  wait for the GPU) of each stage that launches GPU work and launches as much per step on
+  both sides (within SAME_COUNT_FRACTION), after ÷ before. Stages that launch nothing are
+  not measured (their host time may be a timer, a sleep or a spin) and not scaled;
+- the **GPU**: the mean duration of each op name with as many ops per step on both sides
+  (within SAME_COUNT_FRACTION), after ÷ before.
+
+Each is the change most of its parts agree on (agreed_ratio): the bound of the middle half
+of the parts' ratios (25th to 75th percentile, the lower and the higher value) nearest to 1,
+or none where that middle half holds 1; not measured with fewer than MIN_PARTS parts (one
+stage or one kernel cannot tell the machine from the code). A code change that slows one
+stage of several, or a few kernels, stays the code's; one that slows most of them is taken
+for the machine.
+
+The machine's part of the step change is the before side's replayed steps (what-if replay,
+analysis/replay.py) replayed again at the after side's host and GPU speed, less the plain
+replay; the code's part is the rest. Facts only; the words are in render/diff.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+import pandas as pd
+
+from trace_gaps.analysis.kernels import DURATION_NS, OPS
+from trace_gaps.analysis.metrics import OP_DURATIONS, REPLAY_MODELS
+from trace_gaps.analysis.pipeline import Analysis, AnalysisOptions
+from trace_gaps.analysis.replay import EAGER_LAUNCHES, LAUNCH_GRAPH, SYNC, StepModel, replay
+from trace_gaps.analysis.whatif import ends, models_of, steady_wall
+from trace_gaps.changes import NsInterval, PctInterval, WallChange
+from trace_gaps.model import NAME, PID
+from trace_gaps.records import Report
+
+# With one capture a side the run-to-run noise is unknown; this many a side (diff --repeats)
+# give a t interval over the runs with 4 degrees of freedom (t = 2.78, not 12.7 for 2 + 1).
+CAPTURES_TO_SETTLE = 3
+
+# A speed is measured on at least this many parts (stages, op names) that agree.
+MIN_PARTS = 2
+
+_LAUNCHES = np.array(sorted(EAGER_LAUNCHES | {LAUNCH_GRAPH}), dtype=np.int8)
+# Launches (or ops) per step are "as many" on both sides when they differ by at most this
+# share (an eager speculative decode launched 324.0 and 323.93 per step in two runs).
+SAME_COUNT_FRACTION = 0.01
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessSpeed:
+    """What one process of one side is measured at: per stage, launches and host time per
+    step (its replayed steps); per op name, ops per step and mean duration (its analysed
+    ops). The before side keeps its replay models, to replay at the after side's speed."""
+
+    pid: int
+    launches_per_step: dict[str, float]
+    host_ns_per_step: dict[str, float]
+    ops_per_step: dict[str, float]
+    op_mean_ns: dict[str, float]
+    models: tuple[StepModel, ...] = ()
+    stage_names: tuple[str, ...] = ()
+
+
+SideSpeeds = dict[int, ProcessSpeed]
+
+
+@dataclass(frozen=True, slots=True)
+class HostSpeed:
+    """The host's speed after against before, on the stages that launch as much per step."""
+
+    time_change_pct: float | None  # their host time, after vs before; None: < MIN_PARTS
+    stages: list[str]
+    before_ns_per_step: int
+    after_ns_per_step: int
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSpeed:
+    """The GPU's speed after against before: the median change of the same ops' durations."""
+
+    time_change_pct: float | None  # None: < MIN_PARTS op names as many per step both sides
+    op_names: int  # op names it is measured on
+    before_ns_per_step: int  # those ops' time per step
+    after_ns_per_step: int
+
+
+@dataclass(frozen=True, slots=True)
+class MachineSplit:
+    """The step change split: the machine's part (the before replayed at the after's speeds,
+    less the before replayed) and the code's (the rest, with the step bootstrap's interval
+    moved by the machine's part)."""
+
+    host: HostSpeed
+    gpu: GpuSpeed
+    machine_ns: int
+    code: WallChange
+
+
+def measuring(options: AnalysisOptions) -> AnalysisOptions:
+    """The options a diff's side is analysed with: every analysed op's duration kept (the
+    GPU's speed is measured per op name)."""
+    return replace(options, kernel_summary=True)
+
+
+def compared_steps(report: Report) -> dict[int, list[int]]:
+    """Per process of the kind a diff compares (the first kind), its analysed step ids."""
+    first_kind = report.processes[0].kind if report.processes else ""
+    return {
+        process.pid: [row.step_id for row in process.step_rows if not row.is_warmup]
+        for process in report.processes
+        if process.kind == first_kind
+    }
+
+
+def process_speeds(
+    analysis: Analysis, step_ids: dict[int, list[int]], *, keep_models: bool
+) -> SideSpeeds:
+    """Per pid of step_ids (its analysed steps of the kind compared): its speed figures."""
+    models = analysis.metrics[REPLAY_MODELS]
+    names = tuple(analysis.stage_map.names)
+    durations = analysis.metrics[OP_DURATIONS]
+    speeds: SideSpeeds = {}
+    for pid, ids in step_ids.items():
+        wanted = set(ids)
+        mine = [m for m in models_of(models, pid) if m.step_id in wanted]
+        if not mine or not ids:
+            continue
+        launches, host = _stage_figures(mine, names)
+        ops_per_step, mean_ns = _op_figures(durations, pid, len(ids))
+        speeds[pid] = ProcessSpeed(
+            pid=pid,
+            launches_per_step=launches,
+            host_ns_per_step=host,
+            ops_per_step=ops_per_step,
+            op_mean_ns=mean_ns,
+            models=tuple(mine) if keep_models else (),
+            stage_names=names if keep_models else (),
+        )
+    return speeds
+
+
+def _stage_figures(
+    models: list[StepModel], names: tuple[str, ...]
+) -> tuple[dict[str, float], dict[str, float]]:
+    """Per stage with calls or host time: launches per step, and host time per step (host
+    gaps, and calls but syncs)."""
+    n = len(names)
+    launches, host = np.zeros(n), np.zeros(n)
+    for m in models:
+        gaps = m.item_call < 0
+        host += np.bincount(m.item_stage[gaps], weights=m.item_ns[gaps], minlength=n)[:n]
+        not_sync = m.call_category != SYNC
+        host += np.bincount(m.call_stage[not_sync], weights=m.call_ns[not_sync], minlength=n)[:n]
+        launched = np.isin(m.call_category, _LAUNCHES)
+        launches += np.bincount(m.call_stage[launched], minlength=n)[:n]
+    kept = np.flatnonzero((host > 0) | (launches > 0))
+    return (
+        {names[i]: float(launches[i] / len(models)) for i in kept},
+        {names[i]: float(host[i] / len(models)) for i in kept},
+    )
+
+
+def _op_figures(
+    durations: pd.DataFrame, pid: int, steps: int
+) -> tuple[dict[str, float], dict[str, float]]:
+    """Per op name of the process: ops per analysed step and mean duration."""
+    rows = durations[durations[PID].to_numpy() == pid]
+    if rows.empty:
+        return {}, {}
+    ops = rows[OPS].to_numpy(dtype=np.float64)
+    grouped = (
+        pd.DataFrame(
+            {
+                NAME: rows[NAME].astype(str).to_numpy(),
+                OPS: ops,
+                "total": ops * rows[DURATION_NS].to_numpy(dtype=np.float64),
+            }
+        )
+        .groupby(NAME, sort=True)[[OPS, "total"]]
+        .sum()
+    )
+    return (
+        dict(zip(grouped.index, (grouped[OPS] / steps).tolist(), strict=True)),
+        dict(zip(grouped.index, (grouped["total"] / grouped[OPS]).tolist(), strict=True)),
+    )
+
+
+def _same_count(before: float, after: float) -> bool:
+    return before > 0 and abs(after - before) <= SAME_COUNT_FRACTION * before
+
+
+def agreed_ratio(ratios: list[float]) -> float | None:
+    """The change of time most parts agree on (module docstring): 1 where the middle half
+    of their ratios holds 1, else its bound nearest to 1; None with fewer than MIN_PARTS."""
+    if len(ratios) < MIN_PARTS:
+        return None
+    low = float(np.percentile(ratios, 25, method="lower"))
+    high = float(np.percentile(ratios, 75, method="higher"))
+    return 1.0 if low <= 1 <= high else (low if low > 1 else high)
+
+
+def host_speed(before: ProcessSpeed, after: ProcessSpeed) -> HostSpeed:
+    """Host time of the stages that launch, as many per step on both sides: after vs before,
+    the change most of them agree on."""
+    stages = sorted(
+        stage
+        for stage, launches in before.launches_per_step.items()
+        if launches > 0
+        and before.host_ns_per_step[stage] > 0
+        and _same_count(launches, after.launches_per_step.get(stage, 0.0))
+    )
+    ns_before = [before.host_ns_per_step[s] for s in stages]
+    ns_after = [after.host_ns_per_step[s] for s in stages]
+    # Host time per launch, after ÷ before.
+    agreed = agreed_ratio(
+        [
+            (after.host_ns_per_step[s] / after.launches_per_step[s])
+            / (before.host_ns_per_step[s] / before.launches_per_step[s])
+            for s in stages
+        ]
+    )
+    if agreed is None:
+        return HostSpeed(None, [], 0, 0)
+    return HostSpeed(
+        round(100 * (agreed - 1), 2), stages, round(sum(ns_before)), round(sum(ns_after))
+    )
+
+
+def gpu_speed(before: ProcessSpeed, after: ProcessSpeed) -> GpuSpeed:
+    """The change of the same ops' durations most op names agree on (module docstring)."""
+    names = [
+        name
+        for name, per_step in before.ops_per_step.items()
+        if _same_count(per_step, after.ops_per_step.get(name, 0.0)) and before.op_mean_ns[name] > 0
+    ]
+    agreed = agreed_ratio([after.op_mean_ns[n] / before.op_mean_ns[n] for n in names])
+    if agreed is None:
+        return GpuSpeed(None, 0, 0, 0)
+    per_step = [(before.ops_per_step[n], before.op_mean_ns[n], after.op_mean_ns[n]) for n in names]
+    return GpuSpeed(
+        round(100 * (agreed - 1), 2),
+        len(names),
+        round(sum(k * b for k, b, _ in per_step)),
+        round(sum(k * a for k, _, a in per_step)),
+    )
+
+
+def ratio(pct: float | None) -> float:
+    """The time ratio (after ÷ before) of a time change in percent; 1 where not measured."""
+    return 1.0 if pct is None else 1 + pct / 100
+
+
+def at_speed(
+    model: StepModel, host_ratio: float, gpu_ratio: float, stages: frozenset[int] | None = None
+) -> StepModel:
+    """The step model run by a host `host_ratio` times as slow and a GPU `gpu_ratio` times.
+
+    Host: the host gaps and the calls but syncs of `stages` (codes; None: every stage), and
+    the step's launch latency and graph launch-to-first-node time (host-paced: with
+    --cuda-graph-trace=node the first node starts as the cudaGraphLaunch call returns;
+    without them, unchanged captures differed by up to 6 % after the correction). GPU: every
+    op's duration."""
+    staged_items = np.ones(len(model.item_ns), dtype=bool)
+    staged_calls = np.ones(len(model.call_ns), dtype=bool)
+    if stages is not None:
+        codes = np.fromiter(stages, dtype=np.int64)
+        staged_items = np.isin(model.item_stage, codes)
+        staged_calls = np.isin(model.call_stage, codes)
+    items = (model.item_call < 0) & staged_items
+    calls = (model.call_category != SYNC) & staged_calls
+    return replace(
+        model,
+        item_ns=np.where(items, np.round(model.item_ns * host_ratio), model.item_ns).astype(
+            np.int64
+        ),
+        call_ns=np.where(calls, np.round(model.call_ns * host_ratio), model.call_ns).astype(
+            np.int64
+        ),
+        launch_ns=int(round(model.launch_ns * host_ratio)),
+        graph_first_ns=int(round(model.graph_first_ns * host_ratio)),
+        op_ns=np.round(model.op_ns * gpu_ratio).astype(np.int64),
+    )
+
+
+def machine_change_ns(before: ProcessSpeed, host: HostSpeed, gpu: GpuSpeed) -> int:
+    """The step change the machine explains: the before's replayed steps at the after's
+    host speed (on the stages it was measured on) and GPU speed, less their plain replay
+    (a run-ahead step no shorter than its GPU work: whatif.steady_wall)."""
+    if not before.models or (host.time_change_pct is None and gpu.time_change_pct is None):
+        return 0
+    codes = frozenset(before.stage_names.index(s) for s in host.stages)
+    changes = []
+    for model in before.models:
+        plain = replay(model)
+        scaled = replay(
+            at_speed(model, ratio(host.time_change_pct), ratio(gpu.time_change_pct), codes)
+        )
+        changes.append(steady_wall(ends(plain), scaled) - plain.wall_ns)
+    return int(round(float(np.mean(changes))))
+
+
+def split_change(
+    before: ProcessSpeed,
+    after: ProcessSpeed,
+    wall: WallChange,
+    before_mean_ns: float,
+    threshold_ns: float,
+) -> MachineSplit:
+    """The step change `wall` split into the machine's part and the code's; the code's is
+    beyond noise when its interval (the step bootstrap's, moved) excludes 0 and it is at
+    least threshold_ns."""
+    host, gpu = host_speed(before, after), gpu_speed(before, after)
+    machine = machine_change_ns(before, host, gpu)
+    return MachineSplit(
+        host, gpu, machine, code_change(wall, machine, before_mean_ns, threshold_ns)
+    )
+
+
+def code_change(
+    wall: WallChange, machine_ns: int, before_mean_ns: float, threshold_ns: float
+) -> WallChange:
+    """The step change less the machine's part, its interval moved by as much."""
+    change = wall.change_ns - machine_ns
+
+    def pct(ns: int) -> float:
+        return round(100 * ns / before_mean_ns, 2)
+
+    ci = (
+        NsInterval(wall.ci_ns.low_ns - machine_ns, wall.ci_ns.high_ns - machine_ns)
+        if wall.ci_ns is not None
+        else None
+    )
+    return WallChange(
+        change_ns=change,
+        change_pct=pct(change) if before_mean_ns else None,
+        ci_ns=ci,
+        ci_pct=PctInterval(pct(ci.low_ns), pct(ci.high_ns)) if ci and before_mean_ns else None,
+        is_beyond_noise=bool(ci.excludes_zero and abs(change) >= threshold_ns) if ci else None,
+    )
