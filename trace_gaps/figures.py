@@ -90,6 +90,7 @@ class StageInputs:
     long_gaps: int  # over the analysed steps
     long_gap_idle_ns: int
     step_values: Mapping[str, Sequence[int]]  # every StepValue: one per step that has one
+    gpu_metrics: StageGpuInputs | None = None  # None: the export has no GPU metrics
 
     def total(self, *totals: Total) -> int:
         """The sum of the given totals (KeyError for one the frame lacks)."""
@@ -102,6 +103,22 @@ class StageInputs:
     def ns_per_step(self, *totals: Total) -> int:
         """The totals' sum (ns) per analysed step, whole ns."""
         return int(round(self.per_step(*totals)))
+
+
+@dataclass(frozen=True, slots=True)
+class StageGpuInputs:
+    """One stage's GPU metric integrals over its busy time in the analysed steps
+    (analysis/gpu_metrics.py: sampled_ns and each metric's ns at 100 %, the clock's MHz x ns),
+    and the GPU's peak DRAM bandwidth and sampling period."""
+
+    integrals: Mapping[str, int]
+    peak_bytes_per_s: int
+    period_ns: int
+
+    def share(self, name: str) -> float:
+        """The metric's mean share of 100 % over the sampled busy time (0 when none)."""
+        sampled = self.integrals["sampled_ns"]
+        return self.integrals[name] / sampled if sampled else 0.0
 
 
 def per_step(total: float, steps: int) -> float:
@@ -336,6 +353,150 @@ class StageSummary:
         lambda s: mean_over_steps(s.step_values[StepValue.HOST_GAP_P90_NS]),
         reduced="mean over the analysed steps that have it",
     )
+    gpu_metrics: StageGpuMetrics | None = figure(
+        "object (left out when the export has no GPU metrics)",
+        "the GPU's own metrics over the stage's GPU busy time, and its speed of light "
+        "(StageGpuMetrics, below; docs/definitions.md)",
+        lambda s: summarise_gpu_metrics(s),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class GpuFigure:
+    """One GPU metric figure of a stage: unit, doc, and its column in the GPU metrics table."""
+
+    name: str
+    unit: str
+    doc: str
+    header: str
+    cell: Callable[[Any], str]
+
+
+def _gpu(unit: str, doc: str, header: str, cell: Callable[[Any], str]) -> Any:
+    return field(metadata={_FIGURE: GpuFigure("", unit, doc, header, cell)})
+
+
+def _pct(value: float) -> str:
+    return f"{value:.1f}"
+
+
+def _mb(value: int) -> str:
+    return f"{value / 1e6:.1f}"
+
+
+@dataclass(frozen=True, slots=True)
+class StageGpuMetrics:
+    """A stage's GPU metrics over its busy time (each sample's rate while some op ran, shared
+    among the stages by their busy time in it), per analysed step, and its speed of light."""
+
+    samples_per_step: float = _gpu(
+        "samples/step",
+        "sampling periods of the stage's busy time per step: under MIN_SAMPLES_PER_STEP the "
+        "rates are rough",
+        "samples",
+        lambda n: f"{n:g}",
+    )
+    dram_read_pct: float = _gpu("% of peak", "DRAM read bandwidth while busy", "DRAM read %", _pct)
+    dram_write_pct: float = _gpu("% of peak", "DRAM write bandwidth while busy", "write %", _pct)
+    dram_read_bytes_per_step: int = _gpu(
+        "bytes/step", "bytes read from DRAM: read % x peak x busy time", "read MB", _mb
+    )
+    dram_write_bytes_per_step: int = _gpu("bytes/step", "bytes written to DRAM", "write MB", _mb)
+    sm_active_pct: float = _gpu("%", "SMs with a warp resident", "SM active %", _pct)
+    sm_issue_pct: float = _gpu("%", "SM sub-partition cycles issuing", "SM issue %", _pct)
+    tensor_active_pct: float = _gpu("%", "cycles the tensor pipes ran", "tensor %", _pct)
+    gpc_clock_mhz: int = _gpu("MHz", "mean GPC clock over the busy time", "clock MHz", str)
+    memory_sol_ns_per_step: int = _gpu(
+        "ns/step", "what its DRAM bytes (read and written) need at peak bandwidth", "", format_ms
+    )
+    tensor_sol_ns_per_step: int = _gpu(
+        "ns/step",
+        "its tensor-active time: what its tensor work needs at full tensor use",
+        "",
+        format_ms,
+    )
+    sol_ns_per_step: int = _gpu(
+        "ns/step",
+        "speed of light: the larger of the two (the GPU busy time it cannot go below)",
+        "SoL ms",
+        format_ms,
+    )
+    sol_fraction: float | None = _gpu(
+        "fraction",
+        "speed of light over busy time: 1 at the limit (null: no busy time)",
+        "busy/SoL",
+        lambda r: "" if not r else f"{1 / r:.1f}x",
+    )
+
+
+# Fewer sampling periods per step than this: a stage's rates are rough (said by the verdict).
+MIN_SAMPLES_PER_STEP = 4
+
+
+def summarise_gpu_metrics(stage: StageInputs) -> StageGpuMetrics | None:
+    """A stage's GPU metric figures (None without GPU metrics)."""
+    gpu = stage.gpu_metrics
+    if gpu is None:
+        return None
+    busy = stage.busy_ns_per_step
+    read, write = gpu.share("dram_read_ns"), gpu.share("dram_write_ns")
+    tensor = gpu.share("tensor_active_ns")
+    memory_ns = int(round((read + write) * busy))
+    tensor_ns = int(round(tensor * busy))
+    sol = max(memory_ns, tensor_ns)
+    return StageGpuMetrics(
+        samples_per_step=per_step(gpu.integrals["sampled_ns"] / gpu.period_ns, stage.steps),
+        dram_read_pct=round(100 * read, 1),
+        dram_write_pct=round(100 * write, 1),
+        dram_read_bytes_per_step=int(round(read * gpu.peak_bytes_per_s * busy / 1e9)),
+        dram_write_bytes_per_step=int(round(write * gpu.peak_bytes_per_s * busy / 1e9)),
+        sm_active_pct=round(100 * gpu.share("sm_active_ns"), 1),
+        sm_issue_pct=round(100 * gpu.share("sm_issue_ns"), 1),
+        tensor_active_pct=round(100 * tensor, 1),
+        gpc_clock_mhz=int(round(gpu.share("gpc_clock_mhz_ns"))),
+        memory_sol_ns_per_step=memory_ns,
+        tensor_sol_ns_per_step=tensor_ns,
+        sol_ns_per_step=sol,
+        sol_fraction=round(sol / busy, 3) if busy else None,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class SpeedOfLight:
+    """How far the step's GPU work is from the GPU's limits: every stage's speed of light
+    (StageGpuMetrics.sol_ns_per_step) added up, beside the measured step and GPU busy time."""
+
+    step_ns: int  # the measured step, mean over the analysed steps
+    busy_ns_per_step: int  # GPU busy, every stage's (the ledger)
+    sol_ns_per_step: int  # the stages' speed of light, summed
+    memory_sol_ns_per_step: int  # of which their DRAM bytes at peak bandwidth
+    dram_bytes_per_step: int  # read and written, every stage's
+
+
+def speed_of_light(
+    stages: Sequence[StageSummary], step_ns: int, busy_ns_per_step: int
+) -> SpeedOfLight | None:
+    """The step's speed of light from its stages' (None without GPU metrics)."""
+    measured = [stage.gpu_metrics for stage in stages if stage.gpu_metrics is not None]
+    if not measured:
+        return None
+    return SpeedOfLight(
+        step_ns=step_ns,
+        busy_ns_per_step=busy_ns_per_step,
+        sol_ns_per_step=sum(m.sol_ns_per_step for m in measured),
+        memory_sol_ns_per_step=sum(m.memory_sol_ns_per_step for m in measured),
+        dram_bytes_per_step=sum(
+            m.dram_read_bytes_per_step + m.dram_write_bytes_per_step for m in measured
+        ),
+    )
+
+
+def gpu_figures() -> list[GpuFigure]:
+    """The GPU metric figures of a stage, in their order, each with its name."""
+    return [
+        dataclasses.replace(f.metadata[_FIGURE], name=f.name)
+        for f in dataclasses.fields(StageGpuMetrics)
+    ]
 
 
 def _declared(cls: type) -> dict[str, Figure]:
@@ -368,4 +529,10 @@ def figures_doc() -> str:
         key = f'"{f.name}"'
         lines.append(f"{key:<{width}}{f.unit}{reduced}")
         lines.append(f"{'':<{width}}{f.doc}")
+    lines.append("")
+    lines.append('"gpu_metrics" (StageGpuMetrics):')
+    for g in gpu_figures():
+        key = f'  "{g.name}"'
+        lines.append(f"{key:<{width}}{g.unit}")
+        lines.append(f"{'':<{width}}{g.doc}")
     return "\n".join([*lines, "```"]) + "\n"

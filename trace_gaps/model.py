@@ -257,6 +257,42 @@ class RowSources:
     # Spans of the tables read by the window workers themselves (nsys/spans.py); None: the
     # rows come only from ops and calls (in memory, or an export read whole).
     spans: SpanSource | None = None
+    # The GPU's metric samples (--gpu-metrics-devices), read a window at a time where the
+    # window is analysed (it pickles): nsys/gpu_metrics.py. None: the export has none.
+    gpu_metrics: GpuMetricSource | None = None
+
+
+class GpuMetric(StrEnum):
+    """The GPU metrics the speed of light reads (nsys/gpu_metrics.py names each)."""
+
+    DRAM_READ = "dram_read"  # % of peak DRAM bandwidth
+    DRAM_WRITE = "dram_write"
+    SM_ACTIVE = "sm_active"  # % of SMs with a warp resident
+    SM_ISSUE = "sm_issue"  # % of SM sub-partition cycles issuing an instruction
+    TENSOR_ACTIVE = "tensor_active"  # % of cycles the tensor pipes are busy
+    GPC_CLOCK = "gpc_clock"  # Hz (nsys names it [MHz] but writes Hz)
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSamples:
+    """GPU metric samples in time order: sample i is the mean over [time_ns[i], ends_ns[i])
+    (measured: tests/test_gpu_metrics.py); values per GpuMetric, NaN where not sampled."""
+
+    time_ns: np.ndarray  # int64
+    ends_ns: np.ndarray  # int64: the next sample's time, the last one's plus the period
+    values: dict[GpuMetric, np.ndarray]  # float64, one per sample
+
+
+class GpuMetricSource(Protocol):
+    """An export's GPU metric samples, one GPU's, read by time range."""
+
+    @property
+    def peak_bytes_per_s(self) -> int: ...  # TARGET_INFO_GPU.memoryBandwidth
+
+    @property
+    def period_ns(self) -> int: ...  # the sampling period (median spacing)
+
+    def samples(self, lo: int, hi: int) -> GpuSamples: ...  # those overlapping [lo, hi)
 
 
 class SpanSource(Protocol):

@@ -13,12 +13,13 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from trace_gaps import __version__
+from trace_gaps.figures import SpeedOfLight as SpeedOfLight
 from trace_gaps.figures import StageSummary as StageSummary
 
 SCHEMA_VERSION = 3  # 2: keys renamed to one rule (docs/json.md, "Naming"); 3: notes as records
 # Fields (`X | None`, by name) that an option asks for: left out of the JSON where None, not
 # null, so that a report without the option is unchanged; optional in the Schema.
-OMITTED_WHEN_NONE = frozenset({"kernels"})
+OMITTED_WHEN_NONE = frozenset({"kernels", "gpu_metrics", "speed_of_light"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,6 +231,8 @@ class ProcessReport:
     what_if: Prediction | None = None  # analyze --what-if: the levers' predicted step
     export_file: str = ""  # the export it comes from, when the report has several; else ""
     kernels: KernelSummary | None = None  # analyze --kernels; left out of the JSON when None
+    # GPU metrics captured: the step's speed of light; left out of the JSON when None
+    speed_of_light: SpeedOfLight | None = None
 
 
 @dataclass(frozen=True, slots=True)

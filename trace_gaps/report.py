@@ -42,6 +42,7 @@ from trace_gaps.analysis.whatif import (
     predict,
     priced_subset,
 )
+from trace_gaps.figures import speed_of_light
 from trace_gaps.model import GLOBAL_TID, PID, GraphTraceMode, Trace
 from trace_gaps.notes import write_note
 from trace_gaps.parallel import forked_map
@@ -265,6 +266,7 @@ def _process_report(
         kernels=kernel_summary(analysis.metrics[OP_DURATIONS], pid, names, steps.steps_analysed)
         if analysis.options.kernel_summary
         else None,
+        speed_of_light=speed_of_light(stages, steps.wall.mean_ns, busy_ns_per_step(frames)),
     )
 
 

@@ -101,6 +101,14 @@ def build_ledger(
     )
 
 
+def busy_intervals(ops: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(starts, ends, stage codes) of these ops' busy time as the ledger charges it: disjoint,
+    in time order, each owned by the op started first, collective waits left out (for one
+    process's ops: the ledger's busy buckets are their sums within the steps)."""
+    working, _ = _split_waits(ops)
+    return _owned_intervals(working)
+
+
 def _owned_intervals(ops: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Disjoint intervals whose union is the busy time, each owned by the op started first.
 

@@ -36,6 +36,7 @@ from trace_gaps.analysis.collectives import (
     PEER_PID,
     peer_idle_during_waits,
 )
+from trace_gaps.analysis.gpu_metrics import measure_gpu_metrics, merge_gpu_metrics
 from trace_gaps.analysis.grouped import summed_by
 from trace_gaps.analysis.host import BLOCKED_COLUMNS, OsCallIndex, find_blocked_host_time
 from trace_gaps.analysis.kernels import merge_op_durations, op_durations
@@ -70,6 +71,7 @@ from trace_gaps.model import (
     PID,
     START_NS,
     CallCategory,
+    GpuMetricSource,
     GraphTraceMode,
 )
 
@@ -95,6 +97,7 @@ class WindowInputs:
     replay_step_ids: frozenset[int] = frozenset()  # the steps what-if replays (replay.py)
     graph_mode: GraphTraceMode = GraphTraceMode.UNKNOWN  # the export's --cuda-graph-trace
     kernel_durations: bool = False  # compute OP_DURATIONS (analyze --kernels)
+    gpu_metrics: GpuMetricSource | None = None  # the GPU's metric samples, if captured
 
 
 @dataclass(frozen=True, slots=True)
@@ -490,5 +493,12 @@ STEP_DETAILS = declare("step_details", _step_details, _union)
 FINDING_STEPS = declare("finding_steps", _finding_steps, _largest)
 # the replay models of the steps what-if replays (replay.py, whatif.py)
 REPLAY_MODELS = declare("replay_models", _replay_models, _union_models)
+
+# per (pid, stage): GPU metric samples integrated over its busy time (analysed steps)
+GPU_METRICS = declare(
+    "gpu_metrics",
+    lambda frames: measure_gpu_metrics(frames.projected, frames.steps, frames.inputs.gpu_metrics),
+    merge_gpu_metrics,
+)
 
 METRICS: tuple[Metric[Any, Any], ...] = tuple(_DECLARED)

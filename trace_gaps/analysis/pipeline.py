@@ -255,6 +255,7 @@ def analyse_rows(
         replay_step_ids=replay_steps(steps),
         graph_mode=trace.info.graph_trace_mode,
         kernel_durations=options.kernel_summary,
+        gpu_metrics=sources.gpu_metrics,
     )
     # Each call staged once, as read; a borrowed thread's as the step thread's.
     staging = functools.partial(_staged, borrowed=borrowed, stage_map=stage_map)

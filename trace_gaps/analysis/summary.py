@@ -17,6 +17,7 @@ from trace_gaps.analysis.candidates import (
     round_per_step,
 )
 from trace_gaps.analysis.findings import Finding, Judgement, StageFacts, judge
+from trace_gaps.analysis.gpu_metrics import gpu_inputs_of, stage_gpu_inputs
 from trace_gaps.analysis.graphs import describe_captures, find_captures
 from trace_gaps.analysis.ledger import BUCKET, CAUSE, DURATION_NS
 from trace_gaps.analysis.long_gaps import (
@@ -33,6 +34,7 @@ from trace_gaps.analysis.long_gaps import (
 from trace_gaps.analysis.metrics import (
     API_CALL_TOTALS,
     BLOCKED_HOST,
+    GPU_METRICS,
     GRAPH_SETUP_CALLS,
     HOST_GAPS,
     LAUNCH_SPACING,
@@ -49,6 +51,7 @@ from trace_gaps.analysis.stages import STAGE
 from trace_gaps.analysis.steps import IS_WARMUP, SKIP_REASON, STEP_ID, STEP_INDEX, StepSelection
 from trace_gaps.analysis.whatif import choose_lever
 from trace_gaps.figures import (
+    StageGpuInputs,
     StageInputs,
     StageSummary,
     StepValue,
@@ -104,6 +107,7 @@ class ProcessFrames:
     thresholds: pd.DataFrame  # spacing_thresholds rows indexed by stage name
     long_gaps: pd.DataFrame  # select_long_gaps rows of analysed steps, with a "stage" name
     step_values: pd.DataFrame  # stage_step_values rows indexed by stage name
+    gpu_metrics: dict[str, StageGpuInputs] | None = None  # per stage name; None: not captured
 
     @property
     def n(self) -> int:
@@ -228,6 +232,7 @@ def process_frames(analysis: Analysis, pid: int) -> ProcessFrames:
         gaps=gaps,
         blocked=blocked_totals,
         step_values=named(of_process(STAGE_STEP_VALUES)).set_index("stage"),
+        gpu_metrics=stage_gpu_inputs(metrics[GPU_METRICS], pid, names),
     )
 
 
@@ -477,6 +482,7 @@ def _stage_summary(
             long_gaps=int(long_by_stage["count"].get(stage, 0)) if len(long_by_stage) else 0,
             long_gap_idle_ns=int(long_by_stage["idle"].get(stage, 0)) if len(long_by_stage) else 0,
             step_values={value: tuple(rows[value].tolist()) for value in StepValue},
+            gpu_metrics=gpu_inputs_of(frames.gpu_metrics, stage),
         )
     )
 

@@ -392,3 +392,21 @@ def calls_per_thread() -> str:
         "SELECT globalTid AS global_tid, COUNT(*) AS calls FROM CUPTI_ACTIVITY_KIND_RUNTIME "
         'WHERE NOT (start = 0 AND "end" = 0) GROUP BY globalTid'
     )
+
+
+# GPU metrics (`nsys profile --gpu-metrics-devices=...`): nsys/gpu_metrics.py.
+GPU_METRICS_TABLE = "GPU_METRICS"
+GPU_METRIC_NAMES_TABLE = "TARGET_INFO_GPU_METRICS"
+GPU_METRIC_NAMES = """
+SELECT DISTINCT typeId AS type_id, metricId AS metric_id, metricName AS metric_name
+FROM TARGET_INFO_GPU_METRICS
+"""
+GPU_PEAK_BANDWIDTH = "SELECT id, memoryBandwidth FROM TARGET_INFO_GPU ORDER BY id"
+GPU_METRIC_ROWIDS = "SELECT MIN(rowid), MAX(rowid) FROM GPU_METRICS"
+# The timestamp of the first sample row at or after a rowid (one b-tree descent).
+GPU_METRIC_TIME_AT_ROWID = "SELECT timestamp FROM GPU_METRICS WHERE rowid >= ? ORDER BY rowid LIMIT 1"
+GPU_METRIC_TIMES = "SELECT timestamp FROM GPU_METRICS WHERE rowid >= ? AND rowid < ?"
+GPU_METRIC_SAMPLES = """
+SELECT timestamp AS time_ns, metricId AS metric_id, value AS value
+FROM GPU_METRICS
+"""

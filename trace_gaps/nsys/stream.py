@@ -45,6 +45,7 @@ from trace_gaps.nsys.export import (
     open_export,
     reading_export,
 )
+from trace_gaps.nsys.gpu_metrics import GpuMetricTable, open_gpu_metrics
 from trace_gaps.nsys.head import (
     capture_duration,
     capture_stop,
@@ -174,6 +175,7 @@ def _export_stream(
         ),
         os_calls_near=os_calls,
         spans=spans,
+        gpu_metrics=_gpu_metrics(connection, path, tables),
     )
     return ExportStream(
         head=head,
@@ -182,6 +184,13 @@ def _export_stream(
         calls_per_thread=lambda: _calls_per_thread(connection, path, tables),
         os_calls=lambda: _read_whole(connection, path, tables),
     )
+
+
+def _gpu_metrics(
+    connection: sqlite3.Connection, path: Path, tables: tuple[str, ...]
+) -> GpuMetricTable | None:
+    with reading_export(path):
+        return open_gpu_metrics(connection, path, tables)
 
 
 def _read_whole(

@@ -11,6 +11,7 @@ from trace_gaps.render.tables import (
     describe_export,
     describe_steps,
     evidence_lines,
+    gpu_metrics_table,
     graph_lines,
     kinds_table,
     ledger_table,
@@ -80,6 +81,7 @@ def render_markdown(report: Report, *, export_argument: str | None = None) -> st
         )
         out += render_table(ledger_table(process))
         out += render_table(stage_table(process))
+        out += render_table(gpu_metrics_table(process))
         out += render_table(long_gap_table(process))
         out += render_table(kernel_table(process))
         graphs = graph_lines(process)

@@ -10,7 +10,7 @@ from trace_gaps.analysis.step_range import OUTSIDE
 from trace_gaps.analysis.whatif import IGNORED, not_applicable_words
 from trace_gaps.figures import LEFT as LEFT
 from trace_gaps.figures import RIGHT as RIGHT
-from trace_gaps.figures import stage_columns
+from trace_gaps.figures import gpu_figures, stage_columns
 from trace_gaps.model import CAUSE_ORDER, Bucket
 from trace_gaps.records import ExportSummary, ProcessReport, Report
 from trace_gaps.units import format_count, format_duration, format_durations, format_ms
@@ -68,7 +68,46 @@ def describe_steps(process: ProcessReport) -> list[str]:
         f"Step: {name} — {steps.steps_analysed} analysed{skipped}; {steps.reason.rstrip('.')}.",
         f"Step wall time: mean {format_duration(wall.mean_ns)}, p50 {format_duration(wall.p50_ns)}, "
         f"p90 {format_duration(wall.p90_ns)}, max {format_duration(wall.max_ns)}.",
+        *speed_of_light_lines(process),
     ]
+
+
+def speed_of_light_lines(process: ProcessReport) -> list[str]:
+    """The step's speed of light beside the measured step and GPU busy (GPU metrics only)."""
+    sol = process.speed_of_light
+    if sol is None:
+        return []
+    return [
+        f"Speed of light: {format_duration(sol.sol_ns_per_step)}/step of GPU work at the GPU's "
+        f"limits ({sol.dram_bytes_per_step / 1e6:.0f} MB/step of DRAM traffic: "
+        f"{format_duration(sol.memory_sol_ns_per_step)} at peak bandwidth), against "
+        f"{format_duration(sol.busy_ns_per_step)} GPU busy and a "
+        f"{format_duration(sol.step_ns)} step (GPU metrics, per stage below)."
+    ]
+
+
+def gpu_metrics_table(process: ProcessReport) -> Table:
+    """The GPU's own metrics per stage over its busy time (figures.StageGpuMetrics, declared
+    once); no rows where the export has none."""
+    figures = [f for f in gpu_figures() if f.header]
+    stages = [s for s in process.stages if s.gpu_metrics is not None]
+    stages.sort(key=lambda s: -s.busy_ns_per_step)
+    return Table(
+        title=(
+            "GPU metrics per stage, over its GPU busy time (% of peak or of the SMs' cycles; "
+            "SoL: speed of light, its bytes at peak bandwidth or its tensor work at full use)"
+        ),
+        columns=["stage", "busy ms", *(f.header for f in figures)],
+        align=[LEFT, *[RIGHT] * (len(figures) + 1)],
+        rows=[
+            [
+                stage.name,
+                format_ms(stage.busy_ns_per_step),
+                *(f.cell(getattr(stage.gpu_metrics, f.name)) for f in figures),
+            ]
+            for stage in stages
+        ],
+    )
 
 
 def process_title(process: ProcessReport) -> str:

@@ -19,6 +19,7 @@ from trace_gaps.render.tables import (
     describe_export,
     describe_steps,
     evidence_lines,
+    gpu_metrics_table,
     graph_lines,
     kinds_table,
     ledger_table,
@@ -62,6 +63,7 @@ def render_text(
             candidate_table(process),
             ledger_table(process),
             stage_table(process),
+            gpu_metrics_table(process),
             long_gap_table(process),
             kernel_table(process),
         )
