@@ -21,6 +21,7 @@ from trace_gaps.analysis.findings import (
     short_gap_split,
 )
 from trace_gaps.analysis.whatif import lever_words
+from trace_gaps.figures import MIN_SAMPLES_PER_STEP, StageGpuMetrics
 from trace_gaps.model import (
     DISPATCH_FACTOR,
     CallCategory,
@@ -87,9 +88,14 @@ def write_verdict(
             f"; top op {top.name} {format_duration(top.running_ns_per_step)}/step" if top else ""
         )
         how = _EXECUTION_WORDS.get(ExecutionMode(facts.stage.execution), "")
+        metrics = facts.stage.gpu_metrics
+        if metrics is not None and judgement.case != Case.PLAIN:
+            return _bound_verdict(
+                f"{stage}: GPU busy {amount}/step{how}{kernel}", judgement, metrics
+            )
         return (
             f"{stage}: GPU busy {amount}/step{how}{kernel} — GPU-bound here: only faster or "
-            "fewer kernels shrink it",
+            f"fewer kernels shrink it; {CAPTURE_METRICS_HINT}",
             "the GPU runs its kernels back to back: only faster or fewer kernels help",
         )
     head = f"{stage}: GPU idle {amount}/step"
@@ -101,6 +107,49 @@ def write_verdict(
     graph = "" if judgement.kind == VerdictKind.LAUNCH_BOUND else _unreplayed_capture_words(facts)
     extra = (_long_gap_words(long_idle, evidence), graph, _unexpected_words(facts))
     return "; ".join([text, *(words for words in extra if words)]), why
+
+
+# A busy verdict's one line where the export has no GPU metrics (the flags that capture them).
+CAPTURE_METRICS_HINT = (
+    "memory-, compute- or latency-bound? capture with nsys profile --gpu-metrics-devices=all "
+    "--gpu-metrics-frequency=20000"
+)
+
+
+def _bound_verdict(head: str, judgement: Judgement, m: StageGpuMetrics) -> tuple[str, str]:
+    """A busy verdict that says which limit the stage is near, with the numbers that say so."""
+    dram = (
+        f"DRAM {m.dram_read_pct:g} % read + {m.dram_write_pct:g} % write of peak "
+        f"({(m.dram_read_bytes_per_step + m.dram_write_bytes_per_step) / 1e6:.0f} MB/step)"
+    )
+    compute = f"SM issue {m.sm_issue_pct:g} %, tensor {m.tensor_active_pct:g} %"
+    sol = f"speed of light {format_duration(m.sol_ns_per_step)}/step"
+    if m.sol_fraction:
+        sol += f", {1 / m.sol_fraction:.1f}x below busy"
+    rough = (
+        f" (only {m.samples_per_step:g} metric samples/step: rough)"
+        if m.samples_per_step < MIN_SAMPLES_PER_STEP
+        else ""
+    )
+    if judgement.case == Case.MEMORY_BOUND:
+        text = (
+            f"{head} — memory-bound: {dram}, {sol}; only fewer bytes help: quantised "
+            "weights or KV cache, a bigger batch per weight read"
+        )
+        why = "its DRAM traffic runs near peak bandwidth: only fewer bytes help"
+    elif judgement.case == Case.COMPUTE_BOUND:
+        text = (
+            f"{head} — compute-bound: {compute}, {dram}; only fewer or cheaper operations "
+            "help (lower precision, less work)"
+        )
+        why = "its tensor pipes or issue slots run near peak: only less compute helps"
+    else:
+        text = (
+            f"{head} — latency-bound: {dram}, {compute}, {sol}: small kernels, too few "
+            "blocks or gaps between kernels keep it below both limits: fuse, batch"
+        )
+        why = "it runs far below both bandwidth and compute limits: fuse or batch its kernels"
+    return text + rough, why
 
 
 _EXECUTION_WORDS = {

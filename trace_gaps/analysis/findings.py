@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 from enum import StrEnum
 
-from trace_gaps.figures import StageSummary
+from trace_gaps.figures import StageGpuMetrics, StageSummary
 from trace_gaps.model import Bucket, IdleCause, OpKind, VerdictKind
 from trace_gaps.records import CallShare, Candidate, Evidence
 
@@ -32,6 +32,10 @@ class Case(StrEnum):
     BLOCKED = "blocked"  # long host gaps mostly inside OS calls
     CONCENTRATED = "concentrated"  # host-bound: an eager stage's host code in a few gaps
     GRAPH_DISPATCH = "graph_dispatch"  # api: graph updates and graph launches (JAX/XLA)
+    # GPU-bound, by the GPU's own metrics (captures with --gpu-metrics-devices)
+    MEMORY_BOUND = "memory_bound"  # DRAM bandwidth near peak
+    COMPUTE_BOUND = "compute_bound"  # tensor pipes or instruction issue near peak
+    LATENCY_BOUND = "latency_bound"  # neither: small kernels, too few blocks, gaps
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +73,7 @@ class Finding:
 def judge(bucket: str, ns_per_step: int, evidence: Evidence, facts: StageFacts) -> Judgement:
     """The kind of a busy or idle candidate (waits and unsplit collectives: summary.py)."""
     if bucket == Bucket.BUSY.value:
-        return Judgement(VerdictKind.GPU_BOUND, ns_per_step)
+        return Judgement(VerdictKind.GPU_BOUND, ns_per_step, bound_case(facts.stage.gpu_metrics))
     split = evidence.idle_by_cause_ns_per_step
     long_idle = min(evidence.long_gap_idle_ns_per_step, split[IdleCause.HOST.value])
     if evidence.long_host_gaps and 2 * long_idle >= ns_per_step:
@@ -87,6 +91,26 @@ def judge(bucket: str, ns_per_step: int, evidence: Evidence, facts: StageFacts) 
     dominant = max(short, key=lambda cause: short[cause])
     kind, lever, case = _idle_kind(dominant, short, evidence, facts)
     return Judgement(kind, lever, case, long_idle)
+
+
+# A stage runs near a limit from this share of it on (DRAM read + write of peak bandwidth;
+# tensor active or SM issue): well-tuned kernels reach 70-90 % of either on Hopper.
+NEAR_PEAK_PCT = 60.0
+
+
+def bound_case(metrics: StageGpuMetrics | None) -> Case:
+    """Which limit a busy stage is near, by the GPU's own metrics (PLAIN without them):
+    memory when its DRAM share is near peak and above its compute share, compute when the
+    tensor pipes or the issue slots are, else latency."""
+    if metrics is None:
+        return Case.PLAIN
+    memory = metrics.dram_read_pct + metrics.dram_write_pct
+    compute = max(metrics.tensor_active_pct, metrics.sm_issue_pct)
+    if memory >= NEAR_PEAK_PCT and memory >= compute:
+        return Case.MEMORY_BOUND
+    if compute >= NEAR_PEAK_PCT:
+        return Case.COMPUTE_BOUND
+    return Case.LATENCY_BOUND
 
 
 def short_gap_split(split: dict[str, int], long_idle_ns: int) -> dict[str, int]:
