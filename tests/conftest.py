@@ -139,6 +139,30 @@ def _corpus_trace_paths() -> tuple[Path, ...]:
     return tuple(paths)
 
 
+def drift_trace_paths() -> dict[str, Path]:
+    """The diff's drift captures (sample_traces/drift/*.sqlite.xz: one synchronous decode
+    captured unchanged six times, with a CPU stage added and with a wider MLP three times
+    each), by name, decompressed once into a cache folder as the corpus is."""
+    return {path.stem: path for path in _drift_trace_paths()}
+
+
+@cache
+def _drift_trace_paths() -> tuple[Path, ...]:
+    archives = sorted((SAMPLE_TRACES / "drift").glob("*.sqlite.xz"))
+    digest = hashlib.sha256(b"".join(a.read_bytes() for a in archives)).hexdigest()[:16]
+    folder = Path(tempfile.gettempdir()) / f"trace-gaps-drift-{digest}"
+    folder.mkdir(exist_ok=True)
+    paths = []
+    for archive in archives:
+        path = folder / archive.name.removesuffix(".xz")
+        if not path.exists():
+            partial = path.with_suffix(f".{os.getpid()}.part")
+            partial.write_bytes(lzma.decompress(archive.read_bytes()))
+            partial.replace(path)
+        paths.append(path)
+    return tuple(paths)
+
+
 DEFAULT_OPTIONS = AnalysisOptions()
 
 

@@ -12,10 +12,11 @@ speed is measured on what the code change did not touch:
 - the **GPU**: the mean duration of each op name with as many ops per step on both sides
   (within SAME_COUNT_FRACTION), after ÷ before.
 
-Each is the change most of its parts agree on (agreed_ratio): the bound of the middle half
-of the parts' ratios (25th to 75th percentile, the lower and the higher value) nearest to 1,
-or none where that middle half holds 1; not measured with fewer than MIN_PARTS parts (one
-stage or one kernel cannot tell the machine from the code). A code change that slows one
+Each is the parts' time together, after ÷ before (weighted by the before's time), held to
+what most parts agree on (agreed_ratio): within the middle half of the parts' own ratios
+(25th to 75th percentile, the lower and the higher value), and none where that middle half
+holds 1 (the parts disagree on the direction); not measured with fewer than MIN_PARTS parts
+(one stage or one kernel cannot tell the machine from the code). A code change that slows one
 stage of several, or a few kernels, stays the code's; one that slows most of them is taken
 for the machine.
 
@@ -196,14 +197,18 @@ def _same_count(before: float, after: float) -> bool:
     return before > 0 and abs(after - before) <= SAME_COUNT_FRACTION * before
 
 
-def agreed_ratio(ratios: list[float]) -> float | None:
-    """The change of time most parts agree on (module docstring): 1 where the middle half
-    of their ratios holds 1, else its bound nearest to 1; None with fewer than MIN_PARTS."""
-    if len(ratios) < MIN_PARTS:
+def agreed_ratio(before_ns: list[float], after_ns: list[float]) -> float | None:
+    """The parts' time after ÷ before, held to what most parts agree on (module docstring):
+    1 where the middle half of their own ratios holds 1, else the whole's ratio within that
+    middle half; None with fewer than MIN_PARTS parts."""
+    if len(before_ns) < MIN_PARTS:
         return None
+    ratios = [a / b for a, b in zip(after_ns, before_ns, strict=True)]
     low = float(np.percentile(ratios, 25, method="lower"))
     high = float(np.percentile(ratios, 75, method="higher"))
-    return 1.0 if low <= 1 <= high else (low if low > 1 else high)
+    if low <= 1 <= high:
+        return 1.0
+    return float(np.clip(sum(after_ns) / sum(before_ns), low, high))
 
 
 def host_speed(before: ProcessSpeed, after: ProcessSpeed) -> HostSpeed:
@@ -217,15 +222,12 @@ def host_speed(before: ProcessSpeed, after: ProcessSpeed) -> HostSpeed:
         and _same_count(launches, after.launches_per_step.get(stage, 0.0))
     )
     ns_before = [before.host_ns_per_step[s] for s in stages]
-    ns_after = [after.host_ns_per_step[s] for s in stages]
-    # Host time per launch, after ÷ before.
-    agreed = agreed_ratio(
-        [
-            (after.host_ns_per_step[s] / after.launches_per_step[s])
-            / (before.host_ns_per_step[s] / before.launches_per_step[s])
-            for s in stages
-        ]
-    )
+    # Host time per launch, after, at the before's launches per step.
+    ns_after = [
+        after.host_ns_per_step[s] / after.launches_per_step[s] * before.launches_per_step[s]
+        for s in stages
+    ]
+    agreed = agreed_ratio(ns_before, ns_after)
     if agreed is None:
         return HostSpeed(None, [], 0, 0)
     return HostSpeed(
@@ -240,15 +242,14 @@ def gpu_speed(before: ProcessSpeed, after: ProcessSpeed) -> GpuSpeed:
         for name, per_step in before.ops_per_step.items()
         if _same_count(per_step, after.ops_per_step.get(name, 0.0)) and before.op_mean_ns[name] > 0
     ]
-    agreed = agreed_ratio([after.op_mean_ns[n] / before.op_mean_ns[n] for n in names])
+    # Each op name's time per step at the before's ops per step.
+    ns_before = [before.ops_per_step[n] * before.op_mean_ns[n] for n in names]
+    ns_after = [before.ops_per_step[n] * after.op_mean_ns[n] for n in names]
+    agreed = agreed_ratio(ns_before, ns_after)
     if agreed is None:
         return GpuSpeed(None, 0, 0, 0)
-    per_step = [(before.ops_per_step[n], before.op_mean_ns[n], after.op_mean_ns[n]) for n in names]
     return GpuSpeed(
-        round(100 * (agreed - 1), 2),
-        len(names),
-        round(sum(k * b for k, b, _ in per_step)),
-        round(sum(k * a for k, _, a in per_step)),
+        round(100 * (agreed - 1), 2), len(names), round(sum(ns_before)), round(sum(ns_after))
     )
 
 

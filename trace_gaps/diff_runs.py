@@ -54,34 +54,45 @@ def check_side_kind(paths: list[Path], *, repeats: bool, side: str) -> None:
         )
 
 
+# A capture analysed for --repeats: its report (with step ledger) and its speed figures.
+Run = tuple[Report, SideSpeeds]
+
+
 def diff_repeats(before: list[Path], after: list[Path], options: AnalysisOptions) -> Diff:
     """The diff of two sides of repeated captures: run-level step time, and the same less
     each run's machine part (its drift against the first before capture), first-run detail."""
-    analysed = [
-        [_report(path, options, keep_models=side == 0 and i == 0) for i, path in enumerate(paths)]
+    runs = [
+        [
+            analyse_run(path, options, keep_models=side == 0 and i == 0)
+            for i, path in enumerate(paths)
+        ]
         for side, paths in enumerate((before, after))
     ]
-    reports = [[report for report, _ in side] for side in analysed]
-    means = [[_run_mean(report) for report in side] for side in reports]
-    first_before, first_after = analysed[0][0], analysed[1][0]
+    return compare_runs(runs[0], runs[1], (before[0].name, after[0].name))
+
+
+def compare_runs(before: list[Run], after: list[Run], first_names: tuple[str, str]) -> Diff:
+    """compare repeated captures analysed (analyse_run; the first before capture with its
+    replay models): the runs' step time, the code's part of it, the first captures' detail."""
+    means = [[_run_mean(report) for report, _ in side] for side in (before, after)]
     detail = diff_sides(
-        ComparedSide(first_before[0], speeds=first_before[1]),
-        ComparedSide(first_after[0], speeds=first_after[1]),
+        ComparedSide(before[0][0], speeds=before[0][1]),
+        ComparedSide(after[0][0], speeds=after[0][1]),
     )
     threshold = practical_threshold_ns(sum(means[0]) / len(means[0]))
     runs = run_spread(means[0], means[1], threshold)
-    code_runs = _code_runs(analysed, means, threshold)
+    code_runs = _code_runs([before, after], means, threshold)
     note = (
         f"Repeated captures: {len(before)} before, {len(after)} after. The step time is "
         "compared over the runs (each run's mean step; its slowest process), with a t interval "
         "from their run-to-run spread; the stage detail below compares the first capture of "
-        f"each side ({before[0].name}, {after[0].name}) with the bootstrap over its steps."
+        f"each side ({first_names[0]}, {first_names[1]}) with the bootstrap over its steps."
     )
     return replace(detail, runs=runs, code_runs=code_runs, notes=[note, *detail.notes])
 
 
 def _code_runs(
-    analysed: list[list[tuple[Report, SideSpeeds]]], means: list[list[int]], threshold_ns: float
+    analysed: list[list[Run]], means: list[list[int]], threshold_ns: float
 ) -> RunSpread | None:
     """Each run's mean step less its machine part: the first before capture replayed at the
     run's host and GPU speed, less its plain replay (0 for itself); None where a run's speed
@@ -108,9 +119,9 @@ def _slowest_speed(report: Report, speeds: SideSpeeds) -> ProcessSpeed | None:
     return speeds.get(slowest.pid)
 
 
-def _report(
-    path: Path, options: AnalysisOptions, *, keep_models: bool
-) -> tuple[Report, SideSpeeds]:
+def analyse_run(path: Path, options: AnalysisOptions, *, keep_models: bool) -> Run:
+    """One repeated capture analysed: its report and its processes' speed figures (with the
+    replay models, to be replayed at other runs' speeds, where keep_models)."""
     trace, analysis = analyse_export(path.resolve(), measuring(options))
     report = build_report(trace, analysis, step_ledger=True)
     return report, process_speeds(analysis, compared_steps(report), keep_models=keep_models)

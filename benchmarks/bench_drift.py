@@ -1,0 +1,164 @@
+"""False alarms and detection of `diff --fail-if-slower 3` on real captures (docs/diff.md).
+
+    python benchmarks/bench_drift.py
+
+The captures (sample_traces/drift/, sample_traces/generate/capture_runahead.sh; one H100,
+one device call): a synchronous decode with its forward replayed from a CUDA graph,
+unchanged six times in a row (same_1..6), with a CPU stage of 0.08 ms added (cpu5_1..3), and
+with an MLP 8 % wider (gpu5_1..3). Every ordered pair of captures, one a side; every split
+into three a side (`--repeats`); the gate on the code's part (the machine's drift taken out)
+and, for comparison, on the step time alone (as before the drift was measured). Then the
+corpus's checks: an unchanged eager decode captured three times (repeat_eager_1..3), and a
+graph → eager regression (whatif_plain_graph → whatif_plain_eager), one capture a side.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.conftest import corpus_trace_paths, drift_trace_paths  # noqa: E402
+from trace_gaps.analysis.pipeline import AnalysisOptions  # noqa: E402
+from trace_gaps.diff import ComparedSide, Diff, diff_sides, is_slower_than  # noqa: E402
+from trace_gaps.diff_runs import Run, analyse_run, compare_runs  # noqa: E402
+
+GATE_PCT = 3.0
+
+
+def one_a_side(before: Run, after: Run) -> Diff:
+    """`diff BEFORE AFTER` of two analysed captures."""
+    return diff_sides(
+        ComparedSide(before[0], speeds=before[1]), ComparedSide(after[0], speeds=after[1])
+    )
+
+
+def step_alone_trips(diff: Diff) -> bool:
+    """The gate on the step time's change alone (no drift taken out)."""
+    if diff.runs is not None:
+        runs = diff.runs
+        return (
+            bool(runs.is_beyond_noise)
+            and runs.ci_pct is not None
+            and runs.ci_pct.low_pct > GATE_PCT
+        )
+    (process,) = diff.processes
+    low = process.wall.ci_pct.low_pct if process.wall.ci_pct else process.wall.change_pct
+    return low is not None and low > GATE_PCT
+
+
+def code_pct(diff: Diff) -> float:
+    if diff.code_runs is not None:
+        return diff.code_runs.change_pct or 0.0
+    drift = diff.processes[0].drift
+    assert drift is not None
+    return drift.code.change_pct or 0.0
+
+
+def step_pct(diff: Diff) -> float:
+    if diff.runs is not None:
+        return diff.runs.change_pct or 0.0
+    return diff.processes[0].wall.change_pct or 0.0
+
+
+def row(what: str, a_side: int, diffs: list[Diff]) -> str:
+    tripped = sum(is_slower_than(d, GATE_PCT) for d in diffs)
+    alone = sum(step_alone_trips(d) for d in diffs)
+    codes, steps = [code_pct(d) for d in diffs], [step_pct(d) for d in diffs]
+    return (
+        f"| {what} | {a_side} | {len(diffs)} | **{tripped}** | {alone} | "
+        f"{min(codes):+.1f} to {max(codes):+.1f} | {min(steps):+.1f} to {max(steps):+.1f} |"
+    )
+
+
+def main() -> None:
+    paths = drift_trace_paths()
+    runs = {
+        name: analyse_run(path, AnalysisOptions(), keep_models=True)
+        for name, path in sorted(paths.items())
+    }
+    same = [f"same_{i}" for i in range(1, 7)]
+    cpu, gpu = [f"cpu5_{i}" for i in range(1, 4)], [f"gpu5_{i}" for i in range(1, 4)]
+
+    def repeats(before: list[str], after: list[str]) -> Diff:
+        return compare_runs(
+            [runs[n] for n in before], [runs[n] for n in after], (before[0], after[0])
+        )
+
+    print(
+        f"| comparison | captures a side | comparisons | tripped `--fail-if-slower {GATE_PCT:g}` "
+        "| tripped on the step time alone | code's part (%) | step change (%) |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    print(
+        row(
+            "unchanged → unchanged",
+            1,
+            [one_a_side(runs[b], runs[a]) for b, a in itertools.permutations(same, 2)],
+        )
+    )
+    print(
+        row(
+            "unchanged → CPU stage +0.08 ms",
+            1,
+            [one_a_side(runs[b], runs[a]) for b in same for a in cpu],
+        )
+    )
+    print(
+        row(
+            "unchanged → MLP 8 % wider",
+            1,
+            [one_a_side(runs[b], runs[a]) for b in same for a in gpu],
+        )
+    )
+    triples = [list(t) for t in itertools.combinations(same, 3)]
+    splits = [(t, [n for n in same if n not in t]) for t in triples]
+    print(row("unchanged → unchanged", 3, [repeats(b, a) for b, a in splits]))
+    print(row("unchanged → CPU stage +0.08 ms", 3, [repeats(t, cpu) for t in triples]))
+    print(row("unchanged → MLP 8 % wider", 3, [repeats(t, gpu) for t in triples]))
+
+    corpus = {p.stem: p for p in corpus_trace_paths()}
+    eager = {
+        name: analyse_run(corpus[name], AnalysisOptions(), keep_models=True)
+        for name in ("repeat_eager_1", "repeat_eager_2", "repeat_eager_3")
+    }
+    print(
+        row(
+            "repeat_eager (corpus, unchanged)",
+            1,
+            [one_a_side(eager[b], eager[a]) for b, a in itertools.permutations(sorted(eager), 2)],
+        )
+    )
+    graph = analyse_run(corpus["whatif_plain_graph"], AnalysisOptions(), keep_models=True)
+    plain_eager = analyse_run(corpus["whatif_plain_eager"], AnalysisOptions(), keep_models=True)
+    print(
+        row("whatif_plain_graph → whatif_plain_eager (corpus)", 1, [one_a_side(graph, plain_eager)])
+    )
+
+    # What the regressions are, measured on the captures: the CPU stage's share of the step
+    # and the GPU time the wider MLP adds.
+    print()
+    for name in (*cpu, *gpu):
+        (process,) = runs[name][0].processes
+        stages = {s.name: s for s in process.stages}
+        post = stages.get("postprocess")
+        busy = sum(s.busy_ns_per_step for s in process.stages)
+        step = process.steps.wall.mean_ns
+        line = f"{name}: step {step / 1e6:.3f} ms, GPU busy {busy / 1e3:.1f} µs/step"
+        if post:
+            ns = post.busy_ns_per_step + post.idle_ns_per_step
+            line += f", postprocess {ns / 1e3:.1f} µs/step ({100 * ns / step:.1f} % of the step)"
+        print(line)
+    for name in same:
+        (process,) = runs[name][0].processes
+        busy = sum(s.busy_ns_per_step for s in process.stages)
+        print(
+            f"{name}: step {process.steps.wall.mean_ns / 1e6:.3f} ms, GPU busy {busy / 1e3:.1f} µs/step"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,142 @@
+"""The machine's drift told apart from the code's change (diff_drift.py), on real captures.
+
+sample_traces/drift/: one synchronous decode (forward replayed from a CUDA graph) captured
+unchanged six times in a row on one H100 (same_1..6: 1.83 to 2.22 ms/step), with a CPU
+stage `postprocess` of 0.08 ms added (cpu5_1..3) and with an MLP 8 % wider (gpu5_1..3).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from functools import cache
+
+import jsonschema
+import pytest
+from typer.testing import CliRunner
+
+from tests.conftest import ROOT, corpus_trace_paths, drift_trace_paths
+from trace_gaps.analysis.pipeline import AnalysisOptions
+from trace_gaps.cli import app
+from trace_gaps.diff import ComparedSide, Diff, diff_sides, is_slower_than
+from trace_gaps.diff_drift import CAPTURES_TO_SETTLE, agreed_ratio
+from trace_gaps.diff_runs import Run, analyse_run, compare_runs
+from trace_gaps.render.diff import render_diff_json, render_diff_markdown
+
+CAPTURES = drift_trace_paths()
+SAME = [f"same_{i}" for i in range(1, 7)]
+CPU = ["cpu5_1", "cpu5_2", "cpu5_3"]
+runner = CliRunner()
+
+
+@cache
+def run(name: str) -> Run:
+    path = CAPTURES[name] if name in CAPTURES else {p.stem: p for p in corpus_trace_paths()}[name]
+    return analyse_run(path, AnalysisOptions(), keep_models=True)
+
+
+def one_a_side(before: str, after: str) -> Diff:
+    b, a = run(before), run(after)
+    return diff_sides(ComparedSide(b[0], speeds=b[1]), ComparedSide(a[0], speeds=a[1]))
+
+
+def test_the_captures_ship_with_the_repo() -> None:
+    assert sorted(CAPTURES) == sorted([*SAME, *CPU, "gpu5_1", "gpu5_2", "gpu5_3"])
+
+
+def test_no_unchanged_pair_trips_the_gate_though_the_step_time_alone_would() -> None:
+    step_alone = 0
+    for before, after in itertools.permutations(SAME, 2):
+        diff = one_a_side(before, after)
+        (process,) = diff.processes
+        assert not is_slower_than(diff, 3), (before, after, process.drift)
+        assert process.drift is not None
+        # The machine explains the step change to within 1.5 % of the step.
+        residual = process.wall.change_ns - process.drift.machine_ns
+        assert abs(residual) < 0.015 * process.before.wall.mean_ns, (before, after)
+        low = process.wall.ci_pct.low_pct if process.wall.ci_pct else 0.0
+        step_alone += low > 3
+    # Without the drift taken out, the gate would have tripped on unchanged code.
+    assert step_alone > 0
+
+
+def test_the_slower_host_is_named_on_the_stages_that_launch() -> None:
+    # same_6 ran the fastest steps and same_1 the slowest, the GPU at one speed throughout.
+    (process,) = one_a_side("same_6", "same_1").processes
+    drift = process.drift
+    assert drift is not None
+    assert drift.host.stages == ["forward", "sample"]  # schedule and process_output launch nothing
+    assert drift.host.time_change_pct is not None and drift.host.time_change_pct > 50
+    assert drift.gpu.time_change_pct is not None and abs(drift.gpu.time_change_pct) < 1
+    assert drift.code.is_beyond_noise is False
+
+
+def test_a_cpu_stage_added_is_the_codes_part_and_trips_the_gate_at_three_a_side() -> None:
+    diff = compare_runs([run(n) for n in SAME[:3]], [run(n) for n in CPU], ("same_1", "cpu5_1"))
+    assert diff.runs is not None and diff.code_runs is not None
+    # The raw step time got faster (the host ran faster in the cpu5 captures).
+    assert diff.runs.change_ns < 0
+    # The code's part is the postprocess stage's time, as the after reports' ledgers give it.
+    added = [
+        next(s for s in r[0].processes[0].stages if s.name == "postprocess") for r in map(run, CPU)
+    ]
+    stage_ns = sum(s.busy_ns_per_step + s.idle_ns_per_step for s in added) / len(added)
+    assert abs(diff.code_runs.change_ns - stage_ns) < 0.3 * stage_ns
+    assert is_slower_than(diff, 3)
+    assert not is_slower_than(diff, 10)
+
+
+def test_unchanged_captures_three_a_side_never_trip() -> None:
+    for before in itertools.combinations(SAME, 3):
+        after = [n for n in SAME if n not in before]
+        diff = compare_runs(
+            [run(n) for n in before], [run(n) for n in after], (before[0], after[0])
+        )
+        assert diff.code_runs is not None and diff.code_runs.is_beyond_noise is False, before
+        assert not is_slower_than(diff, 3)
+
+
+def test_graph_to_eager_trips_with_one_capture_a_side() -> None:
+    if "whatif_plain_graph" not in {p.stem for p in corpus_trace_paths()}:
+        pytest.skip("the corpus is absent")
+    diff = one_a_side("whatif_plain_graph", "whatif_plain_eager")
+    assert is_slower_than(diff, 3)
+    (process,) = diff.processes
+    assert process.drift is not None and process.drift.code.is_beyond_noise is True
+
+
+def test_one_capture_a_side_says_the_run_noise_is_unknown_and_how_many_settle_it() -> None:
+    result = runner.invoke(app, ["diff", str(CAPTURES["same_6"]), str(CAPTURES["same_1"])])
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.stdout.split())
+    assert "No code change beyond noise; the host ran ×" in text
+    assert f"{CAPTURES_TO_SETTLE} captures a side (--repeats)" in text
+
+
+def test_json_carries_the_split_and_validates_and_markdown_says_it_in_one_line() -> None:
+    diff = one_a_side("same_2", "cpu5_1")
+    data = json.loads(render_diff_json(diff))
+    schema = json.loads((ROOT / "docs" / "diff.schema.json").read_text(encoding="utf-8"))
+    jsonschema.validate(data, schema)
+    drift = data["processes"][0]["drift"]
+    assert (
+        drift["machine_ns"] + drift["code"]["change_ns"]
+        == data["processes"][0]["wall"]["change_ns"]
+    )
+    lines = [line for line in render_diff_markdown(diff).splitlines() if "the machine" in line]
+    assert len(lines) == 1 and lines[0].startswith("The code +")
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "expected"),
+    [
+        ([100.0, 100.0, 100.0], [150.0, 90.0, 120.0], 1.0),  # parts disagree on the direction
+        ([100.0, 300.0], [120.0, 390.0], 1.275),  # both slower: the whole, 510 / 400
+        # one part of five much slower (the code's): held to the middle half
+        ([100.0] * 5, [110.0, 110.0, 110.0, 110.0, 400.0], 1.10),
+        ([100.0], [200.0], None),  # one part cannot tell the machine from the code
+    ],
+)
+def test_the_agreed_ratio(before: list[float], after: list[float], expected: float | None) -> None:
+    found = agreed_ratio(before, after)
+    assert found == (None if expected is None else pytest.approx(expected))
