@@ -18,7 +18,7 @@ from trace_gaps.analysis.kinds import (
 from trace_gaps.analysis.metrics import OP_DURATIONS, REPLAY_MODELS
 from trace_gaps.analysis.pipeline import Analysis
 from trace_gaps.analysis.ranks import build_ranks
-from trace_gaps.analysis.replay import Lever, LeverError, StepModel, parse_levers, replay
+from trace_gaps.analysis.replay import Lever, LeverError, StepModel, parse_levers, replay_step
 from trace_gaps.analysis.steps import STEP_ID, STEP_KIND
 from trace_gaps.analysis.summary import (
     assemble_candidates,
@@ -182,7 +182,7 @@ def _process_report(
     mean_ns = steps.wall.mean_ns
     prices: dict[tuple[str, str], tuple[int, int] | None] = {}
     priced = priced_subset(models)
-    base = [ends(replay(model)) for model in priced]
+    base = [ends(replay_step(model)) for model in priced]
 
     def price(pair: tuple[str, str]) -> tuple[int, int] | None:
         try:

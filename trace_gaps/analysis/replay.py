@@ -85,6 +85,9 @@ LONG_GAP_FACTOR = 10
 # at once (PyTorch's allocator polls events): neither holds the host, so neither ends a run
 # of launches a graph lever captures; every other sync (a *Synchronize, a blocking copy) does.
 _HOST_FREE_SYNC = re.compile(r"StreamWaitEvent|Query")
+# A host wait for one event (cudaEventSynchronize, cuEventSynchronize): the event may have
+# been recorded a step earlier (_event_lags).
+_EVENT_SYNC = re.compile(r"EventSynchronize")
 
 _NONE = -1
 # A sync waits for one of the ops launched before it; only this many of the latest are
@@ -125,6 +128,11 @@ class StepModel:
     spacing_ns: int  # median spacing of queued ops on a stream
     graph_first_ns: int  # graph launch call start -> its first node
     graph_spacing_ns: int
+    # Per call: 1 for an event sync that waits for the previous step's op (call_waits_for
+    # is this step's op of the same place, which the next step's sync waits for), else 0.
+    call_lag: np.ndarray  # int8
+    # Per op: launched by the step's thread before the step (the previous step's work).
+    op_carried: np.ndarray  # bool
     # A lever's graph launches (call indexes): their nodes start when the call returns; a
     # measured graph launch's first node starts graph_first_ns after the call starts.
     lever_graphs: frozenset[int] = frozenset()
@@ -215,6 +223,26 @@ def step_model(
     op_gap = _node_gaps(op_call, op_start, op_start + op_ns, stream, op_graph)
 
     waits, tails = _waits(c_start, c_end, category, op_call, op_start, op_start + op_ns)
+    carried = np.zeros(len(at), dtype=bool)
+    if len(at) and len(staged):
+        rows = call_row[at]
+        has_row = (op_call < 0) & (rows >= 0)
+        safe = np.maximum(rows, 0)
+        carried = has_row & (staged[GLOBAL_TID].to_numpy()[safe] == tid)
+        carried &= call_starts[safe] < start
+    event_syncs = (category == SYNC) & c_name.str.contains(_EVENT_SYNC).to_numpy()
+    lags = _event_lags(
+        event_syncs,
+        c_start,
+        c_end,
+        waits,
+        tails,
+        op_call,
+        op_start,
+        op_start + op_ns,
+        stream,
+        carried,
+    )
     items_call, items_ns, items_stage = _host_timeline(
         start, end, c_start, c_end, c_stage, stage_map, tid
     )
@@ -247,6 +275,8 @@ def step_model(
         spacing_ns=spacing,
         graph_first_ns=first,
         graph_spacing_ns=node,
+        call_lag=lags,
+        op_carried=carried,
     )
 
 
@@ -303,6 +333,44 @@ def _waits(
         if op_end[best] > c_start[i]:
             tails[i] = c_end[i] - op_end[best]
     return waits, tails
+
+
+def _event_lags(
+    event_syncs: np.ndarray,
+    c_start: np.ndarray,
+    c_end: np.ndarray,
+    waits: np.ndarray,
+    tails: np.ndarray,
+    op_call: np.ndarray,
+    op_start: np.ndarray,
+    op_end: np.ndarray,
+    stream: np.ndarray,
+    carried: np.ndarray,
+) -> np.ndarray:
+    """Which event syncs wait for the previous step's work (a run-ahead loop reads step N−1's
+    output while step N runs: vLLM's async scheduling, SGLang's overlap scheduler). An event
+    sync that blocked until an op the step's thread launched before the step ended: lag 1,
+    its op here is the last op the step launched before it on that op's stream (the op the
+    next step waits for). One that did not block: which event it waited on cannot be told
+    from the export; lag 1 is taken, on the latest op launched before it (the record a
+    run-ahead loop waits on a step later). waits and tails are updated in place."""
+    lags = np.zeros(len(c_start), dtype=np.int8)
+    for i in np.flatnonzero(event_syncs):
+        during = (op_end > c_start[i]) & (op_end <= c_end[i])
+        if during.any():
+            waited = int(np.flatnonzero(during)[np.argmax(op_end[during])])
+            if not carried[waited]:
+                continue  # it waited for this step's own op: lag 0, as found
+            mine = np.flatnonzero((op_call >= 0) & (op_call < i) & (stream == stream[waited]))
+            if not len(mine):
+                continue
+            waits[i] = int(mine[np.argmax(op_call[mine])])
+            tails[i] = int(c_end[i] - op_end[waited])
+            lags[i] = 1
+        elif waits[i] >= 0:
+            tails[i] = 0
+            lags[i] = 1
+    return lags
 
 
 def _host_timeline(
@@ -424,6 +492,9 @@ def replay(model: StepModel) -> Replayed:
     category = model.call_category.tolist()
     waits = model.call_waits_for.tolist()
     tails = model.call_tail_ns.tolist()
+    # A sync on the previous step's op keeps its measured time in a step replayed alone
+    # (replay_chain replays it against the step before).
+    lagged = model.call_lag.tolist()
     graph = model.op_graph.tolist()
     node_gap = model.op_gap.tolist()
     op_ns: list[int] = model.op_ns.tolist()
@@ -496,7 +567,7 @@ def replay(model: StepModel) -> Replayed:
             place_until(stream_list[k], k, ready)
         end = t + call_ns[c]
         w = waits[c]
-        if w >= 0 and category[c] == SYNC:
+        if w >= 0 and category[c] == SYNC and not lagged[c]:
             tail = tails[c]
             own = tail if tail > 0 else call_ns[c]
             end = max(t + own, new_end[w] + tail)
@@ -510,6 +581,119 @@ def replay(model: StepModel) -> Replayed:
         item_end=np.asarray(item_end, dtype=np.int64),
         op_start=np.asarray(new_start, dtype=np.int64),
         op_end=np.asarray(new_end, dtype=np.int64),
+    )
+
+
+# A run-ahead step is replayed as this many copies back to back: the first starts from the
+# measured state (the previous step's work on the GPU at its measured times), the others
+# from the replayed one; the step is the steady period between the first copy's end and
+# the last's.
+CHAIN_COPIES = 4
+
+
+def runs_ahead(model: StepModel) -> bool:
+    """Whether the step's host waits for the previous step's work (an event sync of lag 1):
+    the loop runs ahead of the GPU, and a step replayed alone would miss that its GPU work
+    overlaps the next step's host time."""
+    return bool(model.call_lag.any())
+
+
+def replay_step(model: StepModel) -> Replayed:
+    """The step's replay: alone, or for a run-ahead step, its steady period (replay_chain)."""
+    return replay_chain(model) if runs_ahead(model) else replay(model)
+
+
+def replay_chain(model: StepModel, copies: int = CHAIN_COPIES) -> Replayed:
+    """Replay `copies` copies of the step back to back on one host timeline and one set of
+    streams: copy k's ops queue behind copy k−1's, its lag-1 syncs wait for copy k−1's ops,
+    and the ops the first copy inherited from the step before (op_carried) are not launched
+    again. wall_ns is the steady period: the larger of the host's and the GPU's, each from
+    the first copy's end to the last's over copies − 1 (the GPU's period exceeds the host's
+    where nothing holds the host back: the queue grows until the GPU sets the pace). The
+    item and op arrays are the last copy's, moved to start at the step's start."""
+    n_items, n_calls, n_ops = len(model.item_call), len(model.call_ns), len(model.op_start)
+    period = max(model.end_ns - model.start_ns, 1)
+    kept = [
+        np.arange(n_ops) if k == 0 else np.flatnonzero(~model.op_carried) for k in range(copies)
+    ]
+    offset = np.cumsum([0] + [len(idx) for idx in kept])
+    # Where op j of copy k landed in the chained arrays (-1: not in that copy).
+    place = np.full((copies, n_ops), _NONE, dtype=np.int64)
+    for k, idx in enumerate(kept):
+        place[k, idx] = offset[k] + np.arange(len(idx))
+
+    def calls_of(k: int, calls: np.ndarray) -> np.ndarray:
+        return np.where(calls >= 0, calls + k * n_calls, _NONE)
+
+    waits = []
+    for k in range(copies):
+        target = model.call_waits_for.astype(np.int64)
+        lag = model.call_lag.astype(bool)
+        source = np.where(lag, k - 1, k)
+        ok = (target >= 0) & (source >= 0)
+        mapped = np.full(n_calls, _NONE, dtype=np.int64)
+        mapped[ok] = place[source[ok], target[ok]]
+        waits.append(mapped)
+    ops = np.concatenate(kept)
+    copy_of_op = np.repeat(np.arange(copies), [len(idx) for idx in kept])
+    shift = copy_of_op.astype(np.int64) * period
+    peer = model.op_peer_at[ops]
+    chained = replace(
+        model,
+        item_call=np.concatenate([calls_of(k, model.item_call) for k in range(copies)]).astype(
+            np.int32
+        ),
+        item_ns=np.tile(model.item_ns, copies),
+        item_stage=np.tile(model.item_stage, copies),
+        call_ns=np.tile(model.call_ns, copies),
+        call_category=np.tile(model.call_category, copies),
+        call_stage=np.tile(model.call_stage, copies),
+        call_cuts_graph=np.tile(model.call_cuts_graph, copies),
+        call_waits_for=np.concatenate(waits).astype(np.int32),
+        call_tail_ns=np.tile(model.call_tail_ns, copies),
+        call_lag=np.zeros(copies * n_calls, dtype=np.int8),
+        op_start=model.op_start[ops] + shift,
+        op_ns=model.op_ns[ops],
+        op_stream=model.op_stream[ops],
+        op_call=np.where(
+            model.op_call[ops] >= 0, model.op_call[ops] + copy_of_op * n_calls, _NONE
+        ).astype(np.int32),
+        op_stage=model.op_stage[ops],
+        op_wait_ns=model.op_wait_ns[ops],
+        op_peer_at=np.where(peer >= 0, peer + shift, _NONE),
+        op_graph=model.op_graph[ops],
+        op_gap=model.op_gap[ops],
+        op_carried=np.zeros(len(ops), dtype=bool),
+        lever_graphs=frozenset(c + k * n_calls for k in range(copies) for c in model.lever_graphs),
+    )
+    result = replay(chained)
+    host_end = result.item_end[np.arange(1, copies + 1) * n_items - 1] if n_items else None
+    launched = chained.op_call >= 0
+    gpu_end = np.array(
+        [
+            result.op_end[launched & (copy_of_op == k)].max()
+            if (launched & (copy_of_op == k)).any()
+            else 0
+            for k in range(copies)
+        ]
+    )
+    host_period = (host_end[-1] - host_end[0]) / (copies - 1) if host_end is not None else 0
+    gpu_period = (gpu_end[-1] - gpu_end[0]) / (copies - 1) if gpu_end[0] else 0
+    wall = int(round(max(host_period, gpu_period)))
+    last = slice((copies - 1) * n_items, copies * n_items)
+    moved = int(result.item_start[last][0] - model.start_ns) if n_items else 0
+    op_start = np.full(n_ops, model.start_ns, dtype=np.int64)
+    op_end = np.full(n_ops, model.start_ns, dtype=np.int64)
+    here = place[copies - 1] >= 0
+    op_start[here] = result.op_start[place[copies - 1][here]] - moved
+    op_end[here] = result.op_end[place[copies - 1][here]] - moved
+    return Replayed(
+        wall_ns=wall,
+        gpu_end_ns=wall,
+        item_start=result.item_start[last] - moved,
+        item_end=result.item_end[last] - moved,
+        op_start=op_start,
+        op_end=op_end,
     )
 
 

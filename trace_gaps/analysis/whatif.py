@@ -23,7 +23,7 @@ from trace_gaps.analysis.replay import (
     StepModel,
     applies,
     apply_lever,
-    replay,
+    replay_step,
 )
 from trace_gaps.analysis.stages import CALL_END_NS, STAGE, StageMap, ThreadStages
 from trace_gaps.analysis.steps import STEP_ID
@@ -99,7 +99,7 @@ def check_replay(models: list[StepModel]) -> ReplayCheck:
     if not models:
         return ReplayCheck(0, 0, 0, 0.0)
     measured = int(round(np.mean([m.end_ns - m.start_ns for m in models])))
-    replayed = int(round(np.mean([replay(m).wall_ns for m in models])))
+    replayed = int(round(np.mean([replay_step(m).wall_ns for m in models])))
     error = 100.0 * (replayed - measured) / measured if measured else 0.0
     return ReplayCheck(len(models), measured, replayed, round(error, 2))
 
@@ -193,12 +193,12 @@ def predict(
     skipped = [found for lever in levers if (found := not_applicable(lever, names, models))]
     pulled_levers = [lever for lever in levers if lever.label not in {n.lever for n in skipped}]
     if base_walls is None:
-        base_walls = [ends(replay(m)) for m in models]
+        base_walls = [ends(replay_step(m)) for m in models]
     base = [wall for wall, _ in base_walls]
     pulled, removed, ledgers = [], [], []
     for model, before in zip(models, base_walls, strict=True):
         changed = pull(model, pulled_levers, names, mode)
-        result = replay(changed)
+        result = replay_step(changed)
         wall = steady_wall(before, result)
         pulled.append(wall)
         removed.append(removed_ns(model, changed))
