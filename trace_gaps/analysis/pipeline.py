@@ -238,8 +238,8 @@ def analyse_rows(
     options = replace(options, kind=kind)
     if on_steps is not None:
         on_steps(steps)
-    stage_map = map_stages(range_tree, steps, depth=options.depth)
     borrowed = borrowed_threads(steps, sources)
+    stage_map = map_stages(range_tree, steps, depth=options.depth, borrowed=borrowed)
     picked = tuple((request, choose_steps(steps, request)) for request in timelines)
     # Matched across every process, --process or not: a wait depends on the peers.
     if collectives is None:

@@ -53,13 +53,25 @@ class StageMap:
         return self.names.index(name)
 
 
-def map_stages(range_tree: pd.DataFrame, steps: pd.DataFrame, *, depth: int = 1) -> StageMap:
+def map_stages(
+    range_tree: pd.DataFrame,
+    steps: pd.DataFrame,
+    *,
+    depth: int = 1,
+    borrowed: dict[int, int] | None = None,
+) -> StageMap:
     """Collect the stage ranges of every step (warm-up steps too) on each step thread.
 
     depth=1 takes the ranges directly inside the step; depth=2 also their children, named
     "parent/child", with time in the parent outside its children left to the parent.
+    borrowed (threads.borrowed_threads): a launching thread's own top-level ranges inside
+    its step thread's steps are a level below the step thread's stages, named
+    "stage/range" after the step thread's stage open when the range starts, so that its
+    launches (and the time they take) belong to them.
     """
     levels = _stage_levels(range_tree, steps, depth=depth)
+    if borrowed:
+        levels.append(_lender_level(range_tree, steps, levels[0], borrowed))
     names = list(SPECIAL_STAGES)
     for level in levels:
         names.extend(sorted(set(level["label"]) - set(names)))
@@ -109,6 +121,54 @@ def _stage_levels(
             below.assign(label=[f"{a}/{b}" for a, b in zip(labels, below[NAME], strict=True)])
         )
     return [level[[GLOBAL_TID, START_NS, END_NS, "label"]] for level in levels]
+
+
+def _lender_level(
+    range_tree: pd.DataFrame,
+    steps: pd.DataFrame,
+    first: pd.DataFrame,
+    borrowed: dict[int, int],
+) -> pd.DataFrame:
+    """The launching threads' top-level ranges inside their step threads' steps, as ranges
+    of the step thread, labelled "stage/range" (the step thread's stage open at the range's
+    start; the range's name alone where none is)."""
+    parts = []
+    for lender, step_tid in sorted(borrowed.items()):
+        own = range_tree[(range_tree[GLOBAL_TID] == lender) & (range_tree[DEPTH] == 0)]
+        own = own[own[END_NS].notna()].sort_values(START_NS, kind="stable")
+        thread_steps = steps[steps[GLOBAL_TID] == step_tid].sort_values(START_NS)
+        if own.empty or thread_steps.empty:
+            continue
+        starts = own[START_NS].to_numpy(dtype=np.int64)
+        ends = own[END_NS].to_numpy(dtype=np.int64)
+        s_starts = thread_steps[START_NS].to_numpy(dtype=np.int64)
+        s_ends = thread_steps[END_NS].to_numpy(dtype=np.int64)
+        at = np.searchsorted(s_starts, starts, side="right") - 1
+        inside = (at >= 0) & (ends <= s_ends[np.maximum(at, 0)])
+        own, starts = own[inside], starts[inside]
+        stages = first[first[GLOBAL_TID] == step_tid].sort_values(START_NS)
+        st_starts = stages[START_NS].to_numpy(dtype=np.int64)
+        st_ends = stages[END_NS].to_numpy(dtype=np.int64)
+        k = np.searchsorted(st_starts, starts, side="right") - 1
+        open_ = (k >= 0) & (starts < st_ends[np.maximum(k, 0)]) if len(st_starts) else k < -1
+        parent = stages["label"].to_numpy(dtype=object)[np.maximum(k, 0)] if len(stages) else None
+        names = own[NAME].astype(str).to_numpy(dtype=object)
+        labels = [
+            f"{parent[i]}/{name}" if open_[i] else name for i, name in enumerate(names)
+        ]
+        parts.append(
+            pd.DataFrame(
+                {
+                    GLOBAL_TID: step_tid,
+                    START_NS: starts,
+                    END_NS: own[END_NS].to_numpy(dtype=np.int64),
+                    "label": labels,
+                }
+            )
+        )
+    if not parts:
+        return pd.DataFrame({GLOBAL_TID: [], START_NS: [], END_NS: [], "label": []})
+    return pd.concat(parts, ignore_index=True)
 
 
 def stage_at(stage_map: StageMap, global_tids: np.ndarray, times: np.ndarray) -> np.ndarray:
