@@ -98,5 +98,6 @@ def test_the_diff_gate_exits_3_after_writing_the_diff(export_builder):
     assert result.exit_code == 3, result.output
     assert result.stdout.startswith("#")  # the diff is written before the gate
     assert result.stderr.splitlines() == [
-        f"error: the step time of process 100 in {after.name} grew more than 10 % beyond noise"
+        f"error: the code's part of the step time of process 100 in {after.name} (the "
+        "machine's drift taken out) grew more than 10 % beyond noise"
     ]

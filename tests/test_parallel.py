@@ -152,8 +152,9 @@ def test_diff_sides_in_two_processes_give_the_same_diff(monkeypatch: pytest.Monk
 def check_diff_sides_apart_fork_once_and_draw_as_one_process() -> None:
     # Big exports on few cores: the after side in a child forked from diff's process, the
     # before side in it, the bootstrap's generator handed on between them (side_draws.py).
-    from tests.test_diff import report_of
-    from trace_gaps.diff import diff_reports
+    from trace_gaps.analysis.pipeline import AnalysisOptions
+    from trace_gaps.diff import ComparedSide, diff_sides
+    from trace_gaps.diff_runs import analyse_run
     from trace_gaps.render.diff import render_diff_json
 
     before, after = SAMPLES / "spec_eager.sqlite", SAMPLES / "spec_sync.sqlite"
@@ -170,7 +171,9 @@ def check_diff_sides_apart_fork_once_and_draw_as_one_process() -> None:
     result = CliRunner().invoke(app, ["diff", str(before), str(after), "-f", "json", "-q"])
     assert result.exit_code == 0, result.output
     assert forks == [1]
-    at_once = diff_reports(report_of(before), report_of(after))
+    # In this process, each side with its speed figures (the machine's drift is split too).
+    sides = [analyse_run(path, AnalysisOptions(), keep_models=True) for path in (before, after)]
+    at_once = diff_sides(*(ComparedSide(report, speeds=speeds) for report, speeds in sides))
     assert result.stdout == render_diff_json(at_once)
 
 
