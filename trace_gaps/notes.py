@@ -101,19 +101,22 @@ def _overlapping_step_ranges(n: Numbers) -> str:
 
 def _duplicate_rows(n: Numbers) -> str:
     return (
-        f"{n['ops']} GPU op rows and {n['calls']} CUDA API rows are duplicates, exact copies of "
-        "another row (same process, correlation id, start and end) and were left out: the "
-        "export holds them twice (a damaged or merged export); launch counts and per-kernel "
+        f"{n['ops']} GPU op rows and {n['calls']} CUDA API rows are duplicates, copies of "
+        "another row (same process, correlation id, start and end; for a GPU op also one "
+        "shifted in time or moved to another stream: the same correlation id, graph node and "
+        "duration as an op still running at its start) and were left out: the export holds "
+        "them twice (a damaged or merged export); busy time, launch counts and per-kernel "
         "evidence would otherwise count them twice."
     )
 
 
 def _impossible_op_times(n: Numbers) -> str:
     return (
-        f"{n['ops']} GPU ops had impossible times (a start before 0, an end before the start, or "
-        "longer than the whole capture; where the export states when the capture stopped, also "
-        "a start at 0 or an end after the stop) and were left out: the export is damaged "
-        f"there, and their time is missing from the ledger{_share(n, 'ops', 'op_rows')}."
+        f"{n['ops']} GPU ops had impossible times (a start before 0, an end before the start, "
+        "longer than the whole capture, or a span that holds the next op of its stream whole, "
+        "when a stream runs one op at a time; where the export states when the capture "
+        "stopped, also a start at 0 or an end after the stop) and were left out: the export is "
+        f"damaged there, and their time is missing from the ledger{_share(n, 'ops', 'op_rows')}."
     )
 
 

@@ -3,7 +3,8 @@
 For analyses that need every row together (an export whose rows break the stream's
 assumptions, tests that compare against the whole). The chunks are read and checked as
 when streamed (nsys/stream.py); what the stream can only do per chunk, because it relies
-on start order, is done here on the whole: copies are found among all the rows.
+on start order, is done here on the whole: copies, exact or shifted, and ops that hold the next op of their stream are
+found among all the rows (a table appended to out of start order hides them from the stream).
 """
 
 from __future__ import annotations
@@ -11,9 +12,11 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
-from trace_gaps.model import API_CALL_COLUMNS, CALL_CATEGORY, NAME, Trace, empty_frame
+from trace_gaps.model import API_CALL_COLUMNS, CALL_CATEGORY, NAME, OP_KIND, Trace, empty_frame
+from trace_gaps.nsys.chunks import holding_next, shifted_copies
 from trace_gaps.nsys.export import list_tables, no_timed_ops_error, open_export
 from trace_gaps.nsys.head import CALL_ROW_KEY, OP_ROW_KEY
 from trace_gaps.nsys.stream import stream_export
@@ -32,6 +35,8 @@ def load_trace(path: Path) -> Trace:
     repeated_ops = ops.duplicated(OP_ROW_KEY).to_numpy()
     repeated_calls = calls.duplicated(CALL_ROW_KEY).to_numpy()
     ops = ops.loc[~repeated_ops].reset_index(drop=True)
+    copied, impossible = _impossible_ops(ops)
+    ops = ops.loc[~(copied | impossible)].reset_index(drop=True)
     calls = calls.loc[~repeated_calls].reset_index(drop=True)
     if ops.empty:
         with open_export(path) as connection:
@@ -42,10 +47,25 @@ def load_trace(path: Path) -> Trace:
     calls[CALL_CATEGORY] = _present_sorted(calls[CALL_CATEGORY], "object")
     info = replace(
         trace.info,
-        duplicated_ops=trace.info.duplicated_ops + int(repeated_ops.sum()),
+        duplicated_ops=trace.info.duplicated_ops + int(repeated_ops.sum()) + int(copied.sum()),
+        impossible_ops=trace.info.impossible_ops + int(impossible.sum()),
         duplicated_calls=trace.info.duplicated_calls + int(repeated_calls.sum()),
     )
     return replace(trace, info=info, gpu_ops=ops, api_calls=calls)
+
+
+def _impossible_ops(ops: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Masks of the shifted copies, and of the ops that hold the next op of their stream,
+    table by table as the stream finds them (nsys/chunks.StreamCheck)."""
+    copied = np.zeros(len(ops), dtype=bool)
+    impossible = np.zeros(len(ops), dtype=bool)
+    for _, kind in ops.groupby(OP_KIND, observed=True, sort=False):
+        at = kind.index.to_numpy()
+        copies = shifted_copies(kind)
+        copied[at[copies]] = True
+        rest = kind.loc[~copies]
+        impossible[rest.index.to_numpy()[holding_next(rest)[0]]] = True
+    return copied, impossible
 
 
 def _present_sorted(values: pd.Series, dtype: str) -> pd.Series:
