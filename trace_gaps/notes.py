@@ -132,8 +132,9 @@ def _impossible_call_times(n: Numbers) -> str:
 
 def _unresolved_call_names(n: Numbers) -> str:
     return (
-        f"{n['calls']} CUDA API calls have a name id that is not in StringIds (a damaged string "
-        "table): they are named '?' and count as no known call, so launch counts, launches per "
+        f"{n['calls']} CUDA API calls have a name id that is not in StringIds, or a name no "
+        "CUDA call has ('', NULL or other text), in a damaged string table: they count as no "
+        "known call (named '?' where the id is missing), so launch counts, launches per "
         "step and the idle split by cause (launch, sync, api) "
         f"miss them{_share(n, 'calls', 'call_rows')}."
     )
@@ -385,7 +386,7 @@ _FIGURE_WORDS = {
 }
 _PROBLEM_WORDS = {
     "impossible_times": "had impossible times and were left out",
-    "unresolved_names": "have names not in StringIds",
+    "unresolved_names": "have names not in StringIds, or no CUDA call's names",
 }
 _TABLE_WORDS = {"gpu_ops": "GPU op rows", "api_calls": "CUDA API calls"}
 

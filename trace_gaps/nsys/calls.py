@@ -5,6 +5,10 @@ import re
 from trace_gaps.model import CallCategory
 
 _VERSION_SUFFIX = re.compile(r"_v\d+$")
+# Every CUDA runtime and driver call, and NVRTC's, as nsys names them (checked on every
+# sample, corpus and peer capture): a name of the CUDA API table unlike this ('', NULL, other
+# text) is a damaged string table's, and the call it names counts as no known call.
+_CUDA_CALL_NAME = re.compile(r"(cuda|cu|nvrtc)[A-Z]\w*")
 
 # Order matters: the first pattern that matches a (suffix-free) name decides.
 _CATEGORY_PATTERNS: tuple[tuple[CallCategory, re.Pattern[str]], ...] = (
@@ -69,3 +73,8 @@ def classify_call(name: str) -> CallCategory:
         if pattern.match(name):
             return category
     return CallCategory.OTHER
+
+
+def is_cuda_call_name(name: str) -> bool:
+    """Whether a (suffix-free) name is a CUDA runtime, driver or NVRTC call's."""
+    return _CUDA_CALL_NAME.fullmatch(name) is not None

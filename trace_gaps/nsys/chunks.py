@@ -33,7 +33,7 @@ from trace_gaps.model import (
     OpKind,
 )
 from trace_gaps.nsys import queries
-from trace_gaps.nsys.calls import classify_call
+from trace_gaps.nsys.calls import classify_call, is_cuda_call_name
 from trace_gaps.nsys.head import CALL_ROW_KEY, OP_ROW_KEY, impossible_times, table_columns
 from trace_gaps.nsys.names import UNKNOWN, Names, codes_by_id, unique_index
 from trace_gaps.nsys.read import read_table_chunks
@@ -68,7 +68,8 @@ class Tally:
     untimed: int = 0
     op_rows: RowCounts = field(default_factory=RowCounts)
     call_rows: RowCounts = field(default_factory=RowCounts)
-    unresolved_calls: int = 0  # calls whose name id is not in StringIds
+    # calls whose name id is not in StringIds, or whose name is no CUDA call's ('', NULL, ...)
+    unresolved_calls: int = 0
     unresolved_kernels: int = 0  # kernels likewise
     lock: threading.Lock = field(default_factory=threading.Lock)  # streams count on threads
 
@@ -474,8 +475,12 @@ def call_chunks(
         category_of = np.array([kinds.index(classify_call(n).value) for n in categories])
         read = _read_pieces(path, queries.RUNTIME_CALLS, CALL_READ, pieces)
         # Read and decoded on a thread of their own (the names above are looked up here).
-        unknown = int(categories.get_indexer(pd.Index([UNKNOWN]))[0])
-        return readers.start(lambda: decoded(read, categories, by_id, kinds, category_of, unknown))
+        # Unresolved: a name id not in StringIds ('?'), or a name no CUDA call has ('', NULL
+        # or other text: a damaged string table).
+        unresolved = np.array([not is_cuda_call_name(str(n)) for n in categories], dtype=bool)
+        return readers.start(
+            lambda: decoded(read, categories, by_id, kinds, category_of, unresolved)
+        )
 
     def decoded(
         read: Iterator[tuple[pd.DataFrame, Tally]],
@@ -483,13 +488,13 @@ def call_chunks(
         by_id: Callable[[np.ndarray], np.ndarray],
         kinds: list[str],
         category_of: np.ndarray,
-        unknown: int,
+        unresolved_name: np.ndarray,
     ) -> Iterator[pd.DataFrame]:
         cleaned = Cleaner(capture, CALL_ROW_KEY, calls=True)
         for chunk, tally in read:
             chunk = with_pid(cleaned(chunk, tally))
             codes = by_id(chunk.pop("name_id").to_numpy())
-            unresolved = int(np.count_nonzero(codes == unknown))
+            unresolved = int(np.count_nonzero(unresolved_name[codes]))
             if unresolved:
                 with tally.lock:
                     tally.unresolved_calls += unresolved
