@@ -97,7 +97,20 @@ def test_sample_with_no_flags_matches_the_recount(path: Path) -> None:
 
 
 # Captures whose step range is not decode_step (runahead.py's loops name theirs "step").
-STEP_NAMES = {"gm_sync_graph": "step", "gm_ra_eager": "step"}
+STEP_NAMES = {
+    name: "step"
+    for name in (
+        "gm_sync_graph",
+        "gm_ra_eager",
+        "runahead_eager",
+        "runahead_graph",
+        "runahead_sync",
+        "runahead_detok_m1",
+        "runahead_graph_m1",
+        "serving_worker_eager",
+        "serving_worker_graph",
+    )
+}
 
 
 def test_the_serving_corpus_is_there() -> None:

@@ -295,6 +295,37 @@ def _ranges(c, strings):
     return out
 
 
+def _lenders(calls, tid, pid_of, thread_steps):
+    """The threads that launch for this step thread: when it makes no launch call in its
+    steps and other threads of its process do (a scheduler thread and its worker)."""
+    lo, hi = thread_steps[0][0], thread_steps[-1][1]
+    launching = set()
+    for s, e, t, _, name in calls:
+        if pid_of(t) == pid_of(tid) and lo <= s < hi and name.startswith(LAUNCH_PREFIXES):
+            launching.add(t)
+    return set() if tid in launching else launching
+
+
+def _nest(stages, lent):
+    """The step thread's stages with a launching thread's ranges cut out of them, each
+    named "stage/range" after the stage open at its start (or the range's name alone)."""
+    def parent(t):
+        return next((n for s, e, n in stages if s <= t < e), None)
+
+    inner = [(s, e, f"{parent(s)}/{n}" if parent(s) else n) for s, e, n in lent]
+    points = sorted({t for s, e, _ in stages + inner for t in (s, e)})
+    flat = []
+    for a, b in zip(points, points[1:]):
+        name = next((n for s, e, n in inner if s <= a < e), None) or parent(a)
+        if name is None:
+            continue
+        if flat and flat[-1][2] == name and flat[-1][1] == a:
+            flat[-1] = (flat[-1][0], b, name)
+        else:
+            flat.append((a, b, name))
+    return flat
+
+
 def _outermost(ranges):
     """The ranges not inside another one of the list (sorted by start, longest first)."""
     top, end = [], None
@@ -511,9 +542,13 @@ def ledger_top(path, step_name=None):
         starts = [s for s, _ in thread_steps]
         inner = [r for r in ranges.get(tid, []) if r[2] != step_name]
         per_step = []
+        lenders = _lenders(calls, tid, pid_of, thread_steps)
+        lent = [r for t in lenders for r in _outermost(ranges.get(t, []))]
         for s0, e0 in thread_steps:
             inside = [r for r in inner if r[0] >= s0 and r[1] <= e0]
-            per_step.append(_outermost(inside))
+            stages = _outermost(inside)
+            mine = [r for r in lent if r[0] >= s0 and r[1] <= e0]
+            per_step.append(_nest(stages, mine) if mine else stages)
 
         def stage_at(t):
             i = bisect.bisect_right(starts, t) - 1
@@ -531,7 +566,7 @@ def ledger_top(path, step_name=None):
             call = first_call.get((pid, corr))
             if call is None:
                 stage = NO_CALL
-            elif call[1] != tid:
+            elif call[1] != tid and call[1] not in lenders:
                 stage = OTHER_THREAD if call[1] not in step_tids else BETWEEN
             else:
                 stage = stage_at(call[0])
