@@ -1,5 +1,9 @@
 """CSV: the step ledger, one row per (process, stage, bucket, cause), ns per step, with the
-(stage, bucket) candidate's what-if saving and predicted step beside it (empty when none)."""
+(stage, bucket) candidate's what-if saving and predicted step beside it (empty when none).
+
+A stage name a spreadsheet would take for a formula (=, +, -, @, tab or CR first:
+`=HYPERLINK(...)`) is written after a single quote, as OWASP advises for CSV injection: the
+cell shows the name as text and runs nothing."""
 
 import csv
 import io
@@ -39,7 +43,7 @@ def render_csv(report: Report) -> str:
             writer.writerow(
                 [
                     process.pid,
-                    entry.stage,
+                    inert_cell(entry.stage),
                     entry.bucket,
                     entry.cause or "",
                     entry.ns_per_step,
@@ -51,6 +55,15 @@ def render_csv(report: Report) -> str:
                 ]
             )
     return buffer.getvalue()
+
+
+# What makes Excel, LibreOffice and Google Sheets read a cell as a formula (OWASP).
+_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def inert_cell(text: str) -> str:
+    """The text, after a single quote where a spreadsheet would read it as a formula."""
+    return f"'{text}" if text.startswith(_FORMULA_STARTS) else text
 
 
 def _or_empty(value: int | None) -> str | int:
