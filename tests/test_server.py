@@ -171,3 +171,21 @@ def test_sigterm_ends_the_server_while_its_client_keeps_stdin_open(tmp_path):
         server.communicate()
     assert server.returncode == 128 + signal.SIGTERM
     assert time.monotonic() - sent < 3
+
+
+def test_a_report_named_like_a_glob_is_refused_as_the_command_would_read_it(tmp_path):
+    """issue 45: `y[1].bin` (a report) beside `y1.bin` (what the glob matches): the command
+    reads the file named, so the server checks it, not only the glob's matches."""
+    from trace_gaps.errors import TraceGapsError
+    from trace_gaps.nsys.convert import REPORT_MAGIC
+    from trace_gaps.server import refuse_reports
+
+    shutil.copy(SAMPLE_TRACES / "plain_decode.sqlite", tmp_path / "y1.bin")
+    report = tmp_path / "y[1].bin"
+    report.write_bytes(REPORT_MAGIC + b"\0" * 64)
+    with pytest.raises(TraceGapsError, match="is an Nsight Systems report"):
+        refuse_reports([str(report)])
+    refuse_reports([str(tmp_path / "y1.bin")])  # an export: not refused
+    with pytest.raises(TraceGapsError, match="is an Nsight Systems report"):
+        refuse_reports([str(tmp_path / "y*.bin")])  # a glob matching the report
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["y1.bin", "y[1].bin"]

@@ -76,11 +76,15 @@ def child_environment(environment: Mapping[str, str]) -> dict[str, str]:
 
 def refuse_reports(paths: list[str]) -> None:
     """Refuse native reports (.nsys-rep), and globs matching one: the command line would
-    export them to SQLite beside the report, and the server writes nothing."""
+    export them to SQLite beside the report, and the server writes nothing.
+
+    Each argument is checked as a file and as a glob both: the command line takes the file
+    when it exists (`y[1].bin`) and the glob's matches when not (inputs.expand_exports), so
+    whichever it takes has been checked."""
     from trace_gaps.nsys.convert import is_report
 
     for given in paths:
-        for path in [Path(p) for p in glob.glob(given)] or [Path(given)]:
+        for path in [Path(given), *(Path(p) for p in glob.glob(given))]:
             if path.is_file() and is_report(path):
                 raise TraceGapsError(
                     f"{path} is an Nsight Systems report; the server reads SQLite exports "
