@@ -231,3 +231,33 @@ def test_the_command_refuses_the_export_as_output_and_a_bad_range(tmp_path):
         app, ["export", "perfetto", str(path), "-o", str(tmp_path / "x.json"), "--steps", "3:1"]
     )
     assert result.exit_code == 2 and "A:B" in result.output  # a usage error
+
+
+def test_a_long_stage_name_is_written_whole_once(tmp_path):
+    """issue 45: the stage name was copied into every op's args (and held 4 bytes a character
+    per op: numpy's str dtype); a 100 KB one gave a 630 MB file and 5.1 GB of memory, a 1 MB
+    one exhausted the machine's."""
+    import resource
+    import shutil
+    import sqlite3
+    import subprocess
+    import sys
+
+    export = Path(shutil.copy(SAMPLE_TRACES / "plain_decode.sqlite", tmp_path / "r.sqlite"))
+    long_name = "forward_" + "x" * 100_000
+    with sqlite3.connect(export) as connection:
+        connection.execute("UPDATE NVTX_EVENTS SET text = ? WHERE text = 'forward'", (long_name,))
+    connection.close()
+    out = tmp_path / "t.json"
+    command = [sys.executable, "-m", "trace_gaps", "export", "perfetto", str(export), "-o", str(out)]
+    subprocess.run(command, check=True, capture_output=True, timeout=300)
+    # The largest child of this test process so far: this one, or an earlier (smaller) one.
+    assert resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss < 1_500_000  # KiB
+    assert out.stat().st_size < 20_000_000  # 630 MB before; the clean export gives 8 MB
+    document = json.loads(out.read_text())
+    events = document["traceEvents"]
+    assert_trace_event_format(events)
+    full_names = document["otherData"]["full_names"]
+    (cut,) = [short for short, full in full_names.items() if full == long_name]
+    assert sum(e.get("args", {}).get("stage") == cut for e in events) > 1000  # every op's
+    assert all(len(e["name"]) <= 1_000 for e in events)

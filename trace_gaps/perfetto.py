@@ -18,6 +18,10 @@ timelines), the tracks are:
 
 Times are µs (the format's unit) with three decimals, so they carry exact ns; they count
 from the trace start of export 0 (`otherData.trace_start_ns`), like the report's offsets.
+
+A name longer than NAME_CHARS_MAX (a stage, op or call name; its slices and args) is cut in
+the middle, and written whole once, in `otherData.full_names` under its cut form: the stage
+name was in every op's args, and a 1 MB one made a file of gigabytes (issue 45).
 """
 
 from __future__ import annotations
@@ -43,6 +47,9 @@ WAIT_CATEGORY = "collective_wait"
 IDLE_CATEGORY = "gpu_idle"
 CANDIDATE_CATEGORY = "candidate"
 CANDIDATES_SHOWN = 5
+
+# Longer names are cut in the middle in slices and args (the module docstring).
+NAME_CHARS_MAX = 1_000
 
 # Pseudo-threads of a process are numbered above any Linux tid (at most 2^22).
 _PSEUDO_TID = 1 << 24
@@ -90,6 +97,7 @@ def trace_events(reports: Sequence[Report]) -> dict[str, object]:
             used_pids.add(shown_pid)
             processes = [p for p in report.processes if p.pid == pid]
             events += _process_events(report, processes, timelines, shown_pid, index)
+    full_names = _cut_long_names(events)
     return {
         "traceEvents": events,
         "displayTimeUnit": "ns",
@@ -98,8 +106,43 @@ def trace_events(reports: Sequence[Report]) -> dict[str, object]:
             "tool_version": __version__,
             "exports": ", ".join(report.export.file for report in reports),
             "trace_start_ns": str(origin),
+            **({"full_names": full_names} if full_names else {}),
         },
     }
+
+
+def _cut_long_names(events: list[dict[str, object]]) -> dict[str, str]:
+    """Cut, in place, every name and arg longer than NAME_CHARS_MAX in the middle; return
+    each full name by its cut form (numbered, so two names alike at both ends stay apart)."""
+    cut_by_id: dict[int, str] = {}  # the events share their name objects: each is cut once
+    cut_by_text: dict[str, str] = {}
+    full_names: dict[str, str] = {}
+
+    def cut(text: str) -> str:
+        if len(text) <= NAME_CHARS_MAX:
+            return text
+        short = cut_by_id.get(id(text))
+        if short is None:
+            short = cut_by_text.get(text)
+            if short is None:
+                keep = (NAME_CHARS_MAX - 40) // 2
+                number = len(full_names) + 1
+                short = f"{text[:keep]} …[{len(text)} characters, full name {number}]… {text[-keep:]}"
+                cut_by_text[text] = short
+                full_names[short] = text
+            cut_by_id[id(text)] = short
+        return short
+
+    for event in events:
+        name = event.get("name")
+        if isinstance(name, str):
+            event["name"] = cut(name)
+        args = event.get("args")
+        if isinstance(args, dict):
+            for key, value in args.items():
+                if isinstance(value, str):
+                    args[key] = cut(value)
+    return full_names
 
 
 def render_perfetto(reports: Sequence[Report]) -> str:
