@@ -64,9 +64,7 @@ def test_a_lever_is_priced_the_same_in_the_table_the_headline_and_what_if(name: 
         top = priced[0]
         assert format_duration(top.saving_ns) in process.headline, process.headline
         what_if = build_report(trace, analysis, what_if=f"{top.stage}={top.lever}")
-        same = next(
-            p for p in what_if.processes if (p.pid, p.kind) == (process.pid, process.kind)
-        )
+        same = next(p for p in what_if.processes if (p.pid, p.kind) == (process.pid, process.kind))
         assert same.what_if is not None
         assert same.what_if.saving_ns == top.saving_ns, (name, top.stage, top.lever)
         assert same.what_if.predicted_ns == top.predicted_step_ns

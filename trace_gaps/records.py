@@ -19,7 +19,7 @@ from trace_gaps.figures import StageSummary as StageSummary
 SCHEMA_VERSION = 3  # 2: keys renamed to one rule (docs/json.md, "Naming"); 3: notes as records
 # Fields (`X | None`, by name) that an option asks for: left out of the JSON where None, not
 # null, so that a report without the option is unchanged; optional in the Schema.
-OMITTED_WHEN_NONE = frozenset({"kernels", "gpu_metrics", "speed_of_light"})
+OMITTED_WHEN_NONE = frozenset({"kernels", "gpu_metrics", "speed_of_light", "pace"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,6 +233,20 @@ class ProcessReport:
     kernels: KernelSummary | None = None  # analyze --kernels; left out of the JSON when None
     # GPU metrics captured: the step's speed of light; left out of the JSON when None
     speed_of_light: SpeedOfLight | None = None
+    # A run-ahead loop: whether its host or its GPU sets the step; left out when None
+    pace: Pace | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Pace:
+    """A loop whose host runs ahead of the GPU (it waits for the step before's work, not its
+    own): host and GPU overlap, and the slower of the two sets the step (whatif.pace_of)."""
+
+    paced_by: str  # "host" (it hardly ever waits in a sync) or "gpu" (the host waits for it)
+    host_ns_per_step: int  # the step thread's host code and CUDA calls, syncs left out
+    sync_ns_per_step: int  # the step thread's time waiting in syncs
+    gpu_busy_ns_per_step: int  # the ledger's GPU busy time
+    host_by_stage_ns_per_step: dict[str, int]  # host_ns_per_step by stage, the largest three
 
 
 @dataclass(frozen=True, slots=True)

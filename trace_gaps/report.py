@@ -39,6 +39,7 @@ from trace_gaps.analysis.whatif import (
     ends,
     models_of,
     not_applicable,
+    pace_of,
     predict,
     priced_subset,
 )
@@ -237,6 +238,7 @@ def _process_report(
         if found is not None:
             prices.update(zip(pairs, found, strict=True))
     judged = judge(saving)
+    pace = pace_of(priced, names, mean_ns, busy_ns_per_step(frames))
     candidates = [write_candidate(finding, waits) for finding in judged]
     step_name = analysis.selection.name
     if analysis.kind is not None:
@@ -245,7 +247,7 @@ def _process_report(
         pid=pid,
         name=trace.processes.get(pid, ""),
         headline=write_headline(
-            step_name, steps.wall.mean_ns, busy_ns_per_step(frames), candidates
+            step_name, steps.wall.mean_ns, busy_ns_per_step(frames), candidates, pace
         ),
         steps=steps,
         ledger=ledger_entries(frames),
@@ -267,6 +269,7 @@ def _process_report(
         if analysis.options.kernel_summary
         else None,
         speed_of_light=speed_of_light(stages, steps.wall.mean_ns, busy_ns_per_step(frames)),
+        pace=pace,
     )
 
 

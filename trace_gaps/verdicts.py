@@ -39,6 +39,7 @@ if TYPE_CHECKING:
         Candidate,
         Evidence,
         LongGapFinding,
+        Pace,
         RankSummary,
         UnsplitCollectives,
     )
@@ -387,12 +388,19 @@ def _unexpected_words(facts: StageFacts, *, loads: bool = True) -> str:
 
 
 def write_headline(
-    step_name: str | None, wall_mean_ns: int, busy_ns: int, candidates: list[Candidate]
+    step_name: str | None,
+    wall_mean_ns: int,
+    busy_ns: int,
+    candidates: list[Candidate],
+    pace: Pace | None = None,
 ) -> str:
-    """One line: step time, GPU busy %, the biggest lever with its ms/step, and why."""
+    """One line: step time, GPU busy %, what paces a run-ahead loop, the biggest lever with
+    its ms/step, and why."""
     step = step_name or "step"
     busy = 100 * busy_ns / wall_mean_ns if wall_mean_ns else 0.0
     line = f"{step} {format_duration(wall_mean_ns)}/step, GPU busy {busy:.1f} %"
+    if pace is not None:
+        line = f"{line}, {pace_words(pace)}"
     if not candidates:
         return line
     top = candidates[0]
@@ -410,6 +418,23 @@ def write_headline(
     return (
         f"{line}; biggest lever: {top.stage} {what}, {format_duration(top.lever_ns_per_step)}/step "
         f"({share:.0f} % of the step) — {top.why}"
+    )
+
+
+def pace_words(pace: Pace) -> str:
+    """What sets a run-ahead loop's step, with its figures."""
+    stages = ", ".join(
+        f"{name} {format_duration(ns)}" for name, ns in pace.host_by_stage_ns_per_step.items()
+    )
+    if pace.paced_by == "host":
+        return (
+            f"paced by the host ({format_duration(pace.host_ns_per_step)}/step of host work: "
+            f"{stages}; the GPU is busy {format_duration(pace.gpu_busy_ns_per_step)}/step)"
+        )
+    return (
+        f"paced by the GPU (the host runs ahead and waits "
+        f"{format_duration(pace.sync_ns_per_step)}/step for it; host work "
+        f"{format_duration(pace.host_ns_per_step)}/step)"
     )
 
 

@@ -151,11 +151,13 @@ def _lender_level(
         st_ends = stages[END_NS].to_numpy(dtype=np.int64)
         k = np.searchsorted(st_starts, starts, side="right") - 1
         open_ = (k >= 0) & (starts < st_ends[np.maximum(k, 0)]) if len(st_starts) else k < -1
-        parent = stages["label"].to_numpy(dtype=object)[np.maximum(k, 0)] if len(stages) else None
+        parent = (
+            stages["label"].to_numpy(dtype=object)[np.maximum(k, 0)]
+            if len(stages)
+            else np.full(len(starts), "", dtype=object)
+        )
         names = own[NAME].astype(str).to_numpy(dtype=object)
-        labels = [
-            f"{parent[i]}/{name}" if open_[i] else name for i, name in enumerate(names)
-        ]
+        labels = [f"{parent[i]}/{name}" if open_[i] else name for i, name in enumerate(names)]
         parts.append(
             pd.DataFrame(
                 {

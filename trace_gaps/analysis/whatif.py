@@ -17,6 +17,7 @@ from trace_gaps.analysis.collectives import WAIT_END_NS
 from trace_gaps.analysis.ledger import BUCKET, CAUSE, DURATION_NS, build_ledger
 from trace_gaps.analysis.replay import (
     CATEGORIES,
+    SYNC,
     Lever,
     LeverError,
     Replayed,
@@ -24,6 +25,7 @@ from trace_gaps.analysis.replay import (
     applies,
     apply_lever,
     replay_step,
+    runs_ahead,
 )
 from trace_gaps.analysis.stages import CALL_END_NS, STAGE, StageMap, ThreadStages
 from trace_gaps.analysis.steps import STEP_ID
@@ -37,7 +39,7 @@ from trace_gaps.model import (
     Bucket,
     GraphTraceMode,
 )
-from trace_gaps.records import NotApplicable, Prediction, ReplayCheck, WhatIfLedgerEntry
+from trace_gaps.records import NotApplicable, Pace, Prediction, ReplayCheck, WhatIfLedgerEntry
 
 # The lever that fits each verdict kind (VerdictKind values).
 _LEVER_OF_KIND = {
@@ -102,6 +104,47 @@ def check_replay(models: list[StepModel]) -> ReplayCheck:
     replayed = int(round(np.mean([replay_step(m).wall_ns for m in models])))
     error = 100.0 * (replayed - measured) / measured if measured else 0.0
     return ReplayCheck(len(models), measured, replayed, round(error, 2))
+
+
+# A run-ahead loop is paced by its host where the host waits in syncs for less than this
+# share of the step (it would wait for the GPU, were the GPU the slower).
+HOST_PACED_SYNC_SHARE = 0.05
+
+
+def pace_of(
+    models: list[StepModel], names: tuple[str, ...], mean_step_ns: int, busy_ns: int
+) -> Pace | None:
+    """Whether host or GPU sets the step of a loop whose host runs ahead (most of its
+    replayed steps wait for the step before's work: replay.runs_ahead); None for a loop
+    whose host waits for its own step's work, where the two add up instead."""
+    if not models or sum(runs_ahead(m) for m in models) * 2 < len(models):
+        return None
+    host_by_stage: dict[int, int] = {}
+    sync = 0
+    for m in models:
+        gaps = m.item_call < 0
+        waits = m.call_category == SYNC
+        sync += int(m.call_ns[waits].sum())
+        codes = np.r_[m.item_stage[gaps], m.call_stage[~waits]]
+        times = np.r_[m.item_ns[gaps], m.call_ns[~waits]]
+        for code in np.unique(codes):
+            host_by_stage[int(code)] = host_by_stage.get(int(code), 0) + int(
+                times[codes == code].sum()
+            )
+    n = len(models)
+    host = int(round(sum(host_by_stage.values()) / n))
+    sync_ns = int(round(sync / n))
+    top = sorted(host_by_stage.items(), key=lambda kv: -kv[1])[:3]
+    return Pace(
+        paced_by="host" if sync_ns < HOST_PACED_SYNC_SHARE * mean_step_ns else "gpu",
+        host_ns_per_step=host,
+        sync_ns_per_step=sync_ns,
+        gpu_busy_ns_per_step=busy_ns,
+        host_by_stage_ns_per_step={
+            names[code] if 0 <= code < len(names) else str(code): int(round(total / n))
+            for code, total in top
+        },
+    )
 
 
 def present_stages(names: tuple[str, ...], models: list[StepModel]) -> list[str]:
@@ -169,6 +212,8 @@ def why_not(kind: str, stage: str) -> str:
         return f"{stage} has no collective that waits for a peer"
     if kind.startswith("gpu"):
         return f"{stage} runs no GPU op"
+    if kind == "nogaps":
+        return f"{stage} has no long host gap (1 ms or more, and 10x its median gap or more)"
     return f"{stage} has no host time between its calls"
 
 
@@ -288,13 +333,15 @@ def choose_lever(
 ) -> tuple[str, tuple[int, int] | None]:
     """The lever a candidate is priced with and its (predicted step, saving), or ("", None).
 
-    The lever that fits its verdict kind (lever_for; `nohost` where a graph does not
-    apply), unless removing the stage's host syncs saves more (an idle candidate): a graph
+    The lever that fits its verdict kind (lever_for; `nohost` where a graph or `nogaps`
+    does not apply), unless removing the stage's host syncs saves more (an idle candidate): a graph
     is cut at every sync, so where the syncs hold the stage's time, they are the fix.
     saving(stage, lever): None where the lever does not apply."""
     lever = lever_for(kind, launches_per_step, mode) or ""
     found = saving(stage, lever) if lever else None
-    if found is None and lever == "graph":
+    # A graph that does not apply, or long gaps none of which is long against the step's own
+    # gaps (a stage whose host work is one or two gaps): the stage's host code is the fix.
+    if found is None and lever in ("graph", "nogaps"):
         lever, found = "nohost", saving(stage, "nohost")
     if lever and lever != "nosync" and bucket == Bucket.IDLE.value:
         syncs = saving(stage, "nosync")
