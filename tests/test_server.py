@@ -1,5 +1,6 @@
 """`trace-gaps mcp`: the MCP SDK's own client, over stdio, against the server in a child
-process: the tools, a report that matches the Schema, errors, and nothing written."""
+process: the overview and its drill-downs within their bounds, bad arguments refused in one
+line, errors, and nothing written."""
 
 from __future__ import annotations
 
@@ -16,14 +17,17 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import SAMPLE_TRACES, assert_matches_schema
-from trace_gaps.schema import SCHEMAS, json_schema
+from tests.conftest import ROOT, SAMPLE_TRACES
 
 pytest.importorskip("mcp")
 anyio = pytest.importorskip("anyio")
 
 from mcp.client.session import ClientSession  # noqa: E402
-from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
+from mcp.client.stdio import (  # noqa: E402
+    StdioServerParameters,
+    get_default_environment,
+    stdio_client,
+)
 
 
 def with_server(work: Callable[[ClientSession], Awaitable[Any]], cwd: Path) -> Any:
@@ -34,7 +38,11 @@ def with_server(work: Callable[[ClientSession], Awaitable[Any]], cwd: Path) -> A
 
     async def main() -> Any:
         params = StdioServerParameters(
-            command=sys.executable, args=["-P", "-m", "trace_gaps", "mcp", "--quiet"], cwd=cwd
+            command=sys.executable,
+            args=["-P", "-m", "trace_gaps", "mcp", "--quiet"],
+            cwd=cwd,
+            # The SDK passes a bare environment: this checkout's code, as the tests import it.
+            env={**get_default_environment(), "PYTHONPATH": str(ROOT)},
         )
         async with stdio_client(params) as streams, ClientSession(*streams) as session:
             await session.initialize()
@@ -43,49 +51,101 @@ def with_server(work: Callable[[ClientSession], Awaitable[Any]], cwd: Path) -> A
     return anyio.run(main)
 
 
-def test_the_tools_are_listed_and_analyze_matches_the_schema(tmp_path):
+TOOLS = ["candidates", "diff", "info", "kernels", "notes", "overview", "stage", "step", "what_if"]
+
+
+def wire_size(result: Any) -> int:
+    return len(json.dumps(result.structured_content, ensure_ascii=False, separators=(",", ":")))
+
+
+def test_the_overview_and_its_drill_downs_answer_within_their_bounds(tmp_path):
     export = tmp_path / "exports" / "spec_sync.sqlite"
     export.parent.mkdir()
     shutil.copyfile(SAMPLE_TRACES / "spec_sync.sqlite", export)
+    exports = [str(export)]
 
     async def work(session: ClientSession) -> dict[str, Any]:
         tools = await session.list_tools()
-        analyzed = await session.call_tool("analyze", {"exports": [str(export)]})
-        narrowed = await session.call_tool(
-            "analyze", {"exports": [str(export)], "steps": "3:6", "kernels": True}
-        )
-        info = await session.call_tool("info", {"export": str(export)})
-        schema = await session.call_tool("schema", {"kind": "report"})
+        overview = await session.call_tool("overview", {"exports": exports})
+        top = overview.structured_content["sections"][0]["top"][0]["stage"]
+        calls = {
+            "stage": ("stage", {"exports": exports, "stage": top}),
+            "candidates": ("candidates", {"exports": exports, "limit": 2}),
+            "kernels": ("kernels", {"exports": exports, "stage": top, "limit": 5}),
+            "step": ("step", {"exports": exports, "index": 3}),
+            "notes": ("notes", {"exports": exports}),
+            "what_if": ("what_if", {"export": str(export), "levers": f"{top}=graph"}),
+            "narrowed": ("overview", {"exports": exports, "steps": "3:6", "top": 2}),
+            "info": ("info", {"export": str(export), "limit": 3}),
+        }
+        got = {name: await session.call_tool(*call) for name, call in calls.items()}
         resources = await session.list_resources()
         return {
-            "tools": sorted(tool.name for tool in tools.tools),
-            "analyze": analyzed,
-            "narrowed": narrowed,
-            "info": info,
-            "schema": schema,
+            "tools": tools.tools,
+            "overview": overview,
+            "top": top,
+            **got,
             "resources": sorted(str(r.uri) for r in resources.resources),
         }
 
     got = with_server(work, tmp_path)
-    assert got["tools"] == ["analyze", "diff", "info", "schema"]
+    assert sorted(tool.name for tool in got["tools"]) == TOOLS
+    # Every analysis option of the CLI, from its declaration; no argument beyond them.
+    overview_tool = next(t for t in got["tools"] if t.name == "overview")
+    assert set(overview_tool.input_schema["properties"]) == {
+        "exports", "step", "skip", "steps", "depth", "kind", "domain", "process", "collective",
+        "top",
+    }  # fmt: skip
+    assert overview_tool.input_schema["additionalProperties"] is False
     assert got["resources"] == ["trace-gaps://schema/diff", "trace-gaps://schema/report"]
-    analyzed = got["analyze"]
-    assert not analyzed.is_error
-    assert_matches_schema(json.dumps(analyzed.structured_content))
-    # The text content is the same report, for clients that read text only.
-    assert json.loads(analyzed.content[0].text) == analyzed.structured_content
-    assert analyzed.structured_content["processes"][0]["candidates"]
-    # --steps and --kernels reach the command: three steps, each kernel summarised.
-    narrowed = got["narrowed"].structured_content
-    assert not got["narrowed"].is_error
-    assert_matches_schema(json.dumps(narrowed))
-    assert narrowed["processes"][0]["steps"]["steps_analysed"] == 3
-    assert narrowed["processes"][0]["kernels"]
-    assert "kernels" not in analyzed.structured_content["processes"][0]
-    assert got["info"].structured_content["ranges"]
-    assert got["schema"].structured_content == json_schema(SCHEMAS["report"])
+    for name in ["overview", "stage", "candidates", "kernels", "step", "notes", "what_if", "info"]:
+        assert not got[name].is_error, (name, got[name].content[0].text)
+        # Sent once: the data as structured content, a short text beside it.
+        assert wire_size(got[name]) <= (4_000 if name == "overview" else 16_000), name
+        assert len(got[name].content) == 1 and len(got[name].content[0].text) < 1_000, name
+    overview = got["overview"].structured_content["sections"][0]
+    assert overview["headline"] in got["overview"].content[0].text
+    assert overview["verdicts"] and overview["steps"]["analysed"] > 0
+    assert got["stage"].structured_content["ledger_ms_per_step"]
+    assert got["stage"].structured_content["candidates"][0]["evidence"]
+    page = got["candidates"].structured_content
+    assert len(page["candidates"]) == 2 and page["next_offset"] == 2
+    assert {k["stage"] for k in got["kernels"].structured_content["kernels"]} == {got["top"]}
+    assert got["step"].structured_content["steps"][0]["index"] == 3
+    assert 0 < got["what_if"].structured_content["predicted_ms"] < overview["steps"]["mean_ms"]
+    # --steps and --top reach the command: three steps, two candidates.
+    narrowed = got["narrowed"].structured_content["sections"][0]
+    assert narrowed["steps"]["analysed"] == 3 and narrowed["candidates"] == 2
+    assert len(got["info"].structured_content["ranges"]) == 3
     # Nothing written: not beside the export, not in the server's folder.
     assert sorted(p.name for p in tmp_path.rglob("*")) == ["exports", "spec_sync.sqlite"]
+
+
+def test_bad_arguments_are_refused_in_one_line(tmp_path):
+    export = str(SAMPLE_TRACES / "spec_sync.sqlite")
+    calls = [
+        (
+            "overview",
+            {"exports": [export], "what_if": "draft=graph"},
+            "takes no argument 'what_if'",
+        ),
+        ("overview", {"exports": [export], "top": 0}, "top: Input should be greater than"),
+        ("overview", {"exports": [export], "depth": "deep"}, "depth: Input should be a valid"),
+        ("overview", {"exports": export}, "exports: Input should be a valid list"),
+        ("overview", {"exports": [export], "steps": "3-6"}, "--steps"),
+        ("stage", {"exports": [export], "stage": "nosuch"}, "no stage 'nosuch'"),
+        ("step", {"exports": [export]}, "index: Field required"),
+        ("what_if", {"export": export, "levers": "verify_forward=gpu0"}, "gpu"),
+        ("nosuch", {}, "nosuch"),
+    ]
+
+    async def work(session: ClientSession) -> list[Any]:
+        return [await session.call_tool(name, arguments) for name, arguments, _ in calls]
+
+    for (name, arguments, words), result in zip(calls, with_server(work, tmp_path), strict=True):
+        text = result.content[0].text
+        assert result.is_error, (name, arguments)
+        assert words in text and "\n" not in text and len(text) < 400, (name, arguments, text)
 
 
 def test_diff_and_errors_reach_the_client(tmp_path):
@@ -97,13 +157,16 @@ def test_diff_and_errors_reach_the_client(tmp_path):
         return [
             await session.call_tool("diff", {"before": str(before), "after": str(after)}),
             await session.call_tool("info", {"export": str(tmp_path / "missing.sqlite")}),
-            await session.call_tool("analyze", {"exports": ["-o", str(tmp_path / "x.md")]}),
-            await session.call_tool("analyze", {"exports": [str(report)]}),
+            await session.call_tool("overview", {"exports": ["-o", str(tmp_path / "x.md")]}),
+            await session.call_tool("overview", {"exports": [str(report)]}),
         ]
 
     diffed, missing, option, native = with_server(work, tmp_path)
-    assert not diffed.is_error
-    assert_matches_schema(json.dumps(diffed.structured_content), "diff")
+    assert not diffed.is_error, diffed.content[0].text
+    assert wire_size(diffed) <= 16_000
+    pair = diffed.structured_content["pairs"][0]
+    assert pair["verdict"].startswith("Step time") and pair["verdict"] in diffed.content[0].text
+    assert pair["wall"]["is_beyond_noise"] and len(pair["buckets"]) <= 8
     assert missing.is_error and "does not exist" in missing.content[0].text
     # A path that looks like an option is a path.
     assert option.is_error and not (tmp_path / "x.md").exists()

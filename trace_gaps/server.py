@@ -1,12 +1,14 @@
 """`trace-gaps mcp`: the commands as tools of a Model Context Protocol server, for agents.
 
     agent ─stdio─▶ server ─tool call─▶ `python -P -m trace_gaps <command> -f json` ─▶ its JSON
+                         ◀─ answer (answers.py: a bounded cut of it) ─┘
 
-Each tool runs the command line in a child process and returns what it prints: the same
-bytes as `analyze -f json` (or `info`, `diff`), so the tools cannot disagree with the CLI,
-the server's memory does not grow with the exports analysed, and nothing is written
-anywhere (the commands print to stdout; no -o is ever passed). A command's user error
-(exit 1) becomes the tool's error, with the command's one-line message.
+Each tool runs the command line in a child process (its JSON kept for the drill-downs that
+follow, ResultCache) and answers a question from what it prints, so the tools cannot disagree
+with the CLI, the server's memory stays bounded, and nothing is written anywhere (the
+commands print to stdout; no -o is ever passed). The tools' parameters are the commands'
+own options, read from their signatures. A command's user error becomes the tool's error, in
+one line; so does an argument a tool does not take.
 
 Needs the optional extra: pip install 'trace-gaps[mcp]'.
 """
@@ -14,13 +16,17 @@ Needs the optional extra: pip install 'trace-gaps[mcp]'.
 from __future__ import annotations
 
 import glob
+import inspect
 import json
 import os
 import subprocess
 import sys
-from collections.abc import Mapping
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, get_args
 
 from trace_gaps import __version__
 from trace_gaps.errors import TraceGapsError
@@ -56,7 +62,7 @@ def run_command(command: str, options: list[str], paths: list[str]) -> dict[str,
         check=False,
     )
     if finished.returncode != 0:
-        message = finished.stderr.strip().removeprefix("error: ") or "failed"
+        message = one_line(finished.stderr)
         raise TraceGapsError(f"trace-gaps {command} failed: {message}")
     result: dict[str, Any] = json.loads(finished.stdout)
     return result
@@ -93,111 +99,438 @@ def refuse_reports(paths: list[str]) -> None:
                 )
 
 
-def analysis_options(
-    step: str | None,
-    skip: int | None,
-    depth: int,
-    kind: str | None,
-    domain: str | None,
-    process: int | None,
-) -> list[str]:
-    """The command-line options of an analysis, for the ones given (as --name=value, so a
-    value that starts with a dash stays a value)."""
-    given: list[tuple[str, object]] = [
-        ("--step", step),
-        ("--skip", skip),
-        ("--kind", kind),
-        ("--domain", domain),
-        ("--process", process),
-    ]
-    options = [f"{name}={value}" for name, value in given if value is not None]
-    return [*options, f"--depth={depth}"]
+CACHED_RESULTS = 4  # the commands' JSON the server keeps, for drill-downs that follow
+
+
+class ResultCache:
+    """The JSON of the last few command lines run, keyed by the command line and each export's
+    path, size and modification time: an overview's drill-downs do not analyse the export again,
+    and the server's memory stays bounded (CACHED_RESULTS results)."""
+
+    def __init__(self, size: int = CACHED_RESULTS) -> None:
+        self.size = size
+        self.results: OrderedDict[tuple[Any, ...], dict[str, Any]] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def get(self, command: str, options: list[str], paths: list[str]) -> dict[str, Any]:
+        key = (command, tuple(options), tuple(stamp(p) for p in paths))
+        with self.lock:
+            if key in self.results:
+                self.results.move_to_end(key)
+                return self.results[key]
+        result = run_command(command, options, paths)
+        with self.lock:
+            self.results[key] = result
+            while len(self.results) > self.size:
+                self.results.popitem(last=False)
+        return result
+
+
+def stamp(given: str) -> tuple[Any, ...]:
+    """A path (or glob) as the cache knows it: each file it names, with its size and mtime."""
+    paths = sorted(glob.glob(given)) or [given]
+    return tuple(
+        (os.path.abspath(p), *((s.st_size, s.st_mtime_ns) if (s := _stat(p)) else ()))
+        for p in paths
+    )
+
+
+def _stat(path: str) -> os.stat_result | None:
+    try:
+        return os.stat(path)
+    except OSError:
+        return None
+
+
+def one_line(stderr: str) -> str:
+    """A command's error as one line: typer's usage box (exit 2) unboxed, without its usage,
+    'Try --help' and box title lines."""
+    kept = []
+    for line in stderr.splitlines():
+        text = line.strip().strip("│╭╮╰╯─ ").strip()
+        if text and not text.startswith(("Usage:", "Try '", "Error")):
+            kept.append(text)
+    return " ".join(" ".join(kept).split()).removeprefix("error: ") or "failed"
+
+
+# The command-line parameters that are not the analysis's: output, terminal, workers, gating,
+# and those a tool sets itself (--kernels: always on; --what-if: the what_if tool's levers).
+NOT_TOOL_PARAMETERS = frozenset(
+    {
+        "exports",
+        "export",
+        "before",
+        "after",
+        "demo",
+        "fmt",
+        "output",
+        "quiet",
+        "no_color",
+        "jobs",
+        "scheduler",
+        "fail_if_slower",
+        "kernels",
+        "what_if",
+        "as_json",
+        "include_command",
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class CliParameter:
+    """An option of a command, as a tool parameter: its name, the flag it becomes, and the
+    typed parameter (help as description, min and max as bounds)."""
+
+    name: str
+    flag: str
+    parameter: inspect.Parameter
+
+    def argv(self, value: Any) -> list[str]:
+        """The option on a command line (as --flag=value, so a value that starts with a dash
+        stays a value); nothing for None or False."""
+        if value is None or value is False:
+            return []
+        if value is True:
+            return [self.flag]
+        if isinstance(value, list):
+            return [f"{self.flag}={item}" for item in value]
+        return [f"{self.flag}={value}"]
+
+
+def cli_parameters(command: Callable[..., Any]) -> list[CliParameter]:
+    """The analysis options of a CLI command, read from its own signature (what typer reads:
+    commands/options.py declares the shared ones once), as tool parameters."""
+    import typer.models
+    from pydantic import Field
+
+    found = []
+    for parameter in inspect.signature(command, eval_str=True).parameters.values():
+        if parameter.name in NOT_TOOL_PARAMETERS:
+            continue
+        base, *metadata = get_args(parameter.annotation)
+        info = next(m for m in metadata if isinstance(m, typer.models.OptionInfo))
+        declared = [d for d in info.param_decls or () if d.startswith("--")]
+        flag = declared[0] if declared else "--" + parameter.name.replace("_", "-")
+        help_text = (info.help or "").replace("\\[", "[")
+        field = Field(description=help_text or None, ge=info.min, le=info.max)
+        annotated = Annotated[base, field]  # type: ignore[valid-type]
+        typed = parameter.replace(kind=inspect.Parameter.KEYWORD_ONLY, annotation=annotated)
+        found.append(CliParameter(parameter.name, flag, typed))
+    return found
+
+
+def tool_parameter(name: str, annotation: Any, default: Any, description: str) -> inspect.Parameter:
+    from pydantic import Field
+
+    return inspect.Parameter(
+        name,
+        inspect.Parameter.KEYWORD_ONLY,
+        default=default,
+        annotation=Annotated[annotation, Field(description=description)],
+    )
+
+
+def argument_error(tool: str, error: Any) -> str:
+    """A pydantic ValidationError as one line: the first problem, with how many more."""
+    problems = error.errors()
+    first = problems[0]
+    where = ".".join(str(part) for part in first["loc"]) or "arguments"
+    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+    got = first.get("input")
+    shown = "" if isinstance(got, dict) else f", got {json.dumps(got, default=str)[:80]}"
+    return f"{tool}: {where}: {first['msg']}{shown}{more}"
+
+
+EXPORTS = (
+    "Absolute paths of files from `nsys export --type sqlite` (a quoted glob too); several: "
+    "the exports of one run, one per rank, analysed as one."
+)
+SECTION = "Which section of the overview (0: the first; a process, or one kind of its steps)."
+OFFSET = "The first item of the page (next_offset of the page before)."
+LIMIT = "Items on the page."
 
 
 def build_server(*, quiet: bool = False) -> Any:
-    """The MCP server with the tools info, analyze, diff and schema, and the schemas as
-    resources. quiet: the SDK logs only errors on stderr (not each request and tool error)."""
+    """The MCP server: the overview, its drill-downs, info and diff as tools, each answer
+    bounded (answers.py), and the JSON Schemas as resources. quiet: the SDK logs only errors
+    on stderr (not each request and tool error)."""
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
+    from mcp_types import CallToolResult, TextContent
+    from pydantic import Field, ValidationError
 
+    from trace_gaps import answers
+    from trace_gaps.commands.analyze import analyze as analyze_command
+    from trace_gaps.commands.diff import diff as diff_command
     from trace_gaps.schema import SCHEMAS, json_schema
 
-    server = MCPServer(
+    class StrictServer(MCPServer):
+        """Refuses an argument a tool does not take, or of the wrong type, in one line."""
+
+        async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+            tool = self._tool_manager.get_tool(name)
+            if tool is not None:
+                taken = tool.fn_metadata.arg_model.model_fields
+                unknown = sorted(set(arguments) - set(taken))
+                if unknown:
+                    raise ToolError(
+                        f"{name} takes no argument {', '.join(map(repr, unknown))}; "
+                        f"it takes {', '.join(taken)}"
+                    )
+                try:
+                    tool.fn_metadata.validate_arguments(arguments)
+                except ValidationError as error:
+                    raise ToolError(argument_error(name, error)) from None
+            return await super().call_tool(name, arguments, context)
+
+    server = StrictServer(
         "trace-gaps",
         version=__version__,
         instructions=INSTRUCTIONS,
         log_level="ERROR" if quiet else "INFO",
     )
+    cache = ResultCache()
+    analysis = cli_parameters(analyze_command)
+    comparison = cli_parameters(diff_command)
 
-    def call(command: str, options: list[str], paths: list[str]) -> dict[str, Any]:
-        """run_command, its user errors the tool's error (the agent reads the message)."""
+    def run(command: str, options: list[str], paths: list[str]) -> dict[str, Any]:
+        """The command's JSON (cached), its user errors the tool's error."""
         try:
-            return run_command(command, options, paths)
+            return cache.get(command, options, paths)
         except TraceGapsError as error:
             raise ToolError(str(error)) from None
 
-    @server.tool()
-    def info(export: str) -> dict[str, Any]:
-        """What an export holds: versions, capture settings, GPUs, threads, row counts, NVTX
-        ranges, and the step range `analyze` would take."""
-        return call("info", ["--format=json"], [export])
+    def analysed(exports: list[str], given: dict[str, Any], *extra: str) -> dict[str, Any]:
+        options = [o for p in analysis for o in p.argv(given.pop(p.name))]
+        return run("analyze", [*options, "--kernels", *extra, "--format=json"], exports)
 
-    @server.tool()
-    def analyze(
-        exports: list[str],
-        step: str | None = None,
-        skip: int | None = None,
-        depth: int = 1,
-        kind: str | None = None,
-        domain: str | None = None,
-        process: int | None = None,
-        top: int = 10,
-        steps: str | None = None,
-        kernels: bool = False,
-    ) -> dict[str, Any]:
-        """The report of `trace-gaps analyze -f json`: per process the step ledger (busy,
-        wait, idle by cause per stage), launch economics, ranked candidates with verdicts and
-        evidence, and notes. Several exports are one run (one per rank), on one clock.
-        step: the NVTX range of a step (name, family or glob; found when omitted).
-        steps: only the steps with index A to B-1 on each thread ("A:B", warm-up included).
-        kernels: add the per-kernel summary (count, total, percentiles per stage)."""
-        options = analysis_options(step, skip, depth, kind, domain, process)
-        extra = [f"--steps={steps}"] if steps is not None else []
-        extra += ["--kernels"] if kernels else []
-        return call("analyze", [*options, *extra, f"--top={top}", "--format=json"], exports)
+    def answered(answer: dict[str, Any], text: str) -> Any:
+        """The answer once, as structured content, with a short text beside it."""
+        return CallToolResult(
+            content=[TextContent(type="text", text=text)], structured_content=answer
+        )
 
-    @server.tool()
-    def diff(
-        before: str,
-        after: str,
-        step: str | None = None,
-        skip: int | None = None,
-        depth: int = 1,
-        kind: str | None = None,
-        domain: str | None = None,
-        process: int | None = None,
-    ) -> dict[str, Any]:
-        """The result of `trace-gaps diff -f json`: did the fix work? The step-time change
-        with its noise, and the stage, bucket and launch changes that explain it. Each side is
-        an export or a quoted glob of one run's exports."""
-        options = analysis_options(step, skip, depth, kind, domain, process)
-        return call("diff", [*options, "--format=json"], [before, after])
+    def add(
+        name: str,
+        doc: str,
+        own: list[inspect.Parameter],
+        taken: list[CliParameter],
+        body: Callable[[dict[str, Any]], tuple[dict[str, Any], str]],
+    ) -> None:
+        def tool(**given: Any) -> Any:
+            try:
+                answer, text = body(given)
+            except answers.AnswerError as error:
+                raise ToolError(str(error)) from None
+            return answered(answer, text)
 
-    @server.tool()
-    def schema(kind: str = "report") -> dict[str, Any]:
-        """The JSON Schema of analyze's result (kind "report") or diff's (kind "diff")."""
-        if kind not in SCHEMAS:
-            raise ToolError(f"no schema {kind!r}: choose one of {', '.join(SCHEMAS)}.")
-        return json_schema(SCHEMAS[kind])
+        tool.__name__ = name
+        tool.__doc__ = doc
+        tool.__signature__ = inspect.Signature([*own, *(p.parameter for p in taken)])  # type: ignore[attr-defined]
+        server.add_tool(tool, name=name, description=doc, structured_output=False)
+        registered = server._tool_manager.get_tool(name)
+        assert registered is not None
+        registered.parameters["additionalProperties"] = False
+
+    exports_parameter = inspect.Parameter(
+        "exports",
+        inspect.Parameter.KEYWORD_ONLY,
+        annotation=Annotated[list[str], Field(min_length=1, description=EXPORTS)],
+    )
+    section = tool_parameter("section", Annotated[int, Field(ge=0)], 0, SECTION)
+    offset = tool_parameter("offset", Annotated[int, Field(ge=0)], 0, OFFSET)
+
+    def limit(default: int) -> inspect.Parameter:
+        return tool_parameter("limit", Annotated[int, Field(ge=1, le=100)], default, LIMIT)
+
+    def overview(given: dict[str, Any]) -> tuple[dict[str, Any], str]:
+        answer = answers.overview_answer(analysed(given.pop("exports"), given))
+        headlines = [part["headline"] for part in answer["sections"]]
+        return answer, "\n".join(headlines) or "no analysed process"
+
+    add(
+        "overview",
+        "Start here: where each step's time goes and what to change. Per process (or kind of "
+        "step): the headline, step statistics, the first verdicts and the top candidates "
+        "(ranked by the step time their fix would save, from a what-if replay), the integrity "
+        "notes by code. Under 4 KB; drill down with stage, candidates, kernels, step, what_if.",
+        [exports_parameter],
+        analysis,
+        overview,
+    )
+
+    def candidates(given: dict[str, Any]) -> tuple[dict[str, Any], str]:
+        where = {k: given.pop(k) for k in ("section", "offset", "limit")}
+        answer = answers.candidates_answer(analysed(given.pop("exports"), given), **where)
+        shown = answer["offset"] + len(answer["candidates"])
+        return answer, f"candidates {answer['offset']} to {shown} of {answer['total']}"
+
+    add(
+        "candidates",
+        "The ranked candidates of a section, a page of them: stage, bucket (busy or idle), ms "
+        "per step, the lever that fits and what it saves, and the verdict sentence.",
+        [exports_parameter, section, offset, limit(10)],
+        analysis,
+        candidates,
+    )
+
+    stage_parameter = tool_parameter(
+        "stage",
+        str,
+        inspect.Parameter.empty,
+        "A stage's name, as the overview and candidates name it.",
+    )
+
+    def stage(given: dict[str, Any]) -> tuple[dict[str, Any], str]:
+        where = {k: given.pop(k) for k in ("stage", "section")}
+        answer = answers.stage_answer(analysed(given.pop("exports"), given), **where)
+        ledger = ", ".join(f"{k} {v}" for k, v in answer["ledger_ms_per_step"].items())
+        return answer, f"stage {answer['stage']} (ms per step): {ledger}"
+
+    add(
+        "stage",
+        "One stage: its ledger (GPU busy, waiting in collectives, idle by cause: launch, sync, "
+        "queued, api, host; ms per step), launches, syncs and execution mode, its candidates "
+        "with verdicts and evidence (top kernels, CUDA calls, longest gaps), its long host gaps.",
+        [exports_parameter, stage_parameter, section],
+        analysis,
+        stage,
+    )
+
+    def step(given: dict[str, Any]) -> tuple[dict[str, Any], str]:
+        where = {k: given.pop(k) for k in ("index", "section")}
+        answer = answers.step_answer(analysed(given.pop("exports"), given), **where)
+        walls = ", ".join(f"thread {s['thread']}: {s['wall_ms']} ms" for s in answer["steps"])
+        return answer, f"step {where['index']}: {walls}"
+
+    add(
+        "step",
+        "One step by its index (from 0 on each thread, warm-up included, as --steps and plot's "
+        "--step-index count): when it started, its wall, busy and idle time, whether it was "
+        "analysed, its ledger by stage and cause, and its longest gaps.",
+        [
+            exports_parameter,
+            tool_parameter(
+                "index", Annotated[int, Field(ge=0)], inspect.Parameter.empty, "The step's index."
+            ),
+            section,
+        ],
+        analysis,
+        step,
+    )
+
+    def kernels(given: dict[str, Any]) -> tuple[dict[str, Any], str]:
+        where = {k: given.pop(k) for k in ("stage", "section", "offset", "limit")}
+        answer = answers.kernels_answer(analysed(given.pop("exports"), given), **where)
+        return answer, f"{len(answer['kernels'])} of {answer['total']} GPU op rows by GPU time"
+
+    add(
+        "kernels",
+        "The GPU ops of the analysed steps with most GPU time (nsys's cuda_gpu_kern_sum for "
+        "those steps), of one stage or all, a page: per step count and ms, mean, p50, p90.",
+        [
+            exports_parameter,
+            tool_parameter("stage", str | None, None, "Only this stage's ops (default: all)."),
+            section,
+            offset,
+            limit(20),
+        ],
+        analysis,
+        kernels,
+    )
+
+    def what_if(given: dict[str, Any]) -> tuple[dict[str, Any], str]:
+        from trace_gaps.analysis.replay import LeverError, parse_levers
+
+        levers = given.pop("levers")
+        try:
+            parse_levers(levers)
+        except LeverError as error:
+            raise ToolError(f"what_if: levers: {error}") from None
+        exports = [given.pop("export")]
+        where = {"section": given.pop("section")}
+        answer = answers.what_if_answer(analysed(exports, given, f"--what-if={levers}"), **where)
+        return answer, f"what-if {levers}: predicted step {answer.get('predicted_step_ms')} ms"
+
+    add(
+        "what_if",
+        "Predict the step with levers pulled on the replayed steps, e.g. "
+        "'verify_forward=graph,sample=nosync' (graph, nogaps, host50, nohost, nosync, noapi, "
+        "ontime, gpuN with N 1-99; docs/what-if.md): the predicted step and its ledger.",
+        [
+            tool_parameter("export", str, inspect.Parameter.empty, "Absolute path of one export."),
+            tool_parameter(
+                "levers", str, inspect.Parameter.empty, "STAGE=LEVER pairs, comma separated."
+            ),
+            section,
+        ],
+        analysis,
+        what_if,
+    )
+
+    def notes(given: dict[str, Any]) -> tuple[dict[str, Any], str]:
+        where = {k: given.pop(k) for k in ("offset", "limit")}
+        answer = answers.notes_answer(analysed(given.pop("exports"), given), **where)
+        return answer, f"{len(answer['notes'])} of {answer['total']} integrity notes"
+
+    add(
+        "notes",
+        "The integrity notes in full: what in the export is missing, damaged or odd, and which "
+        "figures it makes unreliable.",
+        [exports_parameter, offset, limit(20)],
+        analysis,
+        notes,
+    )
+
+    def diff(given: dict[str, Any]) -> tuple[dict[str, Any], str]:
+        sides = [given.pop("before"), given.pop("after")]
+        most = given.pop("limit")
+        options = [o for p in comparison for o in p.argv(given.pop(p.name))]
+        answer = answers.diff_answer(run("diff", [*options, "--format=json"], sides), limit=most)
+        return answer, "\n".join(p["verdict"] for p in answer["pairs"]) or "nothing compared"
+
+    add(
+        "diff",
+        "Did the fix work? The step-time change with its noise (95 % bootstrap interval), the "
+        "machine's drift, and the biggest stage, bucket and candidate changes, BEFORE → AFTER. "
+        "Each side is an export or a quoted glob of one run's exports.",
+        [
+            tool_parameter("before", str, inspect.Parameter.empty, "Export (or glob) before."),
+            tool_parameter("after", str, inspect.Parameter.empty, "Export (or glob) after."),
+            limit(8),
+        ],
+        comparison,
+        diff,
+    )
+
+    def info(given: dict[str, Any]) -> tuple[dict[str, Any], str]:
+        found = run("info", ["--format=json"], [given["export"]])
+        answer = answers.info_answer(found, offset=given["offset"], limit=given["limit"])
+        return answer, f"{answer.get('file')}: step range {answer.get('step_range')}"
+
+    add(
+        "info",
+        "What an export holds, before any analysis: versions, capture settings, GPUs, threads, "
+        "row counts, NVTX ranges (a page, the most frequent first), and the step range the "
+        "analysis would take.",
+        [
+            tool_parameter("export", str, inspect.Parameter.empty, "Absolute path of one export."),
+            offset,
+            limit(40),
+        ],
+        [],
+        info,
+    )
 
     @server.resource("trace-gaps://schema/report", mime_type="application/schema+json")
     def report_schema() -> str:
-        """The JSON Schema of analyze's result."""
+        """The JSON Schema of `trace-gaps analyze -f json`."""
         return json.dumps(json_schema(SCHEMAS["report"]), indent=2)
 
     @server.resource("trace-gaps://schema/diff", mime_type="application/schema+json")
     def diff_schema() -> str:
-        """The JSON Schema of diff's result."""
+        """The JSON Schema of `trace-gaps diff -f json`."""
         return json.dumps(json_schema(SCHEMAS["diff"]), indent=2)
 
     return server

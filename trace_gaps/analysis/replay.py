@@ -707,7 +707,7 @@ def replay_chain(model: StepModel, copies: int = CHAIN_COPIES) -> Replayed:
 # ---------------------------------------------------------------------------- levers
 
 LEVER_KINDS = ("graph", "nogaps", "host50", "nohost", "nosync", "noapi", "ontime")
-_GPU = re.compile(r"^gpu(\d{1,2})$")
+_GPU = re.compile(r"^gpu([1-9][0-9]?)$")  # 1-99: gpu0 would change nothing
 
 
 class LeverError(ValueError):

@@ -6,7 +6,7 @@ from trace_gaps.commands.options import QuietOpt
 
 
 def mcp(quiet: QuietOpt = False) -> None:
-    """Serve info, analyze, diff and their Schemas as MCP tools on stdio, for coding agents.
+    """Serve the analysis as MCP tools on stdio, for coding agents: an overview, then drill-downs.
 
     Needs pip install 'trace-gaps\\[mcp]'; see docs/mcp.md.
     """
