@@ -72,6 +72,14 @@ EXAMPLES: dict[NoteCode, dict[str, NoteNumber]] = {
         "offsets_ns": (0, -1_250_000),
         "method": "session start",
     },
+    NoteCode.EXPORTS_APART: {
+        "file": "b.sqlite",
+        "first": "a.sqlite",
+        "reason": "ends",
+        "residual_p50_ns": 6_693_339,
+        "shared_instances": 31,
+        "tolerance_ns": 5_000,
+    },
     NoteCode.WAITS_WITHIN_CLOCK_ERROR: {"waits": 4},
     NoteCode.EXPORT_NOT_ANALYSED: {"file": "b.sqlite", "message": "b.sqlite: is not a SQLite file"},
 }

@@ -14,6 +14,12 @@ of (reference end - export end) over the instances an export shares with the ref
 after alignment (p50, p99); a wait across exports shorter than the p99 residual is not
 attributed (it cannot be told from clock error).
 
+Exports are one run only when their collectives say so (run_apart_reason): an export shares
+a collective family with export 0, each shared family has as many instances in both, and
+their ends agree after alignment (p50 residual within RUN_END_TOLERANCE_NS). Any other export is
+analysed apart, on its own clock, its collectives matched among its own processes only, with
+a note naming why (captures of different runs line up on no collective).
+
 The tasks run in this process, or on Dask (`run_tasks` with a dask.distributed Client);
 a task returns only compact results, never an export's op or call tables.
 """
@@ -54,6 +60,12 @@ from trace_gaps.report import build_report, slowest_ranks
 from trace_gaps.run import analyse_export
 
 T = TypeVar("T")
+
+# Exports are one run only if, once aligned, the median spread of their shared collectives'
+# ends is within this. Measured: one run's, 0.12 µs (tp_rank0/tp_rank1, all-reduces) and
+# 3.3 µs (mfu_2gpu_before split per process: send/recv pairs, whose ends differ by up to
+# 31 µs); different runs' with collectives to pair, 6.7 ms and more.
+RUN_END_TOLERANCE_NS = 50_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +131,51 @@ def align(sides: Sequence[ExportSide]) -> Alignment:
     p50 = int(np.percentile(spread, 50)) if len(spread) else None
     p99 = int(np.percentile(spread, 99)) if len(spread) else None
     return Alignment(tuple(offsets), method, p50, p99, shared, drift)
+
+
+def run_apart_reason(
+    first: ExportSide, other: ExportSide
+) -> tuple[str, dict[str, NoteNumber]] | None:
+    """Why `other` is not of `first`'s run, as (reason, numbers), or None when it is: their
+    collectives are the same sequence, ending together once aligned.
+
+    reasons: "no_collectives" (one has none), "no_shared_family", "counts" (a shared family
+    has more instances in one), "ends" (paired ends disagree after alignment)."""
+    if first.collectives.empty or other.collectives.empty:
+        empty = first if first.collectives.empty else other
+        return "no_collectives", {"without": empty.path.name}
+    counts = [_instances_per_family(side) for side in (first, other)]
+    shared = sorted(set(counts[0]) & set(counts[1]))
+    if not shared:
+        return "no_shared_family", {
+            "families": tuple(sorted(counts[0])),
+            "other_families": tuple(sorted(counts[1])),
+        }
+    differ = [family for family in shared if counts[0][family] != counts[1][family]]
+    if differ:
+        family = differ[0]
+        return "counts", {
+            "family": family,
+            "count": counts[0][family],
+            "other_count": counts[1][family],
+        }
+    pair = align([first, other])
+    if pair.residual_p50_ns is None or pair.residual_p50_ns > RUN_END_TOLERANCE_NS:
+        return "ends", {
+            "residual_p50_ns": pair.residual_p50_ns or 0,
+            "shared_instances": pair.shared_instances,
+            "tolerance_ns": RUN_END_TOLERANCE_NS,
+        }
+    return None
+
+
+def _instances_per_family(side: ExportSide) -> dict[str, int]:
+    """Per collective family: its instances in the export (the most any participant runs)."""
+    found = number_instances(side.collectives)
+    return {
+        str(family): int(count)
+        for family, count in (found.groupby(FAMILY)[INSTANCE].max() + 1).items()
+    }
 
 
 def _on_clock(sides: Sequence[ExportSide], offsets: Sequence[int]) -> pd.DataFrame:
@@ -255,10 +312,20 @@ def analyse_exports(
         raise TraceGapsError(
             "none of the exports could be read: " + "; ".join(message for _, message in failed)
         )
-    alignment = align(sides)
-    match, dropped = match_across(sides, alignment)
+    apart = {
+        i: found for i in range(1, len(sides)) if (found := run_apart_reason(sides[0], sides[i]))
+    }
+    run = [i for i in range(len(sides)) if i not in apart]
+    groups = [run, *([i] for i in sorted(apart))]
+    run_alignment = align([sides[i] for i in run])
+    offsets = [0] * len(sides)  # an export analysed apart keeps its own clock
+    for k, i in enumerate(run):
+        offsets[i] = run_alignment.offsets_ns[k]
+    alignment = replace(run_alignment, offsets_ns=tuple(offsets))
+    matches, dropped = _match_groups(sides, groups, alignment)
+    match_of = {i: match for group, match in zip(groups, matches, strict=True) for i in group}
     arguments = [
-        (side.path, options, match.of_export(i, alignment.offsets_ns[i]), timelines)
+        (side.path, options, match_of[i].of_export(i, alignment.offsets_ns[i]), timelines)
         for i, side in enumerate(sides)
     ]
     analysed: list[tuple[int, tuple[Trace, Analysis]]] = []
@@ -280,14 +347,41 @@ def analyse_exports(
         RankSource(i, analysis, alignment.offsets_ns[i], labels[k], sides[i].path.name)
         for k, (i, (_, analysis)) in enumerate(analysed)
     ]
-    ranks = build_ranks_across(sources, match)
+    # The ranks view of each run: the exports of export 0's run together, one apart alone.
+    views = [
+        build_ranks_across([s for s in sources if s.export in group], match)
+        for group, match in zip(groups, matches, strict=True)
+    ]
+    view_of = {i: view for group, view in zip(groups, views, strict=True) for i in group}
+    ranks = _merged_views(views)
     # Each export's report where its analysis is (on the workers, all at once).
     built = run_tasks(
-        report_of, [(held[i], top, ranks, labels[k]) for k, (i, _) in enumerate(analysed)], client
+        report_of,
+        [(held[i], top, view_of[i], labels[k]) for k, (i, _) in enumerate(analysed)],
+        client,
     )
     reports = [_raised(report) for report in built]
     reports = _timelines_on_one_clock(reports, [alignment.offsets_ns[i] for i, _ in analysed])
-    notes = _alignment_notes(alignment, [sides[i].path for i, _ in analysed], dropped, match)
+    in_run = [i for i, _ in analysed if i in run]
+    notes = _alignment_notes(
+        alignment,
+        [sides[i].path for i in in_run],
+        [alignment.offsets_ns[i] for i in in_run],
+        dropped,
+    )
+    notes += [
+        note_of(
+            NoteCode.EXPORTS_APART,
+            Severity.INFO,
+            [Figures.WAITS],
+            file=sides[i].path.name,
+            first=sides[0].path.name,
+            reason=reason,
+            **numbers,
+        )
+        for i, (reason, numbers) in sorted(apart.items())
+        if any(i == k for k, _ in analysed)
+    ]
     notes += [
         note_of(
             NoteCode.EXPORT_NOT_ANALYSED,
@@ -299,7 +393,50 @@ def analyse_exports(
         for path, message in failed
     ]
     infos = [trace.info for _, (trace, _) in analysed]
-    return MultiResult(merge_reports(reports, ranks, notes), failed, infos, reports)
+    merged = merge_reports(reports, ranks, notes)
+    apart_files = [sides[i].path.name for i, _ in analysed if i in apart]
+    if apart_files:
+        merged = replace(merged, apart_exports=apart_files)
+    return MultiResult(merged, failed, infos, reports)
+
+
+def _match_groups(
+    sides: Sequence[ExportSide], groups: list[list[int]], alignment: Alignment
+) -> tuple[list[CollectiveMatch], int]:
+    """Each group's collectives matched among its own exports (match_across), its ops'
+    export numbers those of `sides`; and how many short cross-export waits were dropped."""
+    matches, dropped = [], 0
+    for group in groups:
+        offsets = tuple(alignment.offsets_ns[i] for i in group)
+        match, short = match_across([sides[i] for i in group], replace(alignment, offsets_ns=offsets))
+        index = np.asarray(group, dtype=np.int64)
+        ops = match.ops
+        if len(ops):
+            peer = ops[PEER_EXPORT].to_numpy(dtype=np.int64)
+            ops = ops.assign(
+                **{
+                    EXPORT: index[ops[EXPORT].to_numpy(dtype=np.int64)],
+                    PEER_EXPORT: np.where(peer >= 0, index[np.maximum(peer, 0)], -1),
+                }
+            )
+        matches.append(replace(match, ops=ops))
+        dropped += short
+    return matches, dropped
+
+
+def _merged_views(views: list[RanksView]) -> RanksView:
+    """One ranks view of the run and the exports analysed apart: every process; the pace
+    setter of the run (the first view)."""
+    if len(views) == 1:
+        return views[0]
+    first = views[0]
+    return RanksView(
+        first.pace_setter_pid,
+        [process for view in views for process in view.processes],
+        sum(view.matched_instances for view in views),
+        sum(view.unmatched_instances for view in views),
+        pace_setter=first.pace_setter,
+    )
 
 
 def report_of(
@@ -394,8 +531,9 @@ def _labels(exports: list[tuple[Path, Analysis]]) -> list[dict[int, str]]:
 
 
 def _alignment_notes(
-    alignment: Alignment, paths: list[Path], dropped: int, match: CollectiveMatch
+    alignment: Alignment, paths: list[Path], offsets_ns: list[int], dropped: int
 ) -> list[NoteFacts]:
+    """The run's alignment (with two exports of it or more), and the waits it drops."""
     if len(paths) < 2:
         return []
     residuals: dict[str, NoteNumber] = {}
@@ -413,7 +551,7 @@ def _alignment_notes(
             Severity.INFO,
             [Figures.WAITS],
             files=tuple(path.name for path in paths),
-            offsets_ns=tuple(int(offset) for offset in alignment.offsets_ns),
+            offsets_ns=tuple(int(offset) for offset in offsets_ns),
             method=alignment.method,
             **residuals,
         )

@@ -285,6 +285,32 @@ def _exports_aligned(n: Numbers) -> str:
     return text + "."
 
 
+def _exports_apart(n: Numbers) -> str:
+    reason = str(n["reason"])
+    if reason == "no_collectives":
+        why = f"no collective kernel in {n['without']}, so no shared collective aligns the clocks"
+    elif reason == "no_shared_family":
+        why = (
+            f"no shared collective: {n['first']} runs {', '.join(map(str, _list(n, 'families')))}, "
+            f"{n['file']} {', '.join(map(str, _list(n, 'other_families')))}"
+        )
+    elif reason == "counts":
+        why = (
+            f"the collectives disagree: {n['count']} {n['family']} instances in {n['first']}, "
+            f"{n['other_count']} in {n['file']}"
+        )
+    else:
+        why = (
+            f"the collectives disagree: once aligned, the ends of their {n['shared_instances']} "
+            f"shared instances differ by p50 {format_duration(_int(n, 'residual_p50_ns'))} "
+            f"(one run's agree within {format_duration(_int(n, 'tolerance_ns'))})"
+        )
+    return (
+        f"{n['file']} is not of {n['first']}'s run ({why}): analysed apart, on its own clock, "
+        "its collectives matched among its own processes only."
+    )
+
+
 def _ms(offset_ns: int | str) -> str:
     return f"{int(offset_ns) / 1e6:+.3f}"
 
@@ -372,6 +398,7 @@ WORDS: dict[NoteCode, Callable[[Numbers], str]] = {
         "when any of them runs an op."
     ),
     NoteCode.EXPORTS_ALIGNED: _exports_aligned,
+    NoteCode.EXPORTS_APART: _exports_apart,
     NoteCode.WAITS_WITHIN_CLOCK_ERROR: lambda n: (
         f"{n['waits']} waits across exports no longer than the alignment's p99 residual were "
         "not attributed: they cannot be told apart from clock error."

@@ -19,7 +19,9 @@ from trace_gaps.figures import StageSummary as StageSummary
 SCHEMA_VERSION = 3  # 2: keys renamed to one rule (docs/json.md, "Naming"); 3: notes as records
 # Fields (`X | None`, by name) that an option asks for: left out of the JSON where None, not
 # null, so that a report without the option is unchanged; optional in the Schema.
-OMITTED_WHEN_NONE = frozenset({"kernels", "gpu_metrics", "speed_of_light", "pace"})
+OMITTED_WHEN_NONE = frozenset(
+    {"kernels", "gpu_metrics", "speed_of_light", "pace", "apart_exports"}
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +40,9 @@ class Report:
     kinds: list[KindRow] = field(default_factory=list)  # where steps come in several kinds
     # Figures made unreliable by damaged rows (integrity.UNRELIABLE_SHARE): flagged, not dropped.
     unreliable: list[UnreliableFigures] = field(default_factory=list)
+    # Of the exports given together, those analysed apart (not of the first one's run:
+    # multi.run_apart_reason), each on its own clock; None when every export is one run.
+    apart_exports: list[str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +174,7 @@ class NoteCode(StrEnum):
     PROCESS_ON_SEVERAL_GPUS = "process_on_several_gpus"
     # Several exports as one run (multi.py)
     EXPORTS_ALIGNED = "exports_aligned"
+    EXPORTS_APART = "exports_apart"  # an export not of the first one's run, analysed apart
     WAITS_WITHIN_CLOCK_ERROR = "waits_within_clock_error"
     EXPORT_NOT_ANALYSED = "export_not_analysed"
 

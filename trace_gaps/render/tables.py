@@ -36,9 +36,21 @@ def describe_export(report: Report) -> list[str]:
             lines.append("GPUs: " + "; ".join(export.gpus))
         return lines
     exports = [report.export, *report.other_exports]
-    lines = [
-        f"Exports: {len(exports)} of one run, on one clock: {', '.join(e.file for e in exports)}"
-    ]
+    apart = report.apart_exports or []
+    run = [e.file for e in exports if e.file not in apart]
+    if not apart:
+        head = f"Exports: {len(exports)} of one run, on one clock: {', '.join(run)}"
+    elif len(run) > 1:
+        head = (
+            f"Exports: {len(exports)}; {len(run)} of one run, on one clock: {', '.join(run)}; "
+            f"analysed apart (not of that run, see the notes): {', '.join(apart)}"
+        )
+    else:
+        head = (
+            f"Exports: {len(exports)}, not of one run: analysed apart, each on its own clock "
+            f"(see the notes): {', '.join(e.file for e in exports)}"
+        )
+    lines = [head]
     for export in exports:
         gpus = f"; GPUs: {'; '.join(export.gpus)}" if export.gpus else ""
         lines.append(f"- {_export_words(export)}{gpus}")
