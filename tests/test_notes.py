@@ -80,6 +80,15 @@ EXAMPLES: dict[NoteCode, dict[str, NoteNumber]] = {
         "shared_instances": 31,
         "tolerance_ns": 5_000,
     },
+    NoteCode.COLLECTIVES_UNSPLIT: {
+        "process": "2947",
+        "collectives_per_step": 16.0,
+        "collective_ns_per_step": 9_185_042,
+        "wait_lower_bound_ns_per_step": 9_051_148,
+        "names": ("ncclDevKernel_AllReduce_Sum_bf16_RING_LL",),
+        "exports_to_add": "tp_rank*.sqlite",
+        "peers_decide_levers": 1,
+    },
     NoteCode.WAITS_WITHIN_CLOCK_ERROR: {"waits": 4},
     NoteCode.EXPORT_NOT_ANALYSED: {"file": "b.sqlite", "message": "b.sqlite: is not a SQLite file"},
 }

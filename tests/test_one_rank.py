@@ -104,3 +104,49 @@ def test_a_collective_that_runs_once_per_gpu_has_no_bound_and_says_why(export_bu
     assert top.kind == "collective_unsplit"
     assert "no lower bound of the wait: each collective kernel runs once" in top.verdict
     assert GPU_BOUND_WORDS not in top.verdict
+
+
+def _notes(report: dict, code: str) -> list[str]:
+    return [note["text"] for note in report["notes"] if note["code"] == code]
+
+
+def test_a_rank_that_waits_for_missing_peers_has_no_lever_priced():
+    # Before: tp_rank0 alone ranked "sample host syncs removed saves 3.05 ms/step" first,
+    # then detokenize 3.01 and a graph of forward 2.95, while it waits at least 9.05 ms/step
+    # for tp_rank1 (9.10 measured with it): savings that would only move the wait.
+    report = _alone("tp_rank0")
+    assert report["ranks"]["processes"][0]["unsplit"]["peers_decide_levers"] is True
+    process = report["processes"][0]
+    candidates = process["candidates"]
+    assert all(c["saving_ns"] is None and c["predicted_step_ns"] is None for c in candidates)
+    assert [c["explained_rank"] for c in candidates] == sorted(c["explained_rank"] for c in candidates)
+    assert (candidates[0]["stage"], candidates[0]["kind"]) == ("forward", "collective_unsplit")
+    assert "biggest saving" not in process["headline"]
+    assert "biggest lever: forward collective time, 9.19 ms/step" in process["headline"]
+    (note,) = _notes(report, "collectives_unsplit")
+    assert note.startswith("Process 2947: its 16 collectives per step")
+    assert "trace-gaps analyze 'tp_rank*.sqlite'" in note
+    assert "9.19 ms/step of its GPU busy time is these collective kernels" in note
+    assert "at least 9.05 ms/step of it is waiting" in note
+    assert "Levers the missing ranks decide are not priced: ontime" in note
+    assert "every other lever of this process" in note
+
+
+def test_with_its_peer_the_rank_is_priced_and_no_note_says_peers_are_missing():
+    paths = [_corpus("tp_rank0"), _corpus("tp_rank1")]
+    pair = analyse_exports(paths, AnalysisOptions()).report
+    assert not [n for n in pair.notes if n.code == "collectives_unsplit"]
+    for process in pair.processes:
+        assert any(c.saving_ns is not None for c in process.candidates), process.label
+
+
+def test_a_lone_rank_that_does_not_wait_keeps_its_levers_priced_and_says_how(export_builder):
+    # The late rank alone: its all-reduces all take 60 µs, no wait bound: priced, as if the
+    # missing ranks gained as much.
+    report = report_of(tensor_parallel(export_builder(), ranks=1))
+    rank = report.ranks.processes[0]
+    assert rank.unsplit is not None and not rank.unsplit.peers_decide_levers
+    assert any(c.saving_ns is not None for c in report.processes[0].candidates)
+    (note,) = [n.text for n in report.notes if n.code == "collectives_unsplit"]
+    assert "at least 0 ns/step of it is waiting" in note
+    assert "its other levers are priced with each collective as long as measured" in note

@@ -311,6 +311,37 @@ def _exports_apart(n: Numbers) -> str:
     )
 
 
+def _collectives_unsplit(n: Numbers) -> str:
+    names = ", ".join(map(str, _list(n, "names")[:2]))
+    add = f" (trace-gaps analyze '{n['exports_to_add']}')" if n["exports_to_add"] else ""
+    bound = _int(n, "wait_lower_bound_ns_per_step")
+    waiting = (
+        f"at least {format_duration(bound)}/step of it is waiting"
+        if bound >= 0
+        else "how much of it is waiting is unknown"
+    )
+    text = (
+        f"Process {n['process']}: its {_float(n, 'collectives_per_step'):g} collectives per step "
+        f"({names}) have no participant in this analysis: the other ranks' exports are "
+        f"missing; pass them with this one{add}. {format_duration(_int(n, 'collective_ns_per_step'))}"
+        f"/step of its GPU busy time is these collective kernels, whose wait for the other "
+        f"ranks and transfer one export cannot split ({waiting}). Levers the missing ranks "
+        "decide are not priced: ontime (the wait is unknown), GPU work faster (gpuN) on a "
+        "stage whose busy time is mostly collectives (their time is mostly waiting)"
+    )
+    if _int(n, "peers_decide_levers"):
+        return text + (
+            " and every other lever of this process, as it waits a tenth of its step or more: "
+            "made faster, it arrives earlier and waits longer unless the other ranks change "
+            "too, so its candidates are ranked by the time they explain (--what-if still "
+            "replays this export alone, its collectives as long as measured)."
+        )
+    return text + (
+        "; its other levers are priced with each collective as long as measured, as if the "
+        "other ranks gained as much."
+    )
+
+
 def _ms(offset_ns: int | str) -> str:
     return f"{int(offset_ns) / 1e6:+.3f}"
 
@@ -399,6 +430,7 @@ WORDS: dict[NoteCode, Callable[[Numbers], str]] = {
     ),
     NoteCode.EXPORTS_ALIGNED: _exports_aligned,
     NoteCode.EXPORTS_APART: _exports_apart,
+    NoteCode.COLLECTIVES_UNSPLIT: _collectives_unsplit,
     NoteCode.WAITS_WITHIN_CLOCK_ERROR: lambda n: (
         f"{n['waits']} waits across exports no longer than the alignment's p99 residual were "
         "not attributed: they cannot be told apart from clock error."

@@ -175,6 +175,7 @@ class NoteCode(StrEnum):
     # Several exports as one run (multi.py)
     EXPORTS_ALIGNED = "exports_aligned"
     EXPORTS_APART = "exports_apart"  # an export not of the first one's run, analysed apart
+    COLLECTIVES_UNSPLIT = "collectives_unsplit"  # one rank's export alone: its peers missing
     WAITS_WITHIN_CLOCK_ERROR = "waits_within_clock_error"
     EXPORT_NOT_ANALYSED = "export_not_analysed"
 
@@ -548,6 +549,10 @@ class UnsplitCollectives:
     no_bound_reason: str  # "" when there is a bound
     names: list[str]  # its collective kernels, most time first
     exports_to_add: str  # a glob of the other ranks' exports, guessed from the file name ("")
+    # The wait lower bound is at least UNSPLIT_SHARE_OF_STEP of the process's mean step: how
+    # much a lever of this process saves the run is the missing ranks' to decide (a rank made
+    # faster arrives earlier and waits longer), so none of its candidates is priced.
+    peers_decide_levers: bool = False
 
 
 @dataclass(frozen=True, slots=True)

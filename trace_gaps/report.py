@@ -17,7 +17,7 @@ from trace_gaps.analysis.kinds import (
 )
 from trace_gaps.analysis.metrics import OP_DURATIONS, REPLAY_MODELS
 from trace_gaps.analysis.pipeline import Analysis
-from trace_gaps.analysis.ranks import build_ranks
+from trace_gaps.analysis.ranks import build_ranks, unsplit_notes
 from trace_gaps.analysis.replay import Lever, LeverError, StepModel, parse_levers, replay_step
 from trace_gaps.analysis.steps import STEP_ID, STEP_KIND
 from trace_gaps.analysis.summary import (
@@ -123,7 +123,10 @@ def build_report(
         export=export,
         processes=processes,
         slowest_rank_by_stage=slowest_ranks(processes),
-        notes=[write_note(facts) for facts in integrity_notes(trace, analysis)],
+        notes=[
+            write_note(facts)
+            for facts in integrity_notes(trace, analysis) + unsplit_notes(ranks, analysis, labels)
+        ],
         timelines=build_timelines(
             analysis, trace_start_ns=trace_start, top_kinds=_top_kinds(processes)
         ),

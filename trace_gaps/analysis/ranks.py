@@ -15,6 +15,7 @@ from typing import cast
 import numpy as np
 import pandas as pd
 
+from trace_gaps.analysis.integrity import note_of
 from trace_gaps.analysis.collectives import (
     EXPORT,
     FAMILY,
@@ -29,9 +30,19 @@ from trace_gaps.analysis.metrics import PEER_IDLE
 from trace_gaps.analysis.pipeline import Analysis
 from trace_gaps.analysis.stages import ThreadStages
 from trace_gaps.analysis.steps import IS_WARMUP
+from trace_gaps.analysis.summary import UNSPLIT_SHARE_OF_STEP
 from trace_gaps.intervals import covered_time
 from trace_gaps.model import DEVICE_ID, END_NS, GLOBAL_TID, NAME, NO_STAGE, PID, START_NS
-from trace_gaps.records import PeerWait, RankSummary, RanksView, UnsplitCollectives
+from trace_gaps.records import (
+    Figures,
+    NoteCode,
+    NoteFacts,
+    PeerWait,
+    RankSummary,
+    RanksView,
+    Severity,
+    UnsplitCollectives,
+)
 
 # A peer's stages listed in a verdict: the few it spent most time in.
 PEER_STAGES_SHOWN = 3
@@ -140,12 +151,15 @@ def _rank_summary(
         last_arrival_fraction=round(float(mine[LAST_ARRIVAL].sum()) / max(matched, 1), 3),
         waits_for=waits_for,
         label=source.label(pid),
-        unsplit=None if mine["has_peer"].any() else _unsplit(mine, n, source.file),
+        unsplit=None
+        if mine["has_peer"].any()
+        else _unsplit(mine, n, source.file, int((analysed[END_NS] - analysed[START_NS]).sum() / n)),
     )
 
 
-def _unsplit(mine: pd.DataFrame, n: int, file: str) -> UnsplitCollectives:
-    """The process's collective time per step and the lower bound of its wait.
+def _unsplit(mine: pd.DataFrame, n: int, file: str, step_ns: int) -> UnsplitCollectives:
+    """The process's collective time per step and the lower bound of its wait; step_ns: its
+    mean analysed step, against which the bound decides whether its levers are priced.
 
     rank alone  [allreduce ....................][allreduce ..][allreduce .]
     shortest of the name:                                       |---m---|
@@ -157,6 +171,7 @@ def _unsplit(mine: pd.DataFrame, n: int, file: str) -> UnsplitCollectives:
     by_name = durations.groupby(mine[NAME]).sum().sort_values(ascending=False, kind="stable")
     bound = (durations - TRANSFER_CEILING_FACTOR * shortest).clip(lower=0)
     has_bound = bool((repeats > 1).any())
+    bound_ns = int(round(bound[repeats > 1].sum() / n)) if has_bound else 0
     return UnsplitCollectives(
         collective_ns_per_step=int(round(durations.sum() / n)),
         wait_lower_bound_ns_per_step=int(round(bound[repeats > 1].sum() / n))
@@ -168,7 +183,38 @@ def _unsplit(mine: pd.DataFrame, n: int, file: str) -> UnsplitCollectives:
         "shorter instance of it to compare with",
         names=[str(name) for name in by_name.index],
         exports_to_add=_other_ranks_glob(file),
+        peers_decide_levers=has_bound and bound_ns >= UNSPLIT_SHARE_OF_STEP * step_ns,
     )
+
+
+def unsplit_notes(
+    ranks: RanksView, analysis: Analysis, labels: dict[int, str] | None = None
+) -> list[NoteFacts]:
+    """A note per process of this analysis whose collectives no peer in the analysis splits:
+    the peers missing, its time in collective kernels, and the levers left unpriced."""
+    labels = labels or {}
+    mine = {(int(pid), labels.get(int(pid), str(pid))) for pid in analysis.steps[PID].unique()}
+    notes = []
+    for rank in ranks.processes:
+        unsplit = rank.unsplit
+        if unsplit is None or (rank.pid, rank.label) not in mine:
+            continue
+        bound = unsplit.wait_lower_bound_ns_per_step
+        notes.append(
+            note_of(
+                NoteCode.COLLECTIVES_UNSPLIT,
+                Severity.PARTIAL,
+                [Figures.GPU_TIME, Figures.WAITS],
+                process=rank.label,
+                collectives_per_step=rank.collectives_per_step,
+                collective_ns_per_step=unsplit.collective_ns_per_step,
+                wait_lower_bound_ns_per_step=-1 if bound is None else bound,
+                names=tuple(unsplit.names),
+                exports_to_add=unsplit.exports_to_add,
+                peers_decide_levers=int(unsplit.peers_decide_levers),
+            )
+        )
+    return notes
 
 
 def _other_ranks_glob(file: str) -> str:

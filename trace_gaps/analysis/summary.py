@@ -259,8 +259,14 @@ def assemble_candidates(
 
     saving(stage, lever) -> (predicted step ns, saving ns) or None (whatif.py): each
     candidate gets the lever that fits its kind and what pulling it saves; they are then
-    ranked by that saving (ties: by the time explained), and the first `top` kept.
+    ranked by that saving (ties: by the time explained), and the first `top` kept. Not for
+    a process whose missing peers decide its levers (UnsplitCollectives.peers_decide_levers).
     """
+    if waits is not None and waits.unsplit is not None and waits.unsplit.peers_decide_levers:
+        # This process waits for ranks whose exports are missing: a lever that makes it
+        # faster saves the run only what they let it (docs/what-if.md, "One rank's export
+        # alone"), so the candidates are ranked by the time they explain.
+        saving = None
     by_name = {stage.name: stage for stage in stages}
     step_index = frames.steps.set_index(STEP_ID)[STEP_INDEX]
     wall_mean = (
