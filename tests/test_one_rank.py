@@ -119,7 +119,9 @@ def test_a_rank_that_waits_for_missing_peers_has_no_lever_priced():
     process = report["processes"][0]
     candidates = process["candidates"]
     assert all(c["saving_ns"] is None and c["predicted_step_ns"] is None for c in candidates)
-    assert [c["explained_rank"] for c in candidates] == sorted(c["explained_rank"] for c in candidates)
+    assert [c["explained_rank"] for c in candidates] == sorted(
+        c["explained_rank"] for c in candidates
+    )
     assert (candidates[0]["stage"], candidates[0]["kind"]) == ("forward", "collective_unsplit")
     assert "biggest saving" not in process["headline"]
     assert "biggest lever: forward collective time, 9.19 ms/step" in process["headline"]

@@ -40,7 +40,10 @@ def test_the_real_per_rank_pair_is_one_run():
     assert not _notes(report, "exports_apart")
     (aligned,) = _notes(report, "exports_aligned")
     assert "p50 0.1 µs, p99 0.5 µs over 370 instances" in aligned
-    assert text.splitlines()[0] == "Exports: 2 of one run, on one clock: tp_rank0.sqlite, tp_rank1.sqlite"
+    assert (
+        text.splitlines()[0]
+        == "Exports: 2 of one run, on one clock: tp_rank0.sqlite, tp_rank1.sqlite"
+    )
     assert all(process["unsplit"] is None for process in report["ranks"]["processes"])
 
 
@@ -61,7 +64,10 @@ def test_captures_of_different_runs_without_a_shared_collective_are_analysed_apa
     assert apart.startswith(f"{second}.sqlite is not of {first}.sqlite's run (no collective")
     assert f"in {without}.sqlite" in apart
     assert text.splitlines()[0].startswith("Exports: 2, not of one run: analysed apart")
-    assert {p["export_file"] for p in report["processes"]} == {f"{first}.sqlite", f"{second}.sqlite"}
+    assert {p["export_file"] for p in report["processes"]} == {
+        f"{first}.sqlite",
+        f"{second}.sqlite",
+    }
 
 
 def test_a_rank_beside_another_runs_export_keeps_its_collectives_unsplit():
@@ -79,7 +85,9 @@ def test_two_runs_of_two_gpus_each_are_analysed_apart_with_their_own_waits():
     report, _ = _analyze([before, after])
     assert report["apart_exports"] == ["mfu_2gpu_after.sqlite"]
     (apart,) = _notes(report, "exports_apart")
-    assert "the collectives disagree: 33 sendrecv instances in mfu_2gpu_before.sqlite, 31 in" in apart
+    assert (
+        "the collectives disagree: 33 sendrecv instances in mfu_2gpu_before.sqlite, 31 in" in apart
+    )
     # Each run's two GPUs still wait for each other, within their own export.
     waits = {p["label"]: p for p in report["ranks"]["processes"]}
     assert set(waits) == {"144", "145", "148", "149"}
@@ -151,4 +159,3 @@ def test_an_export_with_other_collective_families_is_analysed_apart(tmp_path):
         "no_shared_family",
         {"families": ("allreduce",), "other_families": ("allgather",)},
     )
-

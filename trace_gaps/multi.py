@@ -408,7 +408,9 @@ def _match_groups(
     matches, dropped = [], 0
     for group in groups:
         offsets = tuple(alignment.offsets_ns[i] for i in group)
-        match, short = match_across([sides[i] for i in group], replace(alignment, offsets_ns=offsets))
+        match, short = match_across(
+            [sides[i] for i in group], replace(alignment, offsets_ns=offsets)
+        )
         index = np.asarray(group, dtype=np.int64)
         ops = match.ops
         if len(ops):

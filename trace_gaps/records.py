@@ -19,9 +19,7 @@ from trace_gaps.figures import StageSummary as StageSummary
 SCHEMA_VERSION = 3  # 2: keys renamed to one rule (docs/json.md, "Naming"); 3: notes as records
 # Fields (`X | None`, by name) that an option asks for: left out of the JSON where None, not
 # null, so that a report without the option is unchanged; optional in the Schema.
-OMITTED_WHEN_NONE = frozenset(
-    {"kernels", "gpu_metrics", "speed_of_light", "pace", "apart_exports"}
-)
+OMITTED_WHEN_NONE = frozenset({"kernels", "gpu_metrics", "speed_of_light", "pace", "apart_exports"})
 
 
 @dataclass(frozen=True, slots=True)

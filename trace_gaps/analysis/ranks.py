@@ -15,7 +15,6 @@ from typing import cast
 import numpy as np
 import pandas as pd
 
-from trace_gaps.analysis.integrity import note_of
 from trace_gaps.analysis.collectives import (
     EXPORT,
     FAMILY,
@@ -26,6 +25,7 @@ from trace_gaps.analysis.collectives import (
     WAIT_END_NS,
     CollectiveMatch,
 )
+from trace_gaps.analysis.integrity import note_of
 from trace_gaps.analysis.metrics import PEER_IDLE
 from trace_gaps.analysis.pipeline import Analysis
 from trace_gaps.analysis.stages import ThreadStages
