@@ -53,8 +53,10 @@ def test_a_long_host_gap_finding_draws_the_step_with_the_most_host_idle_time(two
 
 
 def test_a_sync_finding_of_a_real_capture_draws_the_step_with_the_most_sync_idle_time():
-    # One rank of a 2-GPU run alone: its top candidate is the sample stage's sync.
-    report = load_and_report(shipped_trace("tp_rank0"), AnalysisOptions(), timelines=(FINDING,))[1]
+    # The worker-thread serving loop (graph forward): its top candidate is the sample stage's
+    # sync. (tp_rank0 alone, used before, now has no candidate priced: it waits for tp_rank1.)
+    path = shipped_trace("serving_worker_graph")
+    report = load_and_report(path, AnalysisOptions(), timelines=(FINDING,))[1]
     process = report.processes[0]
     assert process.candidates[0].kind == "sync_bound"
     [finding] = report.timelines
