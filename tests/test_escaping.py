@@ -116,7 +116,7 @@ def test_escape_markdown_leaves_no_unescaped_pipe_or_line_break():
 
 
 def test_text_keeps_brackets_and_puts_each_row_on_one_line(report):
-    text = render_text(report, Terminal(width=400))
+    text = render_text(report, Terminal(width=160))
     assert "kernel[abc] [bold]not b…" in text  # elided in the middle, brackets kept
     assert "_under_ \\ back\\ " in text  # one trailing backslash, not two
     assert "operator|(A, B))" in text
@@ -126,6 +126,14 @@ def test_text_keeps_brackets_and_puts_each_row_on_one_line(report):
     rows = [line for line in text.splitlines() if line.startswith("│")]
     assert all(line.rstrip().endswith("│") for line in rows), rows
     assert not any(LONG in row for row in rows) and any("…" in row for row in rows)
+
+
+def test_a_long_name_is_whole_in_a_table_where_the_width_allows(report):
+    # LONG is 600 characters: whole at 1,000 columns, shortened in the middle at 400.
+    assert any(LONG in line for line in render_text(report, Terminal(width=1_000)).splitlines())
+    narrower = render_text(report, Terminal(width=400)).splitlines()
+    assert not any(LONG in line for line in narrower)
+    assert all(len(line) <= 400 for line in narrower)
 
 
 def test_json_keeps_names_exactly_and_csv_escapes_only_control_characters(report, export_builder):

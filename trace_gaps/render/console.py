@@ -90,62 +90,96 @@ def print_table(console: Console, table: Table) -> None:
     """The table within the console's width. When its one-line headers do not fit, headers
     wrap at their spaces; when that is not enough either, the table continues below: its
     further columns in tables of their own that repeat its leading key columns (`#`,
-    `stage`). No row wraps, no number is cut, a name folds only in a column of its own."""
+    `stage`). No row wraps, no number or header word is cut, a name folds only in a column of
+    its own; a long name is shortened in the middle only where the width leaves no room."""
     everything = list(range(len(table.columns)))
-    if _measure(console, table, everything).maximum <= console.width:
-        console.print(_rich_table(table, everything, table.title))
+    measured = _measure(console, table, everything).maximum
+    if measured <= console.width:
+        # The room left over goes to long names (kernels): whole where the width allows.
+        limit = MAX_NAME + console.width - measured
+        console.print(_rich_table(table, everything, table.title, limit=limit))
         return
-    keys = _key_columns(table)
+    keys = _key_columns(table, console.width // 2)
     parts: list[list[int]] = []
     for column in everything[len(keys) :]:
-        if parts and _fits(console, table, [*keys, *parts[-1], column]):
+        if parts and _fits(console, table, [*keys, *parts[-1], column], keys):
             parts[-1].append(column)
         else:
             parts.append([column])
     for number, part in enumerate(parts or [[]]):
         title = table.title if number == 0 else "(continued)"
-        console.print(_rich_table(table, [*keys, *part], title, compact=True))
+        console.print(_rich_table(table, [*keys, *part], title, compact=True, keys=keys))
 
 
-def _key_columns(table: Table) -> list[int]:
-    """The first column and the left-aligned (name) columns right after it."""
+def _key_columns(table: Table, budget: int) -> list[int]:
+    """The first column and the left-aligned (name) columns right after it, as many as fit in
+    budget columns (a kernel's name leaves no room to repeat its stage and kind)."""
     keys = [0]
+    used = _column_width(table, 0)
     while len(keys) < len(table.columns) and table.align[len(keys)] != RIGHT:
+        used += _column_width(table, len(keys))
+        if used > budget:
+            break
         keys.append(len(keys))
     return keys
 
 
-def _fits(console: Console, table: Table, columns: list[int]) -> bool:
-    return _measure(console, table, columns, compact=True).minimum <= console.width
+def _column_width(table: Table, column: int) -> int:
+    """A column's width drawn compact, its borders and padding included."""
+    cells = [elide(row[column]) for row in table.rows]
+    return max([*map(len, cells), *map(len, table.columns[column].split()), 1]) + 3
+
+
+def _fits(console: Console, table: Table, columns: list[int], keys: list[int]) -> bool:
+    measured = _measure(console, table, columns, compact=True, keys=keys)
+    return measured.minimum <= console.width
 
 
 def _measure(
-    console: Console, table: Table, columns: list[int], *, compact: bool = False
+    console: Console,
+    table: Table,
+    columns: list[int],
+    *,
+    compact: bool = False,
+    keys: list[int] | None = None,
 ) -> Measurement:
     """The table's width unbounded: rich clamps a measure to the width it is given."""
     unbounded = console.options.update_width(UNBOUNDED)
-    return console.measure(_rich_table(table, columns, "", compact=compact), options=unbounded)
+    drawn = _rich_table(table, columns, "", compact=compact, keys=keys or [0])
+    return console.measure(drawn, options=unbounded)
 
 
 def _rich_table(
-    table: Table, columns: list[int], title: str, *, compact: bool = False
+    table: Table,
+    columns: list[int],
+    title: str,
+    *,
+    compact: bool = False,
+    limit: int = MAX_NAME,
+    keys: list[int] | None = None,
 ) -> RichTable:
     """The columns as a rich table; compact: each header wraps at its spaces, each column of
-    numbers (and the key names) as wide as its longest cell or header word, other names wrap."""
-    keys = _key_columns(table)
+    numbers (and the key names) as wide as its longest cell or header word, other names wrap.
+    A column of numbers is never narrower than its longest cell, nor any column than a
+    header word (rich squeezes the names instead); names longer than limit are
+    shortened in the middle. keys: the key columns, repeated in each part."""
+    keys = keys or [0]
     rich = RichTable(title=plain(title), title_justify="left", show_lines=False)
     for column in columns:
         header = table.columns[column]
         right = table.align[column] == RIGHT
-        cells = [elide(row[column]) for row in table.rows]
-        width = max([*map(len, cells), *map(len, header.split())])
+        cells = [elide(row[column], limit) for row in table.rows]
+        word = max(map(len, header.split()), default=0)
+        width = max([*map(len, cells), word])
         fixed = compact and (right or column in keys)
         rich.add_column(
             plain(header),
             justify="right" if right else "left",
             width=width if fixed else None,
+            # Never narrower than its numbers (or a header word): rich squeezes names instead.
+            min_width=width if right else word,
             overflow="fold" if compact else "ellipsis",
         )
     for row in table.rows:
-        rich.add_row(*(plain(elide(row[column])) for column in columns))
+        rich.add_row(*(plain(elide(row[column], limit)) for column in columns))
     return rich
