@@ -164,8 +164,14 @@ def test_domain_picks_the_ranges_of_one_domain():
     found = _json(str(path))
     assert found["processes"][0]["steps"]["name"] == "step[* bs=* tokens=*]"
     assert note_facts(path)[NoteCode.NAMED_DOMAINS_USED].numbers["domains"] == ("llm_server",)
-    default_only = _json(str(path), "--domain", "default")
-    assert default_only["processes"][0]["steps"]["name"] is None  # no range in the default domain
+    # No range in the default domain: an error naming the domains there (issue 44), as --kind.
+    from typer.testing import CliRunner
+
+    from trace_gaps.cli import app
+
+    default_only = CliRunner().invoke(app, ["analyze", str(path), "--domain", "default"])
+    assert default_only.exit_code == 1
+    assert "pass one of these to --domain: llm_server" in default_only.stderr
 
 
 def test_a_launching_thread_is_charged_to_the_step_thread_by_time():

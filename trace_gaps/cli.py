@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from difflib import get_close_matches
 from typing import Annotated, Any
 
 import typer
+from typer._click.exceptions import NoSuchOption
 from typer.core import TyperGroup
 
 from trace_gaps import __version__
@@ -59,12 +61,25 @@ class Commands(TyperGroup):
         with user_errors():
             try:
                 return super().invoke(ctx)
+            except NoSuchOption as error:
+                error.possibilities = close_options(error)
+                raise
             except typer.BadParameter as error:
                 line = choice_error(error)
                 if line is None:
                     raise
                 say(f"error: {line}")
                 raise typer.Exit(2) from None
+
+
+def close_options(error: NoSuchOption) -> list[str]:
+    """The command's options like the unknown one, compared without their dashes and closer
+    than click's default (which offered --jobs for --bogus, '--' and 'o' in common)."""
+    command = error.ctx.command if error.ctx is not None else None
+    names = [o for p in getattr(command, "params", []) for o in p.opts if o.startswith("--")]
+    bare = {name.lstrip("-"): name for name in names}
+    close = get_close_matches(error.option_name.lstrip("-"), list(bare), n=3, cutoff=0.75)
+    return [bare[name] for name in close]
 
 
 app = typer.Typer(

@@ -8,7 +8,13 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from trace_gaps.analysis.kinds import kind_label, kind_table, ordered_kinds
-from trace_gaps.analysis.ranges import DEPTH, PARENT, RAW_NAME, build_range_tree
+from trace_gaps.analysis.ranges import (
+    DEPTH,
+    PARENT,
+    RAW_NAME,
+    build_range_tree,
+    is_library_domain,
+)
 from trace_gaps.analysis.steps import (
     IS_WARMUP,
     STEP_KIND,
@@ -16,7 +22,7 @@ from trace_gaps.analysis.steps import (
     cut_steps,
     mark_warmup,
 )
-from trace_gaps.model import END_NS, GLOBAL_TID, NAME, PID, START_NS, Trace
+from trace_gaps.model import DOMAIN, END_NS, GLOBAL_TID, NAME, PID, START_NS, Trace
 from trace_gaps.privacy import shareable_settings
 
 # Lines of a list the text shows before "… N more" (JSON has every item).
@@ -33,6 +39,16 @@ class RangeName:
     min_depth: int
     parents: list[str]
     names: int = 1  # distinct names in the family (families.py)
+
+
+@dataclass(frozen=True, slots=True)
+class DomainInfo:
+    """One NVTX domain: its ranges, and whether they can be steps and stages (a library's
+    domain, CCCL or NCCL, never is; --domain NAME picks one)."""
+
+    name: str  # "default" for the default domain
+    ranges: int
+    library: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +93,7 @@ class Overview:
     step_range: str | None  # the range `analyze` would take as the step (None: whole process)
     step_reason: str
     process_steps: list[ProcessSteps]
+    domains: list[DomainInfo] = field(default_factory=list)
 
 
 def _kinds(steps: pd.DataFrame, pid: int) -> dict[str, int]:
@@ -197,4 +214,18 @@ def build_overview(
         step_range=selection.name,
         step_reason=selection.reason,
         process_steps=process_steps,
+        domains=nvtx_domains(trace.nvtx_ranges),
     )
+
+
+def nvtx_domains(nvtx_ranges: pd.DataFrame) -> list[DomainInfo]:
+    """The NVTX domains of the export's ranges, most ranges first, as --domain names them."""
+    counts = nvtx_ranges.groupby(DOMAIN).size().sort_values(ascending=False, kind="stable")
+    return [
+        DomainInfo(
+            name=str(name) or "default",
+            ranges=int(count),
+            library=bool(name) and is_library_domain(str(name)),
+        )
+        for name, count in counts.items()
+    ]

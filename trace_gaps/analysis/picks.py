@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from trace_gaps.analysis.ledger import BUCKET, CAUSE, DURATION_NS
+from trace_gaps.analysis.step_range import parse_step_range
 from trace_gaps.analysis.steps import IS_WARMUP, STEP_ID, STEP_INDEX
 from trace_gaps.errors import TraceGapsError, UsageError
 from trace_gaps.model import (
@@ -68,7 +69,7 @@ class TimelineRequest:
 
     pick: StepPick = StepPick.MEDIAN
     first: int = 0  # INDEX and RANGE
-    stop: int = 0  # RANGE: one past the last index
+    stop: int | None = 0  # RANGE: one past the last index (None: to the thread's last step)
     # Every process: the steps of the same indices on each process's step thread, as picked
     # on the first process (for one time axis across ranks).
     all_processes: bool = False
@@ -84,7 +85,7 @@ class TimelineRequest:
         if self.pick is StepPick.INDEX:
             return f"step-{self.first}{ranks}"
         if self.pick is StepPick.RANGE:
-            return f"steps-{self.first}-{self.stop}{ranks}"
+            return f"steps-{self.first}-{'end' if self.stop is None else self.stop}{ranks}"
         return self.pick.value + ranks
 
 
@@ -125,7 +126,8 @@ def _choose_on_thread(
     if request.pick is StepPick.INDEX:
         chosen = thread_steps[indices == request.first]
     elif request.pick is StepPick.RANGE:
-        chosen = thread_steps[(indices >= request.first) & (indices < request.stop)]
+        after = indices >= request.first
+        chosen = thread_steps[after if request.stop is None else after & (indices < request.stop)]
     elif request.pick is StepPick.FINDING:
         analysed = thread_steps[~thread_steps[IS_WARMUP]]
         chosen = analysed if not analysed.empty else thread_steps
@@ -153,7 +155,7 @@ def _choose_on_thread(
         wanted = (
             f"step {request.first}"
             if request.pick is StepPick.INDEX
-            else f"steps {request.first}:{request.stop}"
+            else f"steps {request.first}:{'' if request.stop is None else request.stop}"
         )
         raise TraceGapsError(
             f"no {wanted} in process {pid}: its step thread has steps 0 to {int(indices.max())}. "
@@ -192,7 +194,8 @@ def choose_request(
     """The one TimelineRequest the plot options ask for (default: the step where the top
     finding is largest, StepPick.FINDING; where none applies, the picture is the median step's).
 
-    steps is "A:B", Python-style: steps A to B-1 of the step thread.
+    steps is "A:B", Python-style: steps A to B-1 of the step thread ("A:" from A on, ":B"
+    from 0), as analyze's --steps.
     """
     given = [step_index is not None, steps is not None, worst, median]
     if sum(given) > 1:
@@ -200,18 +203,8 @@ def choose_request(
     if step_index is not None:
         return TimelineRequest(StepPick.INDEX, first=step_index)
     if steps is not None:
-        first, sep, stop = steps.partition(":")
-        if (
-            not sep
-            or not first.strip().isdigit()
-            or not stop.strip().isdigit()
-            or int(stop) <= int(first)
-        ):
-            raise UsageError(
-                f"--steps {steps!r} is not a range A:B with A < B (B excluded): "
-                "--steps 3:6 draws steps 3, 4 and 5."
-            )
-        return TimelineRequest(StepPick.RANGE, first=int(first), stop=int(stop))
+        chosen = parse_step_range(steps)  # A:B, A: or :B, as analyze's --steps
+        return TimelineRequest(StepPick.RANGE, first=chosen.first, stop=chosen.stop)
     if worst:
         return TimelineRequest(StepPick.WORST)
     return TimelineRequest(StepPick.MEDIAN if median else StepPick.FINDING)

@@ -20,7 +20,7 @@ from trace_gaps.analysis.host import OsCallIndex, held_os_calls
 from trace_gaps.analysis.kinds import kind_table, of_one_kind, ordered_kinds
 from trace_gaps.analysis.metrics import MergedMetrics, WindowInputs
 from trace_gaps.analysis.picks import StepPick, TimelineRequest, choose_steps
-from trace_gaps.analysis.ranges import build_range_tree
+from trace_gaps.analysis.ranges import build_range_tree, domain_names
 from trace_gaps.analysis.stages import StageMap, map_stages, stage_calls
 from trace_gaps.analysis.step_range import StepRange, restrict_steps
 from trace_gaps.analysis.steps import (
@@ -46,7 +46,7 @@ from trace_gaps.analysis.windows import (
     span_window_rows,
     spans_can_run,
 )
-from trace_gaps.errors import NoAnalysedStepsError, ProcessNotFoundError
+from trace_gaps.errors import NoAnalysedStepsError, ProcessNotFoundError, StepNotFoundError
 from trace_gaps.model import (
     API_CALL_COLUMNS,
     CALL_CATEGORY,
@@ -212,6 +212,15 @@ def analyse_rows(
                 path=trace.info.path,
             )
         nvtx_ranges = nvtx_ranges[nvtx_ranges[PID] == pid]
+    if options.domain is not None:
+        present = domain_names(nvtx_ranges)
+        wanted = "default" if options.domain.lower() == "default" else options.domain
+        if wanted not in present:
+            raise StepNotFoundError(
+                f"has no NVTX ranges in domain {options.domain!r}; pass one of these to "
+                f"--domain: {', '.join(present) or 'none'}",
+                path=trace.info.path,
+            )
     range_tree = build_range_tree(nvtx_ranges, domain=options.domain)
     selection = choose_step_range(range_tree, step_name=options.step_name)
     steps = cut_steps(range_tree, selection)

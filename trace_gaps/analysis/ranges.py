@@ -118,6 +118,12 @@ def user_domains(nvtx_ranges: pd.DataFrame, domain: str | None = None) -> np.nda
     return kept
 
 
+def domain_names(nvtx_ranges: pd.DataFrame) -> list[str]:
+    """The NVTX domains the ranges come from, as --domain names them ('default' first)."""
+    names = {str(n) for n in pd.unique(nvtx_ranges[DOMAIN].to_numpy())}
+    return (["default"] if "" in names else []) + sorted(names - {""})
+
+
 def is_library_domain(name: str) -> bool:
     """A library's own NVTX domain (matched case-insensitively on its start)."""
     return name.lower().startswith(LIBRARY_DOMAINS)

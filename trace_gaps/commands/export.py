@@ -40,7 +40,9 @@ def export_perfetto(
     steps: Annotated[
         str | None,
         typer.Option(
-            "--steps", metavar="A:B", help="Steps A to B-1 of each process (default: 0:20)."
+            "--steps",
+            metavar="A:B",
+            help="Steps A to B-1 of each process ('A:' from A on; default: 0:20).",
         ),
     ] = None,
     options: AnalysisOptions,

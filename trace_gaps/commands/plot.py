@@ -50,7 +50,8 @@ def plot_timeline(
         ),
     ] = None,
     steps: Annotated[
-        str | None, typer.Option("--steps", metavar="A:B", help="Consecutive steps A to B-1.")
+        str | None,
+        typer.Option("--steps", metavar="A:B", help="Consecutive steps A to B-1 ('A:' from A on)."),
     ] = None,
     options: AnalysisOptions,
     from_ms: Annotated[

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
+from trace_gaps import __version__
 from trace_gaps.overview import TEXT_SETTINGS, Overview
 
 
@@ -49,6 +50,16 @@ def render_overview_text(overview: Overview) -> str:
             for p in overview.process_steps
         ),
         "",
+        "NVTX domains (pass one to --domain): "
+        + (
+            ", ".join(
+                f"{d.name} ({d.ranges:,} ranges"
+                + (", a library's: never steps or stages)" if d.library else ")")
+                for d in overview.domains
+            )
+            or "none"
+        ),
+        "",
         "NVTX range families (library domains left out), most frequent first — pass one to --step:",
         *(
             f"  {r.count:>8,} × {r.name[:60]:{name_width}} depth {r.min_depth}"
@@ -70,5 +81,6 @@ def render_overview_text(overview: Overview) -> str:
 
 
 def render_overview_json(overview: Overview) -> str:
-    """JSON with the Overview's fields as keys."""
-    return json.dumps(dataclasses.asdict(overview), indent=2, ensure_ascii=False) + "\n"
+    """JSON with the Overview's fields as keys, after the version of trace-gaps that wrote it."""
+    fields = {"tool_version": __version__, **dataclasses.asdict(overview)}
+    return json.dumps(fields, indent=2, ensure_ascii=False) + "\n"

@@ -1,0 +1,71 @@
+"""One grammar across the commands (issue 44's edges): a --domain that matches nothing is an
+error naming the domains, info lists the domains and says its version, open --steps ranges on
+plot and export perfetto, gpu0 is no lever, and an unknown option suggests only a close one."""
+
+from __future__ import annotations
+
+import json
+
+from typer.testing import CliRunner
+
+from tests.conftest import SAMPLE_TRACES
+from trace_gaps import __version__
+from trace_gaps.cli import app
+
+runner = CliRunner()
+EAGER = str(SAMPLE_TRACES / "spec_eager.sqlite")
+
+
+def test_a_domain_that_matches_nothing_is_an_error_naming_the_domains_present():
+    result = runner.invoke(app, ["analyze", EAGER, "--domain", "nosuch", "-q"])
+    assert result.exit_code == 1, result.output
+    assert "has no NVTX ranges in domain 'nosuch'" in result.stderr
+    assert "pass one of these to --domain: default, CCCL" in result.stderr
+    assert runner.invoke(app, ["analyze", EAGER, "--domain", "default", "-q"]).exit_code == 0
+
+
+def test_info_lists_the_nvtx_domains_and_its_json_says_the_version():
+    text = runner.invoke(app, ["info", EAGER]).stdout
+    assert "NVTX domains (pass one to --domain): CCCL (120 ranges, a library's" in text
+    assert "default (90 ranges)" in text
+    found = json.loads(runner.invoke(app, ["info", EAGER, "-f", "json"]).stdout)
+    assert found["tool_version"] == __version__
+    assert found["domains"] == [
+        {"name": "CCCL", "ranges": 120, "library": True},
+        {"name": "default", "ranges": 90, "library": False},
+    ]
+
+
+def test_plot_and_export_take_an_open_steps_range(tmp_path):
+    picture = tmp_path / "late.png"
+    result = runner.invoke(app, ["plot", "timeline", EAGER, "--steps", "12:", "-o", str(picture)])
+    assert result.exit_code == 0, result.output
+    assert picture.stat().st_size > 0
+    late, early = tmp_path / "late.json", tmp_path / "early.json"
+    for steps, path in (("12:", late), ("0:3", early)):
+        result = runner.invoke(
+            app, ["export", "perfetto", EAGER, "--steps", steps, "-o", str(path)]
+        )
+        assert result.exit_code == 0, result.output
+    # spec_eager has steps 0 to 14: 12: is three steps, as 0:3.
+    counts = [
+        sum(1 for e in json.loads(p.read_text())["traceEvents"] if e.get("name") == "decode_step")
+        for p in (late, early)
+    ]
+    assert counts[0] == counts[1] > 0
+    wrong = runner.invoke(app, ["plot", "timeline", EAGER, "--steps", "5:3", "-o", str(picture)])
+    assert wrong.exit_code == 2 and "is not a range A:B" in wrong.stderr
+
+
+def test_gpu0_is_no_lever():
+    result = runner.invoke(app, ["analyze", EAGER, "--what-if", "verify_forward=gpu0"])
+    assert result.exit_code == 2
+    assert "unknown lever 'gpu0'" in result.stderr and "N 1-99" in result.stderr
+
+
+def test_an_unknown_option_suggests_only_a_close_one():
+    bogus = runner.invoke(app, ["analyze", EAGER, "--bogus"])
+    assert bogus.exit_code == 2
+    assert "No such option: --bogus" in bogus.output and "--jobs" not in bogus.output
+    typo = runner.invoke(app, ["analyze", EAGER, "--kernal"])
+    assert "Possible options: --kernels" in typo.output
