@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -27,18 +26,21 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tests.conftest import corpus_trace_paths  # noqa: E402
+from trace_gaps.analysis.joint import joint_run, run_walls  # noqa: E402
 from trace_gaps.analysis.metrics import REPLAY_MODELS  # noqa: E402
 from trace_gaps.analysis.pipeline import Analysis, AnalysisOptions  # noqa: E402
-from trace_gaps.analysis.replay import SYNC, StepModel, parse_levers, replay  # noqa: E402
+from trace_gaps.analysis.replay import SYNC, StepModel, parse_levers, replay_step  # noqa: E402
 from trace_gaps.analysis.whatif import (  # noqa: E402
     check_replay,
     ends,
     models_of,
-    predict,
+    priced_subset,
     pull,
     steady_wall,
 )
+from trace_gaps.diff_drift import at_speed  # noqa: E402
 from trace_gaps.model import Trace  # noqa: E402
+from trace_gaps.report import build_report  # noqa: E402
 from trace_gaps.run import analyse_export  # noqa: E402
 
 SAMPLES = ROOT / "sample_traces"
@@ -100,6 +102,41 @@ PAIRS = [
         "draft_forward",
         "the same, the same session's spec_sync",
     ),
+    (
+        "runahead_eager",
+        "forward=graph",
+        "runahead_graph",
+        "sample",
+        "run-ahead loop (H100): forward as a CUDA graph",
+    ),
+    (
+        "runahead_sync",
+        "sample=nosync",
+        "runahead_eager",
+        "forward",
+        "run-ahead loop: the blocking .item() removed",
+    ),
+    (
+        "runahead_detok_m1",
+        "process_output=nohost",
+        "runahead_graph_m1",
+        "sample",
+        "run-ahead loop paced by its host: 1.5 ms of host work removed",
+    ),
+    (
+        "tp_eager",
+        "forward=graph,detokenize=nohost",
+        "tp_graph",
+        "sample",
+        "2 ranks, NCCL (H200 x2): forward as a CUDA graph and rank 0's 3 ms detokenize removed",
+    ),
+    (
+        "serving_worker_eager",
+        "wait_for_worker/forward_decode=graph",
+        "serving_worker_graph",
+        "wait_for_worker/sample",
+        "a worker thread's forward as a CUDA graph",
+    ),
 ]
 
 
@@ -125,27 +162,40 @@ def host_ns(models: list[StepModel], names: tuple[str, ...], stage: str) -> floa
     return total / len(models)
 
 
-def at_host_speed(model: StepModel, ratio: float) -> StepModel:
-    """The model with its host time and its calls but syncs taking `ratio` times as long."""
-    calls = model.call_category != SYNC
-    return replace(
-        model,
-        item_ns=np.round(model.item_ns * ratio).astype(np.int64),
-        call_ns=np.where(calls, np.round(model.call_ns * ratio), model.call_ns).astype(np.int64),
-    )
+def process_means(analysis: Analysis) -> dict[int, int]:
+    steps = analysis.steps[~analysis.steps["is_warmup"]]
+    means = (steps["end_ns"] - steps["start_ns"]).groupby(steps["pid"]).mean()
+    return {int(pid): int(ns) for pid, ns in means.items()}
 
 
 def predict_at_speed(trace: Trace, analysis: Analysis, levers: str, ratio: float) -> int:
-    """The predicted mean step with the before's host running `ratio` times as long."""
-    models = list(analysis.metrics[REPLAY_MODELS].values())
+    """The predicted mean step with the before's host running `ratio` times as long
+    (diff_drift.at_speed: host gaps, calls but syncs, launch latency and a graph's first
+    node) once the levers are pulled: the measured step times the levers' replay at that
+    speed over the unchanged replay at the measured speed, on the steps the tool prices a
+    candidate on (ranks in lockstep jointly). Not bounded by the measured step: the after's
+    host may be the slower."""
     names, mode = analysis.stage_map.names, trace.info.graph_trace_mode
+    pulled_levers = parse_levers(levers)
+    everything = analysis.metrics[REPLAY_MODELS]
+    means = process_means(analysis)
+    run = joint_run(everything, analysis.collectives, means)
+    if run is not None:
+        scaled = [
+            tuple(at_speed(pull(m, pulled_levers, names, mode), ratio, 1.0) for m in it.models)
+            for it in run.iterations
+        ]
+        walls, _ = run_walls(run, scaled)
+        base = np.mean([max(r.wall_ns for r in results) for results in run.base])
+        return int(run.run_ns * np.mean(walls) / base)
+    models = priced_subset(list(everything.values()))
     walls = []
     for model in models:
-        scaled = at_host_speed(model, ratio)
-        pulled = at_host_speed(pull(model, parse_levers(levers), names, mode), ratio)
-        walls.append(steady_wall(ends(replay(scaled)), replay(pulled)))
-    replayed = np.mean([replay(model).wall_ns for model in models])
-    return int(mean_step(analysis) - (replayed - np.mean(walls)))
+        before = ends(replay_step(model))
+        pulled = at_speed(pull(model, pulled_levers, names, mode), ratio, 1.0)
+        walls.append(steady_wall(before, replay_step(pulled)))
+    replayed = np.mean([replay_step(m).wall_ns for m in models])
+    return int(mean_step(analysis) * np.mean(walls) / replayed)
 
 
 def main() -> None:
@@ -165,14 +215,10 @@ def main() -> None:
     for before, levers, after, unchanged, what in PAIRS:
         trace, analysis = get(before)
         models = list(analysis.metrics[REPLAY_MODELS].values())
-        found = predict(
-            models,
-            parse_levers(levers),
-            analysis.stage_map.names,
-            trace.info.graph_trace_mode,
-            mean_step(analysis),
-            with_ledger=False,
-        )
+        # What the user reads: --what-if's prediction (the first section's; ranks in
+        # lockstep share one).
+        found = build_report(trace, analysis, what_if=levers).processes[0].what_if
+        assert found is not None
         after_trace, after_analysis = get(after)
         measured = mean_step(after_analysis)
         error = 100 * (found.predicted_ns - measured) / measured

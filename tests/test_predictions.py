@@ -161,3 +161,43 @@ def test_a_worker_threads_ranges_are_stages_under_the_schedulers() -> None:
     names = {stage.name for stage in process.stages}
     assert {"wait_for_worker/forward_decode", "wait_for_worker/sample"} <= names
     assert process.candidates[0].stage == "wait_for_worker/forward_decode"
+
+
+def test_ranks_in_lockstep_are_replayed_together() -> None:
+    # tp_eager: two ranks (one nsys session) meeting at NCCL all-reduces. Replayed one at a
+    # time, forward=graph,detokenize=nohost predicted 9.78 and 17.23 ms/step for the two
+    # ranks; the real after (tp_graph) runs 1.89 on both. Jointly: one run step, the same
+    # in both sections, and the unchanged joint replay reproduces the measured steps.
+    from trace_gaps.analysis.joint import joint_run
+    from trace_gaps.analysis.metrics import REPLAY_MODELS
+
+    paths = {p.stem: p for p in sample_trace_paths()}
+    trace = load_trace(paths["tp_eager"])
+    analysis = analyse_trace(trace, AnalysisOptions())
+    report = build_report(trace, analysis, what_if="forward=graph,detokenize=nohost")
+    predictions = {p.pid: p.what_if for p in report.processes}
+    assert len(predictions) == 2
+    (first, second) = predictions.values()
+    assert first is not None and second is not None
+    assert first.ranks == second.ranks == sorted(predictions)
+    assert first.predicted_ns == second.predicted_ns
+    after = _mean_step(paths["tp_graph"])
+    assert abs(first.predicted_ns - after) <= 0.35 * after, (first.predicted_ns, after)
+    # every candidate of both sections priced by the run: one lever, one predicted step
+    by_lever: dict[tuple[str, str], set[int]] = {}
+    for process in report.processes:
+        for candidate in process.candidates:
+            if candidate.predicted_step_ns is not None:
+                key = (candidate.stage, candidate.lever)
+                by_lever.setdefault(key, set()).add(candidate.predicted_step_ns)
+    assert by_lever and all(len(found) == 1 for found in by_lever.values()), by_lever
+    steps = analysis.steps[~analysis.steps["is_warmup"]]
+    means = (steps["end_ns"] - steps["start_ns"]).groupby(steps["pid"]).mean()
+    run = joint_run(analysis.metrics[REPLAY_MODELS], analysis.collectives, means.to_dict())
+    assert run is not None
+    for rank, pid in enumerate(run.pids):
+        replayed = sum(results[rank].wall_ns for results in run.base) / len(run.base)
+        measured = sum(
+            it.models[rank].end_ns - it.models[rank].start_ns for it in run.iterations
+        ) / len(run.iterations)
+        assert abs(replayed - measured) <= 0.03 * measured, (pid, replayed, measured)

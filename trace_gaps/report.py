@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import cast
 
 from trace_gaps.analysis.findings import Finding
 from trace_gaps.analysis.integrity import integrity_notes, unreliable_figures
+from trace_gaps.analysis.joint import JointRun, joint_run
 from trace_gaps.analysis.kernels import kernel_summary
 from trace_gaps.analysis.kinds import (
     MEAN_NS,
@@ -19,7 +21,7 @@ from trace_gaps.analysis.metrics import OP_DURATIONS, REPLAY_MODELS
 from trace_gaps.analysis.pipeline import Analysis
 from trace_gaps.analysis.ranks import build_ranks, unsplit_notes
 from trace_gaps.analysis.replay import Lever, LeverError, StepModel, parse_levers, replay_step
-from trace_gaps.analysis.steps import STEP_ID, STEP_KIND
+from trace_gaps.analysis.steps import IS_WARMUP, STEP_ID, STEP_KIND
 from trace_gaps.analysis.summary import (
     assemble_candidates,
     busy_ns_per_step,
@@ -41,10 +43,11 @@ from trace_gaps.analysis.whatif import (
     not_applicable,
     pace_of,
     predict,
+    predict_run,
     priced_subset,
 )
 from trace_gaps.figures import speed_of_light
-from trace_gaps.model import GLOBAL_TID, PID, GraphTraceMode, Trace
+from trace_gaps.model import END_NS, GLOBAL_TID, PID, START_NS, GraphTraceMode, Trace
 from trace_gaps.notes import write_note
 from trace_gaps.parallel import forked_map
 from trace_gaps.records import (
@@ -93,6 +96,7 @@ def build_report(
     if ranks is None:
         ranks = build_ranks(analysis, trace.info.path.name)
     labels = labels or {}
+    joint = {id(part): _joint_run(part) for part in analysis.by_kind()}
     processes = [
         _process_report(
             trace,
@@ -104,6 +108,7 @@ def build_report(
             top=top,
             step_ledger=step_ledger,
             levers=levers,
+            joint=joint[id(kind_analysis)],
         )
         for pid in sorted(analysis.kinds[PID].unique() if analysis.kind else [])
         or sorted(analysis.steps[PID].unique())
@@ -177,6 +182,7 @@ def _process_report(
     top: int,
     step_ledger: bool,
     levers: list[Lever] | None = None,
+    joint: JointRun | None = None,
 ) -> ProcessReport:
     frames = process_frames(analysis, pid)
     steps = summarise_steps(frames, analysis.selection)
@@ -188,17 +194,24 @@ def _process_report(
     priced = priced_subset(models)
     base = [ends(replay_step(model)) for model in priced]
 
+    together = joint if joint is not None and pid in joint.pids else None
+
     def price(pair: tuple[str, str]) -> tuple[int, int] | None:
         try:
-            found = predict(
-                priced,
-                [Lever(*pair)],
-                names,
-                mode,
-                mean_ns,
-                with_ledger=False,
-                base_walls=base,
-            )
+            if together is not None:  # ranks in lockstep: what the lever saves the run
+                found = predict_run(
+                    together, pid, [Lever(*pair)], names, mode, mean_ns, with_ledger=False
+                )
+            else:
+                found = predict(
+                    priced,
+                    [Lever(*pair)],
+                    names,
+                    mode,
+                    mean_ns,
+                    with_ledger=False,
+                    base_walls=base,
+                )
         except LeverError:
             return None
         return (found.predicted_ns, found.saving_ns)
@@ -265,7 +278,11 @@ def _process_report(
         replay=check_replay(models) if models else None,
         # The levers priced on the candidates' steps: one lever, one price, in the ranked
         # table, the headline and --what-if.
-        what_if=_what_if(models, priced, base, levers, names, mode, mean_ns)
+        what_if=(
+            predict_run(together, pid, levers, names, mode, mean_ns, strict=False)
+            if together is not None
+            else _what_if(models, priced, base, levers, names, mode, mean_ns)
+        )
         if levers and models
         else None,
         kernels=kernel_summary(analysis.metrics[OP_DURATIONS], pid, names, steps.steps_analysed)
@@ -273,6 +290,17 @@ def _process_report(
         else None,
         speed_of_light=speed_of_light(stages, steps.wall.mean_ns, busy_ns_per_step(frames)),
         pace=pace,
+    )
+
+
+def _joint_run(analysis: Analysis) -> JointRun | None:
+    """The joint replay of the analysis's ranks where they meet at matched collectives."""
+    steps = analysis.steps[~analysis.steps[IS_WARMUP]]
+    means = (steps[END_NS] - steps[START_NS]).groupby(steps[PID]).mean().round()
+    return joint_run(
+        analysis.metrics[REPLAY_MODELS],
+        analysis.collectives,
+        {int(cast(int, pid)): int(ns) for pid, ns in means.items()},
     )
 
 

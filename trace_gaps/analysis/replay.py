@@ -27,6 +27,7 @@ by a full launch queue, and a graph's first-replay cost (upload).
 from __future__ import annotations
 
 import re
+from collections.abc import Generator
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -478,6 +479,28 @@ def _latencies(
 
 def replay(model: StepModel) -> Replayed:
     """Replay the step (module docstring): a Python loop over its calls and ops, on lists."""
+    run = replaying(model)
+    try:
+        next(run)
+    except StopIteration as done:
+        result: Replayed = done.value
+        return result
+    raise AssertionError("a replay without instance keys never waits for a peer")
+
+
+# What a joint replay's step hands its coordinator at a collective: (the instance's key, the
+# time this rank's op is ready); it is sent back the time the instance starts working.
+PeerRequest = tuple[int, int]
+
+
+def replaying(
+    model: StepModel, keys: np.ndarray | None = None
+) -> Generator[PeerRequest, int, Replayed]:
+    """The replay as a generator: where keys (per op: a collective instance's key, or -1)
+    name an op, it yields (key, ready time) and waits to be sent the time the instance's
+    last rank is ready (joint.py); the op then works for its op_ns − op_wait_ns from then.
+    Without keys it never yields, and a collective that waited works from its measured peer's
+    arrival (op_peer_at)."""
     n_ops = len(model.op_start)
     # Per stream, its ops in measured start order, with each op's place in it.
     order = np.lexsort((model.op_start, model.op_stream)).tolist()
@@ -515,6 +538,7 @@ def replay(model: StepModel) -> Replayed:
     graph_first, graph_spacing = model.graph_first_ns, model.graph_spacing_ns
     lever_graphs = model.lever_graphs
     placed = [False] * n_ops
+    key_list = keys.tolist() if keys is not None else None
 
     def finish(j: int, begin: int) -> int:
         # A collective that waited works once its last peer arrives, as it did (the peers'
@@ -544,9 +568,8 @@ def replay(model: StepModel) -> Replayed:
         gap = spacing_ns if not graph[k] else node_gap[k] if node_gap[k] >= 0 else graph_spacing
         begin = max(end_s + gap, ready)
         new_start[k] = begin
-        new_end[k] = finish(k, begin)
         placed[k] = True
-        last_end[s] = max(end_s, new_end[k])
+        last_end[s] = end_s  # the op's own end is added once known (finish_op)
         if passed < 0:
             passed = stop + 1
             while passed < len(seq) and placed[seq[passed]]:
@@ -571,7 +594,14 @@ def replay(model: StepModel) -> Replayed:
                 ready = t + call_ns[c]
             else:
                 ready = t + graph_first
-            place_until(stream_list[k], k, ready)
+            s_k = stream_list[k]
+            place_until(s_k, k, ready)
+            if key_list is not None and key_list[k] >= 0:
+                working = yield (key_list[k], new_start[k])
+                new_end[k] = max(new_start[k], working) + work_ns[k]
+            else:
+                new_end[k] = finish(k, new_start[k])
+            last_end[s_k] = max(last_end[s_k], new_end[k])
         end = t + call_ns[c]
         w = waits[c]
         if w >= 0 and category[c] == SYNC and not lagged[c]:
@@ -610,21 +640,28 @@ def replay_step(model: StepModel) -> Replayed:
     return replay_chain(model) if runs_ahead(model) else replay(model)
 
 
-def replay_chain(model: StepModel, copies: int = CHAIN_COPIES) -> Replayed:
-    """Replay `copies` copies of the step back to back on one host timeline and one set of
-    streams: copy k's ops queue behind copy k−1's, its lag-1 syncs wait for copy k−1's ops,
-    and the ops the first copy inherited from the step before (op_carried) are not launched
-    again. wall_ns is the steady period: the larger of the host's and the GPU's, each from
-    the first copy's end to the last's over copies − 1 (the GPU's period exceeds the host's
-    where nothing holds the host back: the queue grows until the GPU sets the pace). The
-    item and op arrays are the last copy's, moved to start at the step's start."""
-    n_items, n_calls, n_ops = len(model.item_call), len(model.call_ns), len(model.op_start)
+@dataclass(frozen=True, slots=True)
+class Chain:
+    """Copies of one step back to back as one model (replay_chain): op j of copy k is op
+    place[k, j] of the chained model (-1: not in that copy)."""
+
+    model: StepModel
+    copies: int
+    n_items: int
+    place: np.ndarray  # int64 (copies, ops of the step)
+    copy_of_op: np.ndarray  # int64, per op of the chained model
+
+
+def chain_of(model: StepModel, copies: int = CHAIN_COPIES) -> Chain:
+    """The step's copies as one model: copy k's ops queue behind copy k−1's, its lag-1 syncs
+    wait for copy k−1's ops, and the ops the first copy inherited from the step before
+    (op_carried) are not launched again; copy k's measured times are moved k steps on."""
+    n_calls, n_ops = len(model.call_ns), len(model.op_start)
     period = max(model.end_ns - model.start_ns, 1)
     kept = [
         np.arange(n_ops) if k == 0 else np.flatnonzero(~model.op_carried) for k in range(copies)
     ]
     offset = np.cumsum([0] + [len(idx) for idx in kept])
-    # Where op j of copy k landed in the chained arrays (-1: not in that copy).
     place = np.full((copies, n_ops), _NONE, dtype=np.int64)
     for k, idx in enumerate(kept):
         place[k, idx] = offset[k] + np.arange(len(idx))
@@ -635,8 +672,7 @@ def replay_chain(model: StepModel, copies: int = CHAIN_COPIES) -> Replayed:
     waits = []
     for k in range(copies):
         target = model.call_waits_for.astype(np.int64)
-        lag = model.call_lag.astype(bool)
-        source = np.where(lag, k - 1, k)
+        source = np.where(model.call_lag.astype(bool), k - 1, k)
         ok = (target >= 0) & (source >= 0)
         mapped = np.full(n_calls, _NONE, dtype=np.int64)
         mapped[ok] = place[source[ok], target[ok]]
@@ -673,13 +709,23 @@ def replay_chain(model: StepModel, copies: int = CHAIN_COPIES) -> Replayed:
         op_carried=np.zeros(len(ops), dtype=bool),
         lever_graphs=frozenset(c + k * n_calls for k in range(copies) for c in model.lever_graphs),
     )
-    result = replay(chained)
+    return Chain(chained, copies, len(model.item_call), place, copy_of_op)
+
+
+def chain_result(chain: Chain, result: Replayed, model: StepModel) -> Replayed:
+    """The chained replay as one step's: wall_ns (and gpu_end_ns) the steady period, the
+    larger of the host's and the GPU's, each from the first copy's end to the last's over
+    copies − 1 (the GPU's exceeds the host's where nothing holds the host back: the queue
+    grows until the GPU sets the pace); the item and op arrays the last copy's, moved to
+    start at the step's start."""
+    copies, n_items = chain.copies, chain.n_items
+    n_ops = chain.place.shape[1]
     host_end = result.item_end[np.arange(1, copies + 1) * n_items - 1] if n_items else None
-    launched = chained.op_call >= 0
+    launched = chain.model.op_call >= 0
     gpu_end = np.array(
         [
-            result.op_end[launched & (copy_of_op == k)].max()
-            if (launched & (copy_of_op == k)).any()
+            result.op_end[launched & (chain.copy_of_op == k)].max()
+            if (launched & (chain.copy_of_op == k)).any()
             else 0
             for k in range(copies)
         ]
@@ -691,9 +737,9 @@ def replay_chain(model: StepModel, copies: int = CHAIN_COPIES) -> Replayed:
     moved = int(result.item_start[last][0] - model.start_ns) if n_items else 0
     op_start = np.full(n_ops, model.start_ns, dtype=np.int64)
     op_end = np.full(n_ops, model.start_ns, dtype=np.int64)
-    here = place[copies - 1] >= 0
-    op_start[here] = result.op_start[place[copies - 1][here]] - moved
-    op_end[here] = result.op_end[place[copies - 1][here]] - moved
+    here = chain.place[copies - 1] >= 0
+    op_start[here] = result.op_start[chain.place[copies - 1][here]] - moved
+    op_end[here] = result.op_end[chain.place[copies - 1][here]] - moved
     return Replayed(
         wall_ns=wall,
         gpu_end_ns=wall,
@@ -702,6 +748,13 @@ def replay_chain(model: StepModel, copies: int = CHAIN_COPIES) -> Replayed:
         op_start=op_start,
         op_end=op_end,
     )
+
+
+def replay_chain(model: StepModel, copies: int = CHAIN_COPIES) -> Replayed:
+    """Replay `copies` copies of the step back to back on one host timeline and one set of
+    streams (chain_of), and take the steady period (chain_result)."""
+    chain = chain_of(model, copies)
+    return chain_result(chain, replay(chain.model), model)
 
 
 # ---------------------------------------------------------------------------- levers

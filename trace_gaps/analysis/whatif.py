@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from trace_gaps.analysis.collectives import WAIT_END_NS
+from trace_gaps.analysis.joint import JointRun, run_walls
 from trace_gaps.analysis.ledger import BUCKET, CAUSE, DURATION_NS, build_ledger
 from trace_gaps.analysis.replay import (
     CATEGORIES,
@@ -265,6 +266,66 @@ def predict(
         predicted_ns=predicted,
         ledger=_mean_ledger(ledgers, len(models), names),
         not_applicable=skipped,
+    )
+
+
+def predict_run(
+    run: JointRun,
+    pid: int,
+    levers: list[Lever],
+    names: tuple[str, ...],
+    mode: GraphTraceMode,
+    mean_step_ns: int,
+    *,
+    with_ledger: bool = True,
+    strict: bool = True,
+) -> Prediction:
+    """The levers pulled on every rank of a run in lockstep, priced by the joint replay
+    (joint.py): one predicted step for the run, the same in every rank's section (the run's
+    step less its relative saving, within the bounds of bounded_prediction); this rank's
+    saving is its own mean step less that. A lever applies where it changes some rank."""
+    everyone = [m for iteration in run.iterations for m in iteration.models]
+    if strict:
+        check_levers(levers, [(names, everyone)])
+    skipped = [found for lever in levers if (found := not_applicable(lever, names, everyone))]
+    pulled_levers = [lever for lever in levers if lever.label not in {n.lever for n in skipped}]
+    pulled = [
+        tuple(pull(m, pulled_levers, names, mode) for m in iteration.models)
+        for iteration in run.iterations
+    ]
+    walls, replays = run_walls(run, pulled)
+    base = [max(r.wall_ns for r in results) for results in run.base]
+    removed = [
+        sum(removed_ns(m, p) for m, p in zip(iteration.models, changed, strict=True))
+        for iteration, changed in zip(run.iterations, pulled, strict=True)
+    ]
+    rank = run.pids.index(pid)
+    predicted = min(
+        bounded_prediction(
+            run.run_ns, int(np.mean(base)), int(np.mean(walls)), int(np.mean(removed))
+        ),
+        mean_step_ns,
+    )
+    ledgers = (
+        [
+            replayed_ledger(changed[rank], results[rank], names, wall)
+            for changed, results, wall in zip(pulled, replays, walls, strict=True)
+        ]
+        if with_ledger
+        else []
+    )
+    own = [iteration.models[rank] for iteration in run.iterations]
+    return Prediction(
+        levers=[lever.label for lever in pulled_levers],
+        steps=len(run.iterations),
+        measured_ns=int(round(np.mean([m.end_ns - m.start_ns for m in own]))),
+        replayed_ns=int(round(np.mean(base))),
+        lever_ns=int(round(np.mean(walls))),
+        saving_ns=mean_step_ns - predicted,
+        predicted_ns=predicted,
+        ledger=_mean_ledger(ledgers, len(own), names),
+        not_applicable=skipped,
+        ranks=list(run.pids),
     )
 
 

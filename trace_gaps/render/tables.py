@@ -260,6 +260,12 @@ def what_if_table(process: ProcessReport) -> Table:
             f"What-if {', '.join(found.levers) or 'no lever'}: predicted "
             f"{format_ms(found.predicted_ns)} ms/step (measured "
             f"{format_ms(process.steps.wall.mean_ns)}, saving {format_ms(found.saving_ns)}); "
+            + (
+                f"the run's step: pids {', '.join(map(str, found.ranks))} replayed together "
+                "(ranks in lockstep), the lever pulled on each; "
+                if found.ranks
+                else ""
+            )
             + (f"not applicable to these steps: {skipped}; " if skipped else "")
             + "replayed ledger, ms per step"
         ),
