@@ -124,6 +124,13 @@ PAIRS = [
         "run-ahead loop paced by its host: 1.5 ms of host work removed",
     ),
     (
+        "runahead3_detok",
+        "process_output=nohost",
+        "runahead3_graph",
+        "sample",
+        "the same, back to back on a third machine",
+    ),
+    (
         "tp_eager",
         "forward=graph,detokenize=nohost",
         "tp_graph",

@@ -107,6 +107,8 @@ STEP_NAMES = {
         "runahead_sync",
         "runahead_detok_m1",
         "runahead_graph_m1",
+        "runahead3_detok",
+        "runahead3_graph",
         "serving_worker_eager",
         "serving_worker_graph",
     )
