@@ -12,6 +12,8 @@ under one deadline.
 from __future__ import annotations
 
 import asyncio
+import math
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -19,6 +21,9 @@ from typing import Any
 from trace_gaps.errors import TraceGapsError
 
 SCHEDULER_TIMEOUT_S = 10.0
+# A scheduler no worker joins takes tasks and never runs them: wait this long for one.
+WORKERS_TIMEOUT_S = 30.0
+WORKERS_TIMEOUT_ENV = "TRACE_GAPS_WORKERS_TIMEOUT_S"
 CONNECT_SHARE = 0.8  # of the deadline, for the TCP connection (retried by Dask meanwhile)
 
 
@@ -46,6 +51,7 @@ def dask_client(jobs: int | None, scheduler: str | None) -> Iterator[Any]:
                 f"cannot reach the Dask scheduler at {scheduler}: {error}. Check the address."
             ) from None
         with client:
+            wait_for_a_worker(client, scheduler)
             yield client
         return
     with (
@@ -55,6 +61,38 @@ def dask_client(jobs: int | None, scheduler: str | None) -> Iterator[Any]:
         Client(cluster) as client,  # type: ignore[no-untyped-call]
     ):
         yield client
+
+
+def wait_for_a_worker(client: Any, address: str) -> None:
+    """Raise TraceGapsError, naming the address, unless a worker has joined the scheduler
+    within workers_timeout_s()."""
+    timeout_s = workers_timeout_s()
+    try:
+        client.wait_for_workers(1, timeout=timeout_s)
+    except TimeoutError:  # distributed's WorkerStartTimeoutError is one
+        raise TraceGapsError(
+            f"the Dask scheduler at {address} has no workers: none joined within "
+            f"{timeout_s:g} s. Start one (dask worker {address}), or set "
+            f"{WORKERS_TIMEOUT_ENV} to wait longer."
+        ) from None
+
+
+def workers_timeout_s() -> float:
+    """How long to wait for a worker on --scheduler: WORKERS_TIMEOUT_ENV, else
+    WORKERS_TIMEOUT_S."""
+    given = os.environ.get(WORKERS_TIMEOUT_ENV) or ""
+    if not given.strip():
+        return WORKERS_TIMEOUT_S
+    try:
+        timeout_s = float(given)
+    except ValueError:
+        timeout_s = math.nan
+    if not (math.isfinite(timeout_s) and timeout_s > 0):
+        raise TraceGapsError(
+            f"{WORKERS_TIMEOUT_ENV}={given!r} is not a number of seconds; set it to a positive "
+            f"number (the default is {WORKERS_TIMEOUT_S:g}), or unset it."
+        )
+    return timeout_s
 
 
 def check_scheduler(address: str, *, timeout_s: float = SCHEDULER_TIMEOUT_S) -> None:
