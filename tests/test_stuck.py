@@ -3,14 +3,17 @@ is no regular file (/proc/kmsg, a character device). Each ends with one line of 
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import SAMPLE_TRACES
+from tests.conftest import ROOT, SAMPLE_TRACES
 from tests.test_errors import invoke
 
 SAMPLE = SAMPLE_TRACES / "plain_decode.sqlite"
@@ -63,3 +66,64 @@ def test_a_workers_timeout_that_is_no_positive_number_is_an_error(
     monkeypatch.setenv("TRACE_GAPS_WORKERS_TIMEOUT_S", given)
     line = one_error_line(["analyze", *two_exports, "--scheduler", scheduler_without_workers])
     assert line.startswith(f"error: TRACE_GAPS_WORKERS_TIMEOUT_S={given!r} is not a number")
+
+
+def run_cli(*args: object, timeout_s: float = 30) -> subprocess.CompletedProcess[str]:
+    """The CLI in a child process of this checkout (a read that blocks cannot hang the test)."""
+    return subprocess.run(
+        [sys.executable, "-P", "-m", "trace_gaps", *map(str, args)],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=timeout_s,
+        check=False,
+    )
+
+
+@pytest.mark.skipif(
+    not (os.path.exists("/proc/kmsg") and os.access("/proc/kmsg", os.R_OK)),
+    reason="/proc/kmsg is readable only by root",
+)
+@pytest.mark.parametrize("command", [["info"], ["analyze"], ["report"]])
+def test_proc_kmsg_is_refused_before_a_byte_is_read(command, tmp_path):
+    extra = ["-o", tmp_path / "b.zip"] if command == ["report"] else []
+    done = run_cli(*command, "/proc/kmsg", *extra)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr == (
+        "error: /proc/kmsg: is a file of the kernel's proc interface, not a file on a disk; "
+        "pass the .sqlite file that `nsys export --type sqlite` wrote\n"
+    )
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="no procfs")
+@pytest.mark.parametrize(
+    ("path", "kind"), [("/proc/self/status", "proc"), ("/sys/kernel/uevent_seqnum", "sysfs")]
+)
+def test_procfs_and_sysfs_files_are_refused(path, kind):
+    if not Path(path).exists():
+        pytest.skip(f"no {path}")
+    line = one_error_line(["info", path])
+    assert line == (
+        f"error: {path}: is a file of the kernel's {kind} interface, not a file on a disk; "
+        "pass the .sqlite file that `nsys export --type sqlite` wrote"
+    )
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="no procfs")
+def test_a_procfs_file_beside_an_export_is_refused_without_reading_it_for_duplicates(tmp_path):
+    # Several exports are first compared for duplicates, which reads them: not this one.
+    export = shutil.copy(SAMPLE, tmp_path / "r.sqlite")
+    done = run_cli("analyze", export, "/proc/self/status", timeout_s=60)
+    assert done.returncode == 1
+    assert "/proc/self/status: is a file of the kernel's proc interface" in done.stderr
+
+
+def test_a_fifo_put_in_place_after_the_check_is_not_waited_on(tmp_path, monkeypatch):
+    from trace_gaps.nsys import export as export_module
+
+    fifo = tmp_path / "x.sqlite"
+    os.mkfifo(fifo)
+    monkeypatch.setattr(export_module, "not_a_plain_file", lambda path: None)  # the race
+    line = one_error_line(["info", fifo])
+    assert line.startswith(f"error: {fifo}: is not a regular file (a FIFO, socket or device)")

@@ -17,6 +17,7 @@ from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
 
 from trace_gaps.errors import NotAnExportError, TraceGapsError
+from trace_gaps.nsys.files import not_a_plain_file
 from trace_gaps.nsys.head import read_session_start
 
 _HASH_CHUNK_BYTES = 1 << 20
@@ -28,7 +29,7 @@ def refuse_duplicate_exports(paths: Sequence[Path]) -> None:
     Files that cannot be read are left to the analysis, which names them."""
     if len(paths) < 2:
         return
-    readable = [path for path in paths if path.is_file()]
+    readable = [path for path in paths if path.is_file() and not_a_plain_file(path) is None]
     _first_repeat(readable, _inode, "the same file")
     # Only files of one size whose first MiB is the same too are hashed whole: two ranks'
     # exports can be of one size (SQLite grows by pages), and hashing GBs takes seconds.

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from trace_gaps.errors import NotAnExportError, TraceGapsError
 from trace_gaps.interrupts import last_resort
+from trace_gaps.nsys.files import NotAPlainFile, read_head
 from trace_gaps.output import SQLITE_SIDE_FILES, hidden_sibling
 
 REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
@@ -38,9 +39,8 @@ def is_report(path: Path) -> bool:
     if path.suffix in REPORT_SUFFIXES:
         return True
     try:
-        with path.open("rb") as handle:
-            return handle.read(len(REPORT_MAGIC)) == REPORT_MAGIC
-    except OSError:
+        return read_head(path, len(REPORT_MAGIC)) == REPORT_MAGIC
+    except (OSError, NotAPlainFile):
         return False
 
 
@@ -120,9 +120,8 @@ def is_whole_sqlite(path: Path) -> bool:
     """Does the file hold SQLite's header and every page the header counts?"""
     try:
         size = path.stat().st_size
-        with path.open("rb") as handle:
-            header = handle.read(100)
-    except OSError:
+        header = read_head(path, 100)
+    except (OSError, NotAPlainFile):
         return False
     if len(header) < 100 or not header.startswith(SQLITE_MAGIC):
         return False

@@ -19,6 +19,7 @@ import pandas as pd
 from trace_gaps.errors import MissingTableError, NoKernelsError, NotAnExportError
 from trace_gaps.nsys import queries
 from trace_gaps.nsys.convert import export_command, is_report
+from trace_gaps.nsys.files import NotAPlainFile, not_a_plain_file, read_head
 from trace_gaps.nsys.sql import query_rows, query_value
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -59,9 +60,8 @@ def export_uri(path: Path) -> str:
 def _is_wal_mode(path: Path) -> bool:
     # SQLite header bytes 18 and 19: file format write and read versions, 2 for WAL.
     try:
-        with path.open("rb") as handle:
-            header = handle.read(20)
-    except OSError:
+        header = read_head(path, 20)
+    except (OSError, NotAPlainFile):
         return False
     return len(header) == 20 and header[18:20] == b"\x02\x02"
 
@@ -198,19 +198,20 @@ def check_is_sqlite(path: Path) -> None:
             f"is a directory{found}; pass one .sqlite file that `nsys export --type sqlite` wrote",
             path=path,
         )
-    if not path.is_file():
-        raise NotAnExportError(
-            "is not a regular file (a FIFO, socket or device); pass the .sqlite file that "
-            "`nsys export --type sqlite` wrote",
-            path=path,
-        )
+    problem = not_a_plain_file(path)
     try:
-        with path.open("rb") as handle:
-            header = handle.read(len(SQLITE_MAGIC))
+        header = b"" if problem else read_head(path, len(SQLITE_MAGIC))
+    except NotAPlainFile as error:
+        problem = str(error)
     except OSError as error:
         raise NotAnExportError(
             f"cannot be read ({error.strerror}); check its permissions", path=path
         ) from error
+    if problem:
+        raise NotAnExportError(
+            f"is {problem}; pass the .sqlite file that `nsys export --type sqlite` wrote",
+            path=path,
+        )
     if header == SQLITE_MAGIC:
         check_no_pending_writes(path)
         return
