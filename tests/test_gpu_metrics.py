@@ -5,6 +5,7 @@ exports without metrics left as they were but for one hint."""
 from __future__ import annotations
 
 import sqlite3
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -13,8 +14,12 @@ import pytest
 from tests.conftest import shipped_json, shipped_trace
 from trace_gaps.analysis.findings import NEAR_PEAK_PCT, Case, bound_case
 from trace_gaps.analysis.metrics import GPU_METRICS
-from trace_gaps.analysis.pipeline import AnalysisOptions
+from trace_gaps.analysis.pipeline import Analysis, AnalysisOptions, analyse_trace
+from trace_gaps.analysis.replay import Lever, LeverError, parse_levers
 from trace_gaps.figures import StageGpuMetrics
+from trace_gaps.model import Trace
+from trace_gaps.nsys.load import load_trace
+from trace_gaps.report import Report, at_speed_of_light, build_report
 from trace_gaps.run import analyse_export
 from trace_gaps.verdicts import CAPTURE_METRICS_HINT
 
@@ -202,3 +207,107 @@ def test_an_export_without_metrics_only_gains_the_capture_hint() -> None:
         assert all("gpu_metrics" not in stage for stage in process["stages"])
         busy = [c for c in process["candidates"] if c["bucket"] == "busy"]
         assert busy and all(c["verdict"].endswith(CAPTURE_METRICS_HINT) for c in busy)
+
+
+# ------------------------------------------------------------------ the sol lever
+
+
+@cache
+def _analysed(name: str) -> tuple[Trace, Analysis]:
+    """The capture analysed as analyze does it (load_trace alone reads no GPU metrics)."""
+    return analyse_export(shipped_trace(name), AnalysisOptions(), jobs=1)
+
+
+def _sol_report(name: str, levers: str | None = None) -> Report:
+    trace, analysis = _analysed(name)
+    return build_report(trace, analysis, what_if=levers)
+
+
+def test_parse_levers_takes_sol() -> None:
+    assert parse_levers("forward=sol") == [Lever("forward", "sol")]
+
+
+def test_a_gpu_bound_graph_loop_at_its_speed_of_light_saves_most_of_its_busy_time() -> None:
+    # gm_sync_graph: a graph-replayed forward, GPU busy 0.83 of a 2.04 ms step, its DRAM
+    # bytes needing 0.19 ms at peak: the step at the GPU's limits loses most of the rest.
+    (process,) = _sol_report(GRAPH).processes
+    sol = process.speed_of_light
+    assert sol is not None and sol.predicted_step_ns is not None
+    assert sol.levers == ["forward=sol", "sample=sol"]
+    saving = sol.step_ns - sol.predicted_step_ns
+    removable = sol.busy_ns_per_step - sol.sol_ns_per_step
+    assert 0 < sol.predicted_step_ns <= sol.step_ns
+    assert 0.9 * removable < saving <= removable, (saving, removable)
+
+
+def test_the_step_at_the_gpus_limits_is_the_what_if_of_every_stages_sol() -> None:
+    # One price everywhere: the report's line and --what-if of the same levers.
+    sol = _sol_report(GRAPH).processes[0].speed_of_light
+    prediction = _sol_report(GRAPH, "forward=sol,sample=sol").processes[0].what_if
+    assert sol is not None and prediction is not None
+    assert prediction.predicted_ns == sol.predicted_step_ns
+    assert prediction.saving_ns == sol.step_ns - prediction.predicted_ns >= 0
+    assert not prediction.not_applicable
+
+
+def test_a_launch_bound_loop_at_its_speed_of_light_saves_little() -> None:
+    # gm_ra_eager: the same model eager behind a run-ahead host that paces it.
+    (process,) = _sol_report(EAGER).processes
+    sol = process.speed_of_light
+    assert sol is not None and sol.predicted_step_ns is not None
+    saving = sol.step_ns - sol.predicted_step_ns
+    assert 0 <= saving < 0.05 * sol.step_ns
+    assert saving < 0.1 * (sol.busy_ns_per_step - sol.sol_ns_per_step)
+
+
+def test_sol_never_saves_more_than_it_removes_on_a_real_step() -> None:
+    from trace_gaps.analysis.metrics import REPLAY_MODELS
+    from trace_gaps.analysis.replay import replay
+    from trace_gaps.analysis.whatif import pull, removed_ns
+
+    trace, analysis = _analysed(GRAPH)
+    names, mode = analysis.stage_map.names, trace.info.graph_trace_mode
+    forward = names.index("forward")
+    for model in list(analysis.metrics[REPLAY_MODELS].values())[:4]:
+        changed = pull(model, [Lever("forward", "sol", op_scale=0.25)], names, mode)
+        here = model.op_stage == forward
+        # its ops a quarter as long, every other op as measured
+        assert np.abs(changed.op_ns[here] - model.op_ns[here] / 4).max() <= 1
+        assert (changed.op_ns[~here] == model.op_ns[~here]).all()
+        saving = replay(model).wall_ns - replay(changed).wall_ns
+        assert 0 < saving <= removed_ns(model, changed) + 1
+
+
+def test_sol_without_gpu_metrics_does_not_apply_and_says_how_to_capture_them() -> None:
+    path = shipped_trace("spec_eager")
+    trace = load_trace(path)
+    analysis = analyse_trace(trace, AnalysisOptions())
+    with pytest.raises(LeverError, match="verify_forward=sol does not apply: no GPU metrics"):
+        build_report(trace, analysis, what_if="verify_forward=sol")
+    # Even beside a lever that applies: the export has no metrics at all.
+    levers = "verify_forward=sol,verify_forward=graph"
+    with pytest.raises(LeverError, match="--gpu-metrics-devices=all"):
+        build_report(trace, analysis, what_if=levers)
+
+
+def test_sol_takes_each_stages_own_speed_of_light() -> None:
+    # A capture with metrics, a stage that runs no GPU op: nothing to change.
+    with pytest.raises(LeverError, match="schedule runs no GPU op"):
+        _sol_report(GRAPH, "schedule=sol")
+    # Each sol lever gets its stage's speed of light over its busy time; None without one.
+    names = ("forward", "sample")
+    stages = _sol_report(GRAPH).processes[0].stages
+    resolved = at_speed_of_light([Lever(n, "sol") for n in names], stages)
+    assert all(lever.op_scale is not None and 0 < lever.op_scale < 1 for lever in resolved)
+    unresolved = at_speed_of_light([Lever("forward", "sol")], [])
+    assert unresolved == [Lever("forward", "sol", None)]
+    # A section whose stage has no metrics lists its sol lever as not applicable, and why.
+    from trace_gaps.analysis.metrics import REPLAY_MODELS
+    from trace_gaps.analysis.whatif import not_applicable, not_applicable_words
+
+    _, analysis = _analysed(GRAPH)
+    models = list(analysis.metrics[REPLAY_MODELS].values())
+    skipped = not_applicable(unresolved[0], analysis.stage_map.names, models)
+    assert skipped is not None and skipped.reason == "no_gpu_metrics"
+    assert "--gpu-metrics-devices=all" in not_applicable_words(skipped)
+    assert not_applicable(resolved[0], analysis.stage_map.names, models) is None

@@ -471,6 +471,10 @@ class SpeedOfLight:
     sol_ns_per_step: int  # the stages' speed of light, summed
     memory_sol_ns_per_step: int  # of which their DRAM bytes at peak bandwidth
     dram_bytes_per_step: int  # read and written, every stage's
+    # The step predicted with every stage's GPU work at its speed of light: the what-if of
+    # `levers` (each stage's sol; docs/what-if.md). None: no step replayed.
+    predicted_step_ns: int | None = None
+    levers: list[str] = field(default_factory=list)
 
 
 def speed_of_light(

@@ -484,7 +484,7 @@ class NotApplicable:
     lever: str
     stage: str
     kind: str
-    reason: str  # "no_stage" or "nothing_to_change"
+    reason: str  # "no_stage", "nothing_to_change" or "no_gpu_metrics" (a sol lever)
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import dataclasses
+from collections.abc import Callable, Sequence
 from typing import cast
 
 from trace_gaps.analysis.findings import Finding
@@ -17,7 +18,7 @@ from trace_gaps.analysis.kinds import (
     kind_label,
     ordered_kinds,
 )
-from trace_gaps.analysis.metrics import OP_DURATIONS, REPLAY_MODELS
+from trace_gaps.analysis.metrics import GPU_METRICS, OP_DURATIONS, REPLAY_MODELS
 from trace_gaps.analysis.pipeline import Analysis
 from trace_gaps.analysis.ranks import build_ranks, unsplit_notes
 from trace_gaps.analysis.replay import Lever, LeverError, StepModel, parse_levers, replay_step
@@ -36,6 +37,7 @@ from trace_gaps.analysis.summary import (
     summarise_steps,
 )
 from trace_gaps.analysis.whatif import (
+    NO_GPU_METRICS_WORDS,
     check_levers,
     check_replay,
     ends,
@@ -46,8 +48,16 @@ from trace_gaps.analysis.whatif import (
     predict_run,
     priced_subset,
 )
-from trace_gaps.figures import speed_of_light
-from trace_gaps.model import END_NS, GLOBAL_TID, PID, START_NS, GraphTraceMode, Trace
+from trace_gaps.figures import SpeedOfLight, StageSummary, speed_of_light
+from trace_gaps.model import (
+    END_NS,
+    GLOBAL_TID,
+    PID,
+    SPECIAL_STAGES,
+    START_NS,
+    GraphTraceMode,
+    Trace,
+)
 from trace_gaps.notes import write_note
 from trace_gaps.parallel import forked_map
 from trace_gaps.records import (
@@ -91,7 +101,15 @@ def build_report(
             (part.stage_map.names, list(part.metrics[REPLAY_MODELS].values()))
             for part in analysis.by_kind()
         ]
-        check_levers(levers, [(names, models) for names, models in sections if models])
+        sol = next((lever for lever in levers if lever.kind == "sol"), None)
+        if sol is not None and all(
+            part.metrics[GPU_METRICS] is None for part in analysis.by_kind()
+        ):
+            raise LeverError(f"{sol.label} does not apply: {NO_GPU_METRICS_WORDS}")
+        # Each process's sol levers get their stages' speeds of light with its stage figures.
+        check_levers(
+            levers, [(names, models) for names, models in sections if models], speeds_known=False
+        )
     trace_start = analysis.trace_start_ns
     if ranks is None:
         ranks = build_ranks(analysis, trace.info.path.name)
@@ -222,6 +240,8 @@ def _process_report(
         return prices[stage, lever]
 
     stages = summarise_stages(frames)
+    if levers:
+        levers = at_speed_of_light(levers, stages)
     findings = long_gap_findings(frames.long_gaps, analysis.range_tree, frames.n)
     graphs = graph_facts(trace, analysis, pid, stages, frames.n)
     waits = next(
@@ -288,7 +308,19 @@ def _process_report(
         kernels=kernel_summary(analysis.metrics[OP_DURATIONS], pid, names, steps.steps_analysed)
         if analysis.options.kernel_summary
         else None,
-        speed_of_light=speed_of_light(stages, steps.wall.mean_ns, busy_ns_per_step(frames)),
+        speed_of_light=_at_the_limits(
+            speed_of_light(stages, steps.wall.mean_ns, busy_ns_per_step(frames)),
+            stages,
+            lambda sols: (
+                predict_run(
+                    together, pid, sols, names, mode, mean_ns, with_ledger=False, strict=False
+                )
+                if together is not None
+                else _what_if(models, priced, base, sols, names, mode, mean_ns, with_ledger=False)
+            ),
+            names,
+            models,
+        ),
         pace=pace,
     )
 
@@ -312,6 +344,8 @@ def _what_if(
     names: tuple[str, ...],
     mode: GraphTraceMode,
     mean_ns: int,
+    *,
+    with_ledger: bool = True,
 ) -> Prediction:
     """--what-if priced on the candidates' steps (one lever, one price in the ranked table,
     the headline and here), or on every replayed step where a lever changes only steps
@@ -321,8 +355,57 @@ def _what_if(
         and not_applicable(lever, names, models) is None
         for lever in levers
     ):
-        return predict(models, levers, names, mode, mean_ns, strict=False)
-    return predict(priced, levers, names, mode, mean_ns, strict=False, base_walls=base)
+        return predict(models, levers, names, mode, mean_ns, strict=False, with_ledger=with_ledger)
+    return predict(
+        priced,
+        levers,
+        names,
+        mode,
+        mean_ns,
+        strict=False,
+        base_walls=base,
+        with_ledger=with_ledger,
+    )
+
+
+def at_speed_of_light(levers: list[Lever], stages: Sequence[StageSummary]) -> list[Lever]:
+    """The levers, each sol lever given what its stage's ops scale by: the stage's speed of
+    light over its GPU busy time (left None where the stage has no GPU metrics)."""
+    scales = {
+        stage.name: stage.gpu_metrics.sol_ns_per_step / stage.busy_ns_per_step
+        for stage in stages
+        if stage.gpu_metrics is not None and stage.busy_ns_per_step > 0
+    }
+    return [
+        dataclasses.replace(lever, op_scale=scales.get(lever.stage))
+        if lever.kind == "sol"
+        else lever
+        for lever in levers
+    ]
+
+
+def _at_the_limits(
+    sol: SpeedOfLight | None,
+    stages: Sequence[StageSummary],
+    predict_levers: Callable[[list[Lever]], Prediction],
+    names: tuple[str, ...],
+    models: list[StepModel],
+) -> SpeedOfLight | None:
+    """The step's speed of light with the step predicted with every stage's GPU work at its
+    speed of light (--what-if of every stage's sol lever, priced as --what-if prices it)."""
+    if sol is None or not models:
+        return sol
+    levers = at_speed_of_light(
+        [Lever(stage.name, "sol") for stage in stages if stage.name not in SPECIAL_STAGES],
+        stages,
+    )
+    pulled = [lever for lever in levers if not_applicable(lever, names, models) is None]
+    if not pulled:
+        return sol
+    found = predict_levers(pulled)
+    return dataclasses.replace(
+        sol, predicted_step_ns=found.predicted_ns, levers=[lever.label for lever in pulled]
+    )
 
 
 def slowest_ranks(processes: list[ProcessReport]) -> list[SlowestRank]:

@@ -13,7 +13,7 @@ from typing import Any
 
 from trace_gaps.changes import StageSide
 from trace_gaps.diff import Diff
-from trace_gaps.figures import LAUNCH_TOTALS, UNEXPECTED_TOTALS, StageSummary
+from trace_gaps.figures import LAUNCH_TOTALS, UNEXPECTED_TOTALS, SpeedOfLight, StageSummary
 from trace_gaps.model import WAIT_CAUSE, Bucket, ExecutionMode, IdleCause, OpKind, VerdictKind
 from trace_gaps.records import (
     OMITTED_WHEN_NONE,
@@ -64,6 +64,7 @@ BOUNDS: dict[tuple[type, str], dict[str, int]] = {
     (Candidate, "saving_ns"): {"minimum": 0},
     (Prediction, "predicted_ns"): {"exclusiveMinimum": 0},
     (Prediction, "saving_ns"): {"minimum": 0},
+    (SpeedOfLight, "predicted_step_ns"): {"exclusiveMinimum": 0},
 }
 
 _SCALARS: dict[Any, dict[str, Any]] = {

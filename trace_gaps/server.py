@@ -457,7 +457,7 @@ def build_server(*, quiet: bool = False) -> Any:
         "what_if",
         "Predict the step with levers pulled on the replayed steps, e.g. "
         "'verify_forward=graph,sample=nosync' (graph, nogaps, host50, nohost, nosync, noapi, "
-        "ontime, gpuN with N 1-99; docs/what-if.md): the predicted step and its ledger.",
+        "ontime, gpuN with N 1-99, sol; docs/what-if.md): the predicted step and its ledger.",
         [
             tool_parameter("export", str, inspect.Parameter.empty, "Absolute path of one export."),
             tool_parameter(

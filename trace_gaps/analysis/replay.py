@@ -759,7 +759,7 @@ def replay_chain(model: StepModel, copies: int = CHAIN_COPIES) -> Replayed:
 
 # ---------------------------------------------------------------------------- levers
 
-LEVER_KINDS = ("graph", "nogaps", "host50", "nohost", "nosync", "noapi", "ontime")
+LEVER_KINDS = ("graph", "nogaps", "host50", "nohost", "nosync", "noapi", "ontime", "sol")
 _GPU = re.compile(r"^gpu([1-9][0-9]?)$")  # 1-99: gpu0 would change nothing
 
 
@@ -769,11 +769,15 @@ class LeverError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Lever:
-    """One transformation of a stage: graph, nogaps, host50, nohost, nosync, noapi, ontime
-    or gpuN (its GPU work N % faster)."""
+    """One transformation of a stage: graph, nogaps, host50, nohost, nosync, noapi, ontime,
+    gpuN (its GPU work N % faster) or sol (its GPU work down to its speed of light).
+
+    op_scale: what a sol lever scales the stage's ops by, its speed of light over its GPU
+    busy time (the report sets it from the stage's GPU metrics); None: not known."""
 
     stage: str
     kind: str
+    op_scale: float | None = None
 
     @property
     def label(self) -> str:
@@ -817,11 +821,19 @@ def applies(model: StepModel, code: int, kind: str) -> bool:
         return bool(_long_gap(model, code).any())
     if kind in ("host50", "nohost"):
         return bool((model.item_ns[model.item_stage == code] > 0).any())
-    return bool((model.op_stage == code).any())  # gpuN
+    return bool((model.op_stage == code).any())  # gpuN, sol
 
 
-def apply_lever(model: StepModel, code: int, kind: str, mode: GraphTraceMode) -> StepModel:
-    """The model with one lever pulled on the stage of this code."""
+def apply_lever(
+    model: StepModel,
+    code: int,
+    kind: str,
+    mode: GraphTraceMode,
+    *,
+    op_scale: float | None = None,
+) -> StepModel:
+    """The model with one lever pulled on the stage of this code (op_scale: a sol lever's,
+    Lever.op_scale)."""
     if kind == "graph":
         return _as_graph(model, code, mode)
     if kind in ("nogaps", "host50", "nohost"):
@@ -838,6 +850,14 @@ def apply_lever(model: StepModel, code: int, kind: str, mode: GraphTraceMode) ->
             op_wait_ns=np.where(here, 0, model.op_wait_ns),
             op_peer_at=np.where(here, _NONE, model.op_peer_at),
         )
+    if kind == "sol":
+        if op_scale is None:
+            raise LeverError("sol needs the stage's speed of light (GPU metrics)")
+        # The running part of each op scales; a collective's wait for a peer is not GPU work.
+        here = model.op_stage == code
+        running = model.op_ns - model.op_wait_ns
+        scaled = model.op_wait_ns + np.round(running * min(op_scale, 1.0)).astype(np.int64)
+        return replace(model, op_ns=np.where(here, scaled, model.op_ns))
     match = _GPU.match(kind)
     if match is None:
         raise LeverError(f"unknown lever '{kind}'")

@@ -64,6 +64,7 @@ LEVER_WORDS = {
     "nosync": "host syncs removed",
     "noapi": "non-launch CUDA API calls removed",
     "ontime": "peers on time (collective waits removed)",
+    "sol": "GPU work at its speed of light",
 }
 # Levers pulled before the others, whatever order they are given in: a graph is then
 # formed over what the removed syncs and calls no longer split.
@@ -71,6 +72,13 @@ REMOVED_FIRST = ("nosync", "noapi")
 IGNORED = (
     "GPU contention between streams, clock changes, cross-stream event waits, launch calls "
     "blocked by a full launch queue, and a graph's first-replay cost"
+)
+
+
+# Why a sol lever has no speed of light to go down to.
+NO_GPU_METRICS_WORDS = (
+    "no GPU metrics for its GPU time: capture them with nsys profile "
+    "--gpu-metrics-devices=all --gpu-metrics-frequency=20000"
 )
 
 
@@ -161,27 +169,38 @@ def present_stages(names: tuple[str, ...], models: list[StepModel]) -> list[str]
 
 
 def not_applicable(
-    lever: Lever, names: tuple[str, ...], models: list[StepModel]
+    lever: Lever, names: tuple[str, ...], models: list[StepModel], *, speeds_known: bool = True
 ) -> NotApplicable | None:
-    """Why the lever changes nothing in these steps, or None when it does."""
+    """Why the lever changes nothing in these steps, or None when it does. speeds_known
+    False: a sol lever is checked for its stage's GPU ops only (the report gives it its
+    stage's speed of light, per process, later)."""
     if lever.stage not in present_stages(names, models):
         return NotApplicable(lever.label, lever.stage, lever.kind, "no_stage")
+    if lever.kind == "sol" and lever.op_scale is None and speeds_known:
+        return NotApplicable(lever.label, lever.stage, lever.kind, "no_gpu_metrics")
     code = names.index(lever.stage)
-    if not any(applies(m, code, lever.kind) for m in models):
+    at_limit = lever.kind == "sol" and lever.op_scale is not None and lever.op_scale >= 1
+    if at_limit or not any(applies(m, code, lever.kind) for m in models):
         return NotApplicable(lever.label, lever.stage, lever.kind, "nothing_to_change")
     return None
 
 
 def check_levers(
-    levers: list[Lever], sections: list[tuple[tuple[str, ...], list[StepModel]]]
+    levers: list[Lever],
+    sections: list[tuple[tuple[str, ...], list[StepModel]]],
+    *,
+    speeds_known: bool = True,
 ) -> None:
     """Raise LeverError for a lever that changes nothing in any of the sections (each the
     stage names and replayed steps of a kind of step or a process): it names the stages
-    that exist, or says why the lever does not apply."""
+    that exist, or says why the lever does not apply (speeds_known: as not_applicable)."""
     if not sections:
         return  # no replayed steps: nothing to check against
     for lever in levers:
-        reasons = [not_applicable(lever, names, models) for names, models in sections]
+        reasons = [
+            not_applicable(lever, names, models, speeds_known=speeds_known)
+            for names, models in sections
+        ]
         if any(reason is None for reason in reasons):
             continue
         if all(r is not None and r.reason == "no_stage" for r in reasons):
@@ -191,6 +210,8 @@ def check_levers(
             raise LeverError(
                 f"no stage '{lever.stage}' in the analysed steps; stages: {', '.join(present)}"
             )
+        if all(r is not None and r.reason == "no_gpu_metrics" for r in reasons):
+            raise LeverError(f"{lever.label} does not apply: {NO_GPU_METRICS_WORDS}")
         raise LeverError(f"{lever.label} does not apply: {why_not(lever.kind, lever.stage)}")
 
 
@@ -198,6 +219,8 @@ def not_applicable_words(skipped: NotApplicable) -> str:
     """A lever left out of a prediction, and why, in words."""
     if skipped.reason == "no_stage":
         return f"{skipped.lever} (no stage {skipped.stage} in these steps)"
+    if skipped.reason == "no_gpu_metrics":
+        return f"{skipped.lever} ({NO_GPU_METRICS_WORDS})"
     return f"{skipped.lever} ({why_not(skipped.kind, skipped.stage)})"
 
 
@@ -213,6 +236,8 @@ def why_not(kind: str, stage: str) -> str:
         return f"{stage} has no collective that waits for a peer"
     if kind.startswith("gpu"):
         return f"{stage} runs no GPU op"
+    if kind == "sol":
+        return f"{stage} runs no GPU op, or runs at its speed of light already"
     if kind == "nogaps":
         return f"{stage} has no long host gap (1 ms or more, and 10x its median gap or more)"
     return f"{stage} has no host time between its calls"
@@ -357,7 +382,9 @@ def pull(
 ) -> StepModel:
     """The model with the levers pulled, syncs and API calls removed first."""
     for lever in sorted(levers, key=lambda lever: lever.kind not in REMOVED_FIRST):
-        model = apply_lever(model, names.index(lever.stage), lever.kind, mode)
+        model = apply_lever(
+            model, names.index(lever.stage), lever.kind, mode, op_scale=lever.op_scale
+        )
     return model
 
 

@@ -10,7 +10,7 @@ from trace_gaps.analysis.step_range import OUTSIDE
 from trace_gaps.analysis.whatif import IGNORED, not_applicable_words
 from trace_gaps.figures import LEFT as LEFT
 from trace_gaps.figures import RIGHT as RIGHT
-from trace_gaps.figures import gpu_figures, stage_columns
+from trace_gaps.figures import SpeedOfLight, gpu_figures, stage_columns
 from trace_gaps.model import CAUSE_ORDER, Bucket
 from trace_gaps.records import ExportSummary, ProcessReport, Report
 from trace_gaps.units import format_count, format_duration, format_durations, format_ms
@@ -94,7 +94,22 @@ def speed_of_light_lines(process: ProcessReport) -> list[str]:
         f"limits ({sol.dram_bytes_per_step / 1e6:.0f} MB/step of DRAM traffic: "
         f"{format_duration(sol.memory_sol_ns_per_step)} at peak bandwidth), against "
         f"{format_duration(sol.busy_ns_per_step)} GPU busy and a "
-        f"{format_duration(sol.step_ns)} step (GPU metrics, per stage below)."
+        f"{format_duration(sol.step_ns)} step (GPU metrics, per stage below).",
+        *at_the_limits_lines(sol),
+    ]
+
+
+def at_the_limits_lines(sol: SpeedOfLight) -> list[str]:
+    """How far the loop is from the hardware: the step predicted with every stage's GPU work
+    at its speed of light (none where no step was replayed)."""
+    if sol.predicted_step_ns is None:
+        return []
+    saving = sol.step_ns - sol.predicted_step_ns
+    share = 100 * saving / sol.step_ns if sol.step_ns else 0.0
+    return [
+        f"At the GPU's limits: {format_duration(sol.predicted_step_ns)}/step predicted with "
+        f"every stage's GPU work at its speed of light (what-if {','.join(sol.levers)}), "
+        f"{format_duration(saving)} ({share:.0f} %) below the measured step."
     ]
 
 
