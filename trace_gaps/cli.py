@@ -3,6 +3,7 @@ README's exit codes in one place."""
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Iterator
 from contextlib import contextmanager
 from difflib import get_close_matches
@@ -17,7 +18,12 @@ from trace_gaps.commands import analyze, diff, export, info, mcp, plot, report
 from trace_gaps.commands.options import HELP_OPTIONS
 from trace_gaps.commands.usage import choice_error, name_values, plain_help
 from trace_gaps.errors import SlowerError, TraceGapsError, UsageError
-from trace_gaps.streams import keep_descriptor_2_open, say, tolerate_any_encoding
+from trace_gaps.streams import (
+    keep_descriptor_2_open,
+    say,
+    stdout_outside_commands,
+    tolerate_any_encoding,
+)
 
 # 0 ok; 1 bad input or an empty analysis (any other TraceGapsError); 2 usage (typer's own
 # usage errors exit 2 too); 3 the diff --fail-if-slower gate; 130 interrupted.
@@ -38,6 +44,13 @@ def user_errors() -> Iterator[None]:
         say("error: " + " ".join(str(error).split()))
         code = next((c for kind, c in EXIT_CODES.items() if isinstance(error, kind)), 1)
         raise typer.Exit(code) from None
+    except OSError as error:
+        if error.errno != errno.ENAMETOOLONG:
+            raise
+        # pathlib's exists() and is_file() raise it (they answer False only for a missing file).
+        shown = "a path" if error.filename is None else str(error.filename)
+        say(f"error: {shown}: the name is too long ({error.strerror}); pass a shorter path")
+        raise typer.Exit(1) from None
     except KeyboardInterrupt:
         # typer would end silently with 130; say it, as a Ctrl-C while loading does.
         say("error: interrupted")
@@ -103,7 +116,8 @@ app.add_typer(export.app, name="export")
 
 def show_version(value: bool) -> None:
     if value:
-        typer.echo(f"trace-gaps {__version__}")
+        with stdout_outside_commands():
+            typer.echo(f"trace-gaps {__version__}")
         raise typer.Exit(0)
 
 

@@ -103,6 +103,21 @@ def write_stdout(pieces: list[str]) -> None:
         ) from error
 
 
+@contextmanager
+def stdout_outside_commands() -> Iterator[None]:
+    """Around what is printed before any command runs (--help, --version): a full or failing
+    stdout is one line on stderr and exit 1, a pipe closed early (| head) ends quietly."""
+    try:
+        yield
+    except BrokenPipeError:
+        _discard_stdout()
+        raise typer.Exit(0) from None
+    except OSError as error:
+        _discard_stdout()
+        say(f"error: cannot write to standard output: {error.strerror}.")
+        raise typer.Exit(1) from None
+
+
 def _discard_stdout() -> None:
     """Point stdout at /dev/null, so the flush at exit does not fail a second time."""
     try:

@@ -39,8 +39,14 @@ def zoom_window(from_ms: float | None, to_ms: float | None) -> tuple[int, int] |
                 f"{name} {value:g} is not a time: give ms from the step start."
             )
     # Past int64, a time is later than any step: the window is empty, said once drawn.
-    low_ns = min(round((from_ms or 0.0) * NS_PER_MS), sys.maxsize - 1)
-    high_ns = sys.maxsize if to_ms is None else min(round(to_ms * NS_PER_MS), sys.maxsize)
+    low_ns = min(_ms_to_ns(from_ms or 0.0), sys.maxsize - 1)
+    high_ns = sys.maxsize if to_ms is None else _ms_to_ns(to_ms)
     if high_ns <= low_ns:
         raise typer.BadParameter(f"--to {to_ms or 0:g} must be after --from {from_ms or 0:g}.")
     return low_ns, high_ns
+
+
+def _ms_to_ns(ms: float) -> int:
+    """ms as int ns, at most sys.maxsize (1e308 ms is inf ns as a float: no int)."""
+    ns = ms * NS_PER_MS
+    return sys.maxsize if ns >= sys.maxsize else round(ns)

@@ -5,11 +5,14 @@ names (INTEGER, PATH, [text|md|json|csv]) instead of typer's type placeholders (
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any, cast
 
 import typer
 from typer.core import TyperArgument, TyperOption
+
+from trace_gaps.streams import stdout_outside_commands
 
 Command = Any  # typer's own (vendored) click Command or Group
 
@@ -46,9 +49,25 @@ def plain_help(command: Command, help_names: list[str]) -> None:
         help_option = command.get_help_option(SimpleNamespace(help_option_names=help_names))
     except (AttributeError, TypeError):
         help_option = None
+    if help_option is not None and callable(getattr(help_option, "callback", None)):
+        help_option.callback = _help_to_any_stdout(help_option.callback)
     name_values([*command.params, *([help_option] if help_option else [])])
     for sub in getattr(command, "commands", {}).values():
         plain_help(sub, help_names)
+
+
+def _help_to_any_stdout(show_help: Callable[..., Any]) -> Callable[..., Any]:
+    """The help option's callback, with a full or failing stdout as one line (help does no
+    other input or output)."""
+    if getattr(show_help, "is_guarded", False):
+        return show_help
+
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        with stdout_outside_commands():
+            return show_help(*args, **kwargs)
+
+    guarded.is_guarded = True  # type: ignore[attr-defined]
+    return guarded
 
 
 def name_values(params: list[Any]) -> None:
