@@ -16,7 +16,9 @@ from tests.conftest import (
     REPRESENTATIVE_SAMPLES,
     assert_matches_schema,
     sample_trace_paths,
+    shipped_json,
     shipped_report,
+    shipped_trace,
     sweep,
 )
 from trace_gaps import __version__
@@ -574,3 +576,49 @@ def test_sides_of_several_processes_draw_nothing():
     sides = _sides(two_ranks, two_ranks, DrawRelay())
     assert [side.means for side in sides] == [None, None]
     assert len(sides[0].report.processes) == 2
+
+
+def test_dram_traffic_per_stage_is_compared_between_captures_with_gpu_metrics() -> None:
+    # gm_sync_graph -> gm_ra_eager: one model (weights and KV cache 580 MB a step), its
+    # forward graph-replayed, then eager behind a run-ahead host (docs/diff.md).
+    before, after = shipped_trace("gm_sync_graph"), shipped_trace("gm_ra_eager")
+    args = ["diff", str(before), str(after), "-f", "json"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert_matches_schema(result.stdout, "diff")
+    (process,) = json.loads(result.stdout)["processes"]
+    stages = {s["stage"]: s for s in process["stages"]}
+    # Each side's figures are its own report's stage figures.
+    for side, path in (("before", before), ("after", after)):
+        report = shipped_json(path)["processes"][0]
+        mine = {s["name"]: s for s in report["stages"]}
+        for name, stage in stages.items():
+            figures = mine[name].get("gpu_metrics")
+            if figures is None:
+                assert "gpu_metrics" not in stage[side]
+                continue
+            gpu = stage[side]["gpu_metrics"]
+            assert gpu["dram_bytes_per_step"] == (
+                figures["dram_read_bytes_per_step"] + figures["dram_write_bytes_per_step"]
+            )
+            assert gpu["dram_bandwidth_pct"] == round(
+                figures["dram_read_pct"] + figures["dram_write_pct"], 1
+            )
+            assert gpu["sol_ns_per_step"] == figures["sol_ns_per_step"]
+    forward = stages["forward"]
+    graph, eager = forward["before"]["gpu_metrics"], forward["after"]["gpu_metrics"]
+    # The same weights read once a step on both sides: the bytes within the eager side's
+    # sampling excess (+31 %, docs/diff.md); the bandwidth over busy time apart.
+    assert 0.9 * 580e6 < graph["dram_bytes_per_step"] < eager["dram_bytes_per_step"] < 1.4 * 580e6
+    assert abs(eager["dram_bandwidth_pct"] - graph["dram_bandwidth_pct"]) > 3
+    text = runner.invoke(app, ["diff", str(before), str(after), "-f", "md"]).stdout
+    assert "DRAM traffic per stage" in text
+    assert "| forward | 606.5 | 792.6 | +186.1 (+31 %) | 22.1 | 28.1 | +6.0 |" in text
+
+
+def test_a_diff_without_gpu_metrics_has_no_dram_table(eager_and_graph):  # type: ignore[no-untyped-def]
+    result = runner.invoke(app, ["diff", *map(str, eager_and_graph), "--skip", "0"])
+    assert result.exit_code == 0, result.output
+    assert "DRAM traffic" not in result.stdout
+    data = runner.invoke(app, ["diff", *map(str, eager_and_graph), "--skip", "0", "-f", "json"])
+    assert '"gpu_metrics"' not in data.stdout

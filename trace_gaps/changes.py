@@ -77,6 +77,26 @@ def _launches(stage: StageSummary, *kinds: OpKind) -> float:
 
 
 @dataclass(frozen=True, slots=True)
+class GpuSide:
+    """A stage's DRAM traffic on one side, from the GPU's own metrics (figures.StageGpuMetrics)."""
+
+    dram_bytes_per_step: int  # read and written
+    dram_bandwidth_pct: float  # read + write, % of peak, over the stage's GPU busy time
+    sol_ns_per_step: int  # its speed of light
+
+
+def _gpu_side(stage: StageSummary) -> GpuSide | None:
+    metrics = stage.gpu_metrics
+    if metrics is None:
+        return None
+    return GpuSide(
+        dram_bytes_per_step=metrics.dram_read_bytes_per_step + metrics.dram_write_bytes_per_step,
+        dram_bandwidth_pct=round(metrics.dram_read_pct + metrics.dram_write_pct, 1),
+        sol_ns_per_step=metrics.sol_ns_per_step,
+    )
+
+
+@dataclass(frozen=True, slots=True)
 class StageSide:
     """One stage on one side: time, launches and execution mode per step."""
 
@@ -94,6 +114,8 @@ class StageSide:
         lambda stage: _launches(stage, OpKind.MEMCPY, OpKind.MEMSET), 0.0
     )
     nodes_per_replay: float | None = compared(lambda stage: stage.nodes_per_replay, None)
+    # Its DRAM traffic (left out of the JSON where the side has no GPU metrics for it).
+    gpu_metrics: GpuSide | None = compared(_gpu_side, None)
 
 
 def stage_side(stage: StageSummary | None, ns_per_step: int) -> StageSide:

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass
 from io import StringIO
 
 from trace_gaps.analysis.bootstrap import CONFIDENCE_PCT
-from trace_gaps.changes import Side, StageChange, StageSide
+from trace_gaps.changes import GpuSide, Side, StageChange, StageSide
 from trace_gaps.diff import Diff, ProcessDiff
 from trace_gaps.diff_drift import CAPTURES_TO_SETTLE, MachineSplit, ratio
 from trace_gaps.model import Presence
@@ -20,6 +19,7 @@ from trace_gaps.render.console import (
     print_item,
     print_table,
 )
+from trace_gaps.render.json import render_json_value
 from trace_gaps.render.markdown import escape_markdown, render_table
 from trace_gaps.render.tables import LEFT, RIGHT, Table
 from trace_gaps.units import NS_PER_MS, NS_PER_US
@@ -220,6 +220,60 @@ def stage_table(process: ProcessDiff, *, rows: int = TABLE_ROWS) -> Table:
     )
 
 
+def dram_table(process: ProcessDiff) -> Table:
+    """Stages with GPU metrics on a side: DRAM bytes per step and bandwidth, each side (no
+    rows where neither side has GPU metrics)."""
+
+    def mb(side: StageSide | None) -> str:
+        return "—" if side is None or side.gpu_metrics is None else _mb(side.gpu_metrics)
+
+    def pct(side: StageSide | None) -> str:
+        gpu = None if side is None else side.gpu_metrics
+        return "—" if gpu is None else f"{gpu.dram_bandwidth_pct:.1f}"
+
+    body = []
+    for s in process.stages:
+        before = s.before.gpu_metrics if s.before else None
+        after = s.after.gpu_metrics if s.after else None
+        if before is None and after is None:
+            continue
+        body.append(
+            [
+                s.stage,
+                mb(s.before),
+                mb(s.after),
+                _bytes_change(before, after) if before and after else "—",
+                pct(s.before),
+                pct(s.after),
+                _pct_change(before, after) if before and after else "—",
+            ]
+        )
+    return Table(
+        title="DRAM traffic per stage (GPU metrics: MB read and written per step; bandwidth, "
+        "% of peak over the stage's GPU busy time)",
+        columns=["stage", "before MB", "after MB", "change", "before %", "after %", "change"],
+        align=[LEFT, *[RIGHT] * 6],
+        rows=body,
+    )
+
+
+def _mb(gpu: GpuSide) -> str:
+    return f"{gpu.dram_bytes_per_step / 1e6:.1f}"
+
+
+def _bytes_change(before: GpuSide, after: GpuSide) -> str:
+    """ "+186.1 (+31 %)": MB per step, after − before, and relative to before."""
+    change = after.dram_bytes_per_step - before.dram_bytes_per_step
+    base = before.dram_bytes_per_step
+    relative = f" ({100 * change / base:+.0f} %)" if base else ""
+    return f"{change / 1e6:+.1f}{relative}".replace("-", "−")
+
+
+def _pct_change(before: GpuSide, after: GpuSide) -> str:
+    """ "+6.0": points of % of peak, after − before."""
+    return f"{after.dram_bandwidth_pct - before.dram_bandwidth_pct:+.1f}".replace("-", "−")
+
+
 def candidate_table(process: ProcessDiff) -> Table:
     """Candidates ranked on either side: appeared, vanished, grew, shrank."""
     unit = table_unit(process)
@@ -325,6 +379,7 @@ def _tables(process: ProcessDiff) -> list[Table]:
         wall_table(process),
         bucket_table(process),
         stage_table(process),
+        *[table for table in [dram_table(process)] if table.rows],
         candidate_table(process),
     ]
 
@@ -393,6 +448,6 @@ def render_diff_text(diff: Diff, terminal: Terminal = NOT_A_TERMINAL) -> str:
 def render_diff_json(diff: Diff) -> str:
     """The whole Diff as indented JSON: schema_version and tool_version first, integer ns,
     every row."""
-    data = dataclasses.asdict(diff)
-    first = {key: data.pop(key) for key in ("schema_version", "tool_version")}
-    return json.dumps({**first, **data}, indent=2, ensure_ascii=False) + "\n"
+    first = ("schema_version", "tool_version")
+    names = [*first, *(f.name for f in dataclasses.fields(diff) if f.name not in first)]
+    return render_json_value({name: getattr(diff, name) for name in names})

@@ -47,6 +47,14 @@ def json_pieces(report: Report) -> list[str]:
     return joined
 
 
+def render_json_value(value: Any) -> str:
+    """Any value (dicts, lists, dataclasses) as render_json writes a Report: indented as
+    json.dumps(indent=2, ensure_ascii=False), OMITTED_WHEN_NONE fields left out when None."""
+    parts: list[str] = []
+    _encode(value, "\n", parts)
+    return "".join(parts) + "\n"
+
+
 @cache
 def _field_names(kind: type) -> tuple[str, ...] | None:
     """A dataclass's field names; None for any other type."""
