@@ -141,3 +141,32 @@ def test_every_command_exits_non_zero_on_an_empty_analysis(export_builder, tmp_p
     assert "pass --skip 1 " in result.stderr  # step 0 is the outlier: never --skip 0 here
     assert len(result.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "out.png").exists() and not (tmp_path / "bundle").exists()
+
+
+def test_trailing_empty_steps_do_not_make_the_real_ones_warmup(tmp_path):
+    """issue 45: 20 empty 1 ms step ranges after the 19 real ones (~12 ms each) made the
+    median step 1 ms and every real step "warm-up": 1.00 ms/step, GPU busy 0.0 %."""
+    import shutil
+    import sqlite3
+
+    from tests.conftest import SAMPLE_TRACES
+
+    path = Path(shutil.copy(SAMPLE_TRACES / "plain_decode.sqlite", tmp_path / "p.sqlite"))
+    with sqlite3.connect(path) as connection:
+        (last_end, tid, event_type), *_ = connection.execute(
+            "SELECT end, globalTid, eventType FROM NVTX_EVENTS WHERE text = 'decode_step' "
+            "ORDER BY end DESC LIMIT 1"
+        )
+        connection.executemany(
+            "INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid, domainId) "
+            "VALUES (?, ?, ?, 'decode_step', ?, 0)",
+            [
+                (last_end + (2 * k + 1) * STEP_NS, last_end + (2 * k + 2) * STEP_NS, event_type, tid)
+                for k in range(20)
+            ],
+        )
+    analysis = analyse_trace(load_trace(path), AnalysisOptions())
+    steps = analysis.steps
+    real = steps[steps["end_ns"] - steps["start_ns"] > 2 * STEP_NS]
+    assert len(real) == 19
+    assert real[IS_WARMUP].sum() == 1  # the one the clean export skips (it loads CUDA modules)

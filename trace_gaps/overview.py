@@ -20,6 +20,7 @@ from trace_gaps.analysis.steps import (
     STEP_KIND,
     choose_step_range,
     cut_steps,
+    empty_steps,
     mark_warmup,
 )
 from trace_gaps.model import DOMAIN, END_NS, GLOBAL_TID, NAME, PID, START_NS, Trace
@@ -134,10 +135,11 @@ def build_overview(
     if not steps.empty:
         until = int(steps[END_NS].max())
         loads = module_loads(until) if module_loads is not None else None
+        empty = empty_steps(tree, steps)
         if loads is None:
-            steps = mark_warmup(steps, trace.api_calls.iloc[:0], skip=None)
+            steps = mark_warmup(steps, trace.api_calls.iloc[:0], skip=None, empty=empty)
         else:
-            steps = mark_warmup(steps, loads, skip=None, known_until_ns=until)
+            steps = mark_warmup(steps, loads, skip=None, known_until_ns=until, empty=empty)
     devices = devices or {}
     step_pids = set(steps[PID].tolist()) if not steps.empty else set()
     process_steps = [

@@ -31,6 +31,7 @@ from trace_gaps.analysis.steps import (
     StepSelection,
     choose_step_range,
     cut_steps,
+    empty_steps,
     mark_warmup,
     suggest_skip,
     whole_process_steps,
@@ -237,7 +238,9 @@ def analyse_rows(
         )
         rows, window_rows = len(ops) + len(calls), None
     else:
-        steps = _mark_warmup(steps, sources, options, trace.info.path)
+        steps = _mark_warmup(
+            steps, sources, options, trace.info.path, empty=empty_steps(range_tree, steps)
+        )
         op_chunks, call_chunks = None, None  # read below, by this process or by spans
         rows = sources.rows
     if options.step_range is not None:
@@ -326,7 +329,12 @@ def _step_ids(
 
 
 def _mark_warmup(
-    steps: pd.DataFrame, sources: RowSources, options: AnalysisOptions, path: Path
+    steps: pd.DataFrame,
+    sources: RowSources,
+    options: AnalysisOptions,
+    path: Path,
+    *,
+    empty: np.ndarray,
 ) -> pd.DataFrame:
     """mark_warmup, reading module loads only as far as the rule needs; refuses an empty run.
 
@@ -344,7 +352,7 @@ def _mark_warmup(
             loads = sources.module_loads(until)
             if options.process is not None:
                 loads = loads[loads[PID] == options.process]
-            marked = mark_warmup(steps, loads, skip=None, known_until_ns=until)
+            marked = mark_warmup(steps, loads, skip=None, known_until_ns=until, empty=empty)
             warm = marked.groupby(GLOBAL_TID)[IS_WARMUP].sum()
             if (warm * 4 < count).all() or count > marked[STEP_INDEX].max():
                 break

@@ -310,6 +310,7 @@ def mark_warmup(
     *,
     skip: int | None,
     known_until_ns: int | None = None,
+    empty: np.ndarray | None = None,
 ) -> pd.DataFrame:
     """Mark the warm-up steps of each thread, and record which rule decided (WARMUP_RULE).
 
@@ -325,7 +326,8 @@ def mark_warmup(
 
     api_calls holds the load calls up to known_until_ns (None: all of them); the share of
     steps with loads is judged on the steps that end by then. LOADS counts each step's
-    loads (-1 where not read).
+    loads (-1 where not read). empty: the steps with no range inside (empty_steps), left out
+    of the median the length rule compares with.
     """
     if steps.empty:
         return steps  # cut_steps gave it the LOADS and WARMUP_RULE columns already
@@ -348,7 +350,7 @@ def mark_warmup(
         else steps[END_NS].to_numpy() <= known_until_ns
     )
     loads = np.where(known, loads, -1)
-    is_long = long_steps(steps)
+    is_long = long_steps(steps, empty)
     loading = pd.Series(np.where(known, loads > 0, np.nan)).groupby(tids).transform("mean")
     steady = loading.to_numpy() > STEADY_LOAD_FRACTION
     looks_warm = ((loads > 0) & ~steady) | is_long
@@ -373,12 +375,30 @@ def mark_warmup(
     )
 
 
-def long_steps(steps: pd.DataFrame) -> np.ndarray:
-    """Steps longer than WARMUP_LENGTH_FACTOR x their thread's median step."""
-    wall = (steps[END_NS] - steps[START_NS]).to_numpy()
-    median = pd.Series(wall).groupby(warmup_groups(steps)).transform("median")
-    is_long: np.ndarray = wall > WARMUP_LENGTH_FACTOR * median.to_numpy()
+def long_steps(steps: pd.DataFrame, empty: np.ndarray | None = None) -> np.ndarray:
+    """Steps longer than WARMUP_LENGTH_FACTOR x their thread's median step.
+
+    empty: the steps with no range inside them (empty_steps); the median is of the others
+    where a thread has any. Empty step ranges after the loop can outnumber the real steps
+    (20 of 1 ms after 19 of 12 ms made the median 1 ms and every real step "warm-up"):
+    they are not the steady state of a loop whose steps hold stages."""
+    groups = warmup_groups(steps)
+    wall = pd.Series((steps[END_NS] - steps[START_NS]).to_numpy())
+    median = wall.groupby(groups).transform("median").to_numpy()
+    if empty is not None and empty.any():
+        of_full = wall.where(~empty).groupby(groups).transform("median").to_numpy()
+        median = np.where(np.isnan(of_full), median, of_full)
+    is_long: np.ndarray = wall.to_numpy() > WARMUP_LENGTH_FACTOR * median
     return is_long
+
+
+def empty_steps(range_tree: pd.DataFrame, steps: pd.DataFrame) -> np.ndarray:
+    """Per step, whether its range holds no other range (no stage). A cycle step (no range
+    of its own) is never empty."""
+    rows = steps[RANGE_ROW].to_numpy()
+    parents = range_tree[PARENT].to_numpy()
+    empty: np.ndarray = (rows >= 0) & ~np.isin(rows, parents)
+    return empty
 
 
 def leading_outliers(steps: pd.DataFrame) -> np.ndarray:
