@@ -3,8 +3,10 @@ is no regular file (/proc/kmsg, a character device). Each ends with one line of 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -127,3 +129,55 @@ def test_a_fifo_put_in_place_after_the_check_is_not_waited_on(tmp_path, monkeypa
     monkeypatch.setattr(export_module, "not_a_plain_file", lambda path: None)  # the race
     line = one_error_line(["info", fifo])
     assert line.startswith(f"error: {fifo}: is not a regular file (a FIFO, socket or device)")
+
+
+# An nsys that records its pid and writes its export slowly.
+SLOW_NSYS = """
+import contextlib
+import os
+open(out + '.pid', 'w').write(str(os.getpid()))
+with open(out, 'wb') as handle:
+    for _ in range(600):
+        handle.write(b'x' * 1000)
+        handle.flush()
+        time.sleep(0.1)
+"""
+
+
+def is_running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split(") ")[1][0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_nsys_dies_with_a_trace_gaps_killed_outright(tmp_path, monkeypatch):
+    from tests.test_errors import fake_report
+    from tests.test_hostile import fake_nsys
+
+    fake_nsys(tmp_path, monkeypatch, SLOW_NSYS)
+    report = fake_report(tmp_path)
+    child = subprocess.Popen(
+        [sys.executable, "-P", "-m", "trace_gaps", "analyze", str(report)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    deadline = time.monotonic() + 60
+    while not list(tmp_path.glob(".run.partial-*.pid")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    (pid_file,) = tmp_path.glob(".run.partial-*.pid")
+    time.sleep(0.3)
+    nsys = int(pid_file.read_text())
+    child.kill()  # SIGKILL: no clean-up of trace-gaps runs
+    child.wait(timeout=30)
+    deadline = time.monotonic() + 10
+    while is_running(nsys) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    try:
+        assert not is_running(nsys)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(nsys, signal.SIGKILL)
