@@ -181,3 +181,20 @@ def test_nsys_dies_with_a_trace_gaps_killed_outright(tmp_path, monkeypatch):
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.kill(nsys, signal.SIGKILL)
+
+
+def test_jobs_on_several_exports_leave_nothing_in_tmpdir(two_exports, tmp_path):
+    pytest.importorskip("dask.distributed")
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    done = subprocess.run(
+        [sys.executable, "-P", "-m", "trace_gaps", "analyze", *map(str, two_exports)]
+        + ["--jobs", "2", "-q"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(scratch)},
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in scratch.rglob("*")) == []  # no dask-scratch-space/*.lock

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import math
 import os
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -35,6 +36,7 @@ def dask_client(jobs: int | None, scheduler: str | None) -> Iterator[Any]:
         yield None
         return
     try:
+        import dask
         from dask.distributed import Client, LocalCluster
     except ImportError:
         raise TraceGapsError(
@@ -54,9 +56,19 @@ def dask_client(jobs: int | None, scheduler: str | None) -> Iterator[Any]:
             wait_for_a_worker(client, scheduler)
             yield client
         return
+    # The workers' scratch space (dask-scratch-space with its lock files) in a folder of
+    # this run, removed with it: Dask's default, $TMPDIR/dask-scratch-space, outlives it.
     with (
+        tempfile.TemporaryDirectory(
+            prefix="trace-gaps-dask-", ignore_cleanup_errors=True
+        ) as scratch,
+        dask.config.set({"temporary-directory": scratch}),
         LocalCluster(  # type: ignore[no-untyped-call]
-            n_workers=jobs, threads_per_worker=1, processes=True, dashboard_address=None
+            n_workers=jobs,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+            local_directory=scratch,
         ) as cluster,
         Client(cluster) as client,  # type: ignore[no-untyped-call]
     ):
