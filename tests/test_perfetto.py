@@ -22,6 +22,7 @@ from trace_gaps.cli import app
 from trace_gaps.model import SPECIAL_STAGES, Bucket
 from trace_gaps.perfetto import (
     IDLE_CATEGORY,
+    METRIC_COUNTERS,
     OP_CATEGORY,
     STAGE_CATEGORY,
     STEP_CATEGORY,
@@ -56,11 +57,17 @@ def _ns(us: object) -> int:
 
 
 def assert_trace_event_format(events: list[Event]) -> None:
-    """Complete (X) and metadata (M) events only, with the fields the format requires, and the
-    X slices of each thread properly nested (what a viewer needs to stack them)."""
+    """Complete (X), metadata (M) and counter (C: the GPU's metrics) events only, with the
+    fields the format requires, and the X slices of each thread properly nested (what a
+    viewer needs to stack them)."""
     named_threads = set()
     for event in events:
-        assert event["ph"] in ("X", "M")
+        assert event["ph"] in ("X", "M", "C")
+        if event["ph"] == "C":
+            assert event["name"] in METRIC_COUNTERS and isinstance(event["pid"], int)
+            assert _ns(event["ts"]) >= 0 and isinstance(event["args"], dict)
+            assert 0 <= event["args"]["pct"] <= 100
+            continue
         assert isinstance(event["pid"], int) and isinstance(event["tid"], int)
         assert isinstance(event["name"], str)
         if event["ph"] == "M":
@@ -249,7 +256,16 @@ def test_a_long_stage_name_is_written_whole_once(tmp_path):
         connection.execute("UPDATE NVTX_EVENTS SET text = ? WHERE text = 'forward'", (long_name,))
     connection.close()
     out = tmp_path / "t.json"
-    command = [sys.executable, "-m", "trace_gaps", "export", "perfetto", str(export), "-o", str(out)]
+    command = [
+        sys.executable,
+        "-m",
+        "trace_gaps",
+        "export",
+        "perfetto",
+        str(export),
+        "-o",
+        str(out),
+    ]
     subprocess.run(command, check=True, capture_output=True, timeout=300)
     # The largest child of this test process so far: this one, or an earlier (smaller) one.
     assert resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss < 1_500_000  # KiB
@@ -261,3 +277,21 @@ def test_a_long_stage_name_is_written_whole_once(tmp_path):
     (cut,) = [short for short, full in full_names.items() if full == long_name]
     assert sum(e.get("args", {}).get("stage") == cut for e in events) > 1000  # every op's
     assert all(len(e["name"]) <= 1_000 for e in events)
+
+
+def test_gpu_metrics_are_counter_tracks_inside_the_steps_drawn():
+    # gm_sync_graph, captured with --gpu-metrics-devices=all at 20 kHz.
+    events, _ = _exported((_corpus("gm_sync_graph"),), "0:4")
+    assert_trace_event_format(events)
+    steps = [(_ns(e["ts"]), _ns(e["ts"]) + _ns(e["dur"])) for e in events if e.get("cat") == "step"]
+    counters = [e for e in events if e["ph"] == "C"]
+    by_name = {name: [e for e in counters if e["name"] == name] for name in METRIC_COUNTERS}
+    # One value a sample (50 us) of each metric: about 40 a 2 ms step.
+    assert all(len(found) >= 30 * len(steps) for found in by_name.values()), len(counters)
+    assert all(any(lo <= _ns(e["ts"]) < hi for lo, hi in steps) for e in counters)
+    assert max(e["args"]["pct"] for e in by_name["GPU DRAM read % of peak"]) > 10
+
+
+def test_an_export_without_gpu_metrics_has_no_counter_track():
+    events, _ = _exported((SAMPLE_TRACES / "spec_eager.sqlite",))
+    assert not [e for e in events if e["ph"] == "C"]

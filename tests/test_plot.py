@@ -29,6 +29,7 @@ from trace_gaps.plot.lanes import merge_spans
 from trace_gaps.plot.palette import stage_colours
 from trace_gaps.plot.steps import MAX_BARS, WARMUP_ALPHA
 from trace_gaps.records import Report
+from trace_gaps.render.json import render_json
 from trace_gaps.report import build_report
 from trace_gaps.timeline import StepPick, TimelineRequest
 
@@ -564,3 +565,35 @@ def test_ranks_on_the_command_line_and_not_with_process(export_builder, tmp_path
         app, ["plot", "timeline", str(path), "--ranks", "--process", "100", "-o", str(out)]
     )
     assert refused.exit_code == 2 and "--ranks draws every process" in refused.stderr
+
+
+def test_a_capture_with_gpu_metrics_has_a_metrics_lane_under_the_gpu_streams():
+    # gm_sync_graph (--gpu-metrics-devices=all, 20 kHz); load_trace alone reads no metrics.
+    from tests.conftest import shipped_trace
+    from trace_gaps.plot.timeline import METRICS_LANE
+    from trace_gaps.run import analyse_export
+
+    trace, analysis = analyse_export(
+        shipped_trace("gm_sync_graph"), AnalysisOptions(), timelines=(TimelineRequest(),), jobs=1
+    )
+    report = build_report(trace, analysis)
+    (timeline,) = report.timelines
+    lane = timeline.gpu_metrics
+    assert lane is not None
+    # The samples tile the step (50 us each, cut to it), values in % of peak or of the SMs.
+    assert lane.start_ns[0] == 0 and lane.end_ns[-1] == timeline.wall_ns
+    assert all(b == c for b, c in zip(lane.end_ns, lane.start_ns[1:], strict=False))
+    assert len(lane.start_ns) >= timeline.wall_ns // 50_000
+    assert all(0 <= v <= 100 for v in lane.dram_read_pct + lane.sm_active_pct)
+    assert max(lane.dram_read_pct) > 10
+    fig = plot_timeline(report)
+    labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    row = labels.index(METRICS_LANE)
+    assert labels[row - 1].startswith("GPU 0 stream") and labels[row + 1] == "GPU idle: cause"
+    assert {"GPU DRAM read % of peak", "GPU SMs active %"} <= set(legend_colours(fig))
+
+
+def test_a_capture_without_gpu_metrics_has_no_metrics_lane(decode_export):
+    report = decode_report(decode_export)
+    assert all(t.gpu_metrics is None for t in report.timelines)
+    assert '"gpu_metrics"' not in render_json(report)

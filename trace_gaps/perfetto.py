@@ -15,6 +15,8 @@ timelines), the tracks are:
     GPU d stream s wait  collective waits: the part of a collective spent waiting for a peer
     GPU idle             idle runs, named by cause (launch, sync, queued, api, host)
     candidates           the top candidates, each on the exported step where it is largest
+    GPU DRAM read %      counter tracks of the GPU's metric samples (with GPU metrics):
+    GPU SMs active %     each sample's value from its start (cut to the step) to the next's
 
 Times are µs (the format's unit) with three decimals, so they carry exact ns; they count
 from the trace start of export 0 (`otherData.trace_start_ns`), like the report's offsets.
@@ -35,7 +37,7 @@ from trace_gaps import __version__
 from trace_gaps.analysis.picks import StepPick, TimelineRequest, choose_request
 from trace_gaps.analysis.pipeline import AnalysisOptions
 from trace_gaps.errors import TraceGapsError, about_file
-from trace_gaps.records import ProcessReport, Report, Spans, StepTimeline
+from trace_gaps.records import GpuMetricLane, ProcessReport, Report, Spans, StepTimeline
 from trace_gaps.report import build_report
 
 DEFAULT_STEPS = 20
@@ -127,7 +129,9 @@ def _cut_long_names(events: list[dict[str, object]]) -> dict[str, str]:
             if short is None:
                 keep = (NAME_CHARS_MAX - 40) // 2
                 number = len(full_names) + 1
-                short = f"{text[:keep]} …[{len(text)} characters, full name {number}]… {text[-keep:]}"
+                short = (
+                    f"{text[:keep]} …[{len(text)} characters, full name {number}]… {text[-keep:]}"
+                )
                 cut_by_text[text] = short
                 full_names[short] = text
             cut_by_id[id(text)] = short
@@ -232,6 +236,7 @@ def _process_events(
             wait = where + " collective wait"
             events += _spans(tracks, wait, lane.waits, WAIT_CATEGORY, base, "stage", by="name")
         events += _spans(tracks, "GPU idle (by cause)", timeline.idle, IDLE_CATEGORY, base, "cause")
+        events += _counters(pid, timeline.gpu_metrics, base)
     events += _candidate_events(processes, step_ids, tracks)
     return events + tracks.events
 
@@ -318,6 +323,22 @@ def _spans(
         lane_ends[lane] = end
         tid = tracks.tid(track if lane == 0 else f"{track} ({lane + 1})")
         yield _slice(tracks.pid, tid, name, category, base + start, end - start, {group_key: group})
+
+
+# The counter tracks of the GPU's metric samples: track name -> GpuMetricLane field.
+METRIC_COUNTERS = {"GPU DRAM read % of peak": "dram_read_pct", "GPU SMs active %": "sm_active_pct"}
+
+
+def _counters(pid: int, lane: GpuMetricLane | None, base: int) -> list[dict[str, object]]:
+    """A counter event per metric sample: its value from its start on (Perfetto holds a
+    counter's value until the next event)."""
+    if lane is None:
+        return []
+    return [
+        {"ph": "C", "pid": pid, "name": name, "ts": _us(base + start), "args": {"pct": value}}
+        for name, field in METRIC_COUNTERS.items()
+        for start, value in zip(lane.start_ns, getattr(lane, field), strict=True)
+    ]
 
 
 def _slice(

@@ -576,6 +576,19 @@ class StepTimeline:
     # view "finding": the picks.Finding drawn at its largest, and its time in this step
     finding: str = ""
     finding_ns: int = 0
+    # The GPU's metric samples over the step (left out where the export has none).
+    gpu_metrics: GpuMetricLane | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GpuMetricLane:
+    """The GPU's metric samples over one step (--gpu-metrics-devices): each sample's period
+    as ns offsets from the step start, cut to the step, and its values there."""
+
+    start_ns: list[int]
+    end_ns: list[int]
+    dram_read_pct: list[float]  # % of peak DRAM bandwidth
+    sm_active_pct: list[float]  # % of SMs with a warp resident
 
 
 @dataclass(frozen=True, slots=True)

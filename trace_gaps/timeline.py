@@ -36,8 +36,10 @@ from trace_gaps.model import (
     PID,
     START_NS,
     STREAM_ID,
+    GpuMetric,
+    GpuSamples,
 )
-from trace_gaps.records import Spans, StepTimeline, StreamLane
+from trace_gaps.records import GpuMetricLane, Spans, StepTimeline, StreamLane
 from trace_gaps.units import format_duration
 
 
@@ -158,6 +160,27 @@ def _step_timeline(
             idle[CAUSE].to_numpy(),
             idle[CAUSE].to_numpy(),
         ),
+        gpu_metrics=None
+        if detail.gpu_samples is None
+        else _metric_lane(detail.gpu_samples, start, end),
+    )
+
+
+def _metric_lane(samples: GpuSamples, start: int, end: int) -> GpuMetricLane:
+    """The samples that overlap the step, cut to it, values to 0.1 % (a sample either metric
+    lacks is left out)."""
+    read = samples.values.get(GpuMetric.DRAM_READ)
+    active = samples.values.get(GpuMetric.SM_ACTIVE)
+    times, ends = samples.time_ns, samples.ends_ns
+    if read is None or active is None:
+        read = active = np.zeros(0)
+        times = ends = np.zeros(0, dtype=np.int64)
+    keep = (ends > start) & (times < end) & np.isfinite(read) & np.isfinite(active)
+    return GpuMetricLane(
+        start_ns=(np.maximum(times[keep], start) - start).tolist(),
+        end_ns=(np.minimum(ends[keep], end) - start).tolist(),
+        dram_read_pct=np.round(read[keep], 1).tolist(),
+        sm_active_pct=np.round(active[keep], 1).tolist(),
     )
 
 

@@ -72,6 +72,7 @@ from trace_gaps.model import (
     START_NS,
     CallCategory,
     GpuMetricSource,
+    GpuSamples,
     GraphTraceMode,
 )
 
@@ -313,11 +314,13 @@ def _graph_setup_calls(frames: WindowFrames) -> pd.DataFrame:
 
 @dataclass(frozen=True, slots=True)
 class StepDetail:
-    """What a timeline picture of one step needs: its calls, ops and idle runs."""
+    """What a timeline picture of one step needs: its calls, ops and idle runs, and the GPU's
+    metric samples over it."""
 
     calls: pd.DataFrame  # the step thread's staged calls overlapping the step
     ops: pd.DataFrame  # the process's projected ops overlapping the step
     idle_runs: pd.DataFrame  # step_id, start_ns, end_ns, cause
+    gpu_samples: GpuSamples | None = None  # None: the export has no GPU metrics
 
 
 def _step_details(frames: WindowFrames) -> dict[int, StepDetail]:
@@ -338,10 +341,12 @@ def _step_detail(step: object, frames: WindowFrames) -> StepDetail:
         (projected[PID] == pid) & (projected[END_NS] > start) & (projected[START_NS] < end)
     ]
     step_id = int(getattr(step, STEP_ID))
+    source = frames.inputs.gpu_metrics
     return StepDetail(
         calls=calls.copy(),
         ops=ops.copy(),
         idle_runs=idle_runs[idle_runs[STEP_ID] == step_id].copy(),
+        gpu_samples=None if source is None else source.samples(start, end),
     )
 
 

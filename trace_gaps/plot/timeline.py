@@ -4,6 +4,7 @@
     stages        [draft ........][verify .............................][acc]
     CUDA API        | || |  |        |||||||||||     [sync ..........]
     GPU 0 str 7        [k][k]  [k]     [k][k][k][k]...                     [k]
+    GPU metrics      ▁▂▅▇▇▅▂▁        ▂▅▇▇▇▇▇▅▂                         (with GPU metrics)
     GPU idle      ho  la  qu            host                sync
 
 Everything drawn comes from Report.timelines; the x axis is ms from the first step's start.
@@ -48,6 +49,9 @@ STEP_COLOUR = "#3b3b3b"
 WAIT_HATCH = "xxx"
 WAITING = "waiting in a collective"  # marks, in `used`, that some op waited
 IDLE_SHADE_ALPHA = 0.13
+DRAM_COLOUR = "#1f77b4"  # the metrics lane: DRAM read % filled, SM active % a line
+SM_COLOUR = "#d62728"
+METRICS_LANE = "GPU metrics: DRAM read %, SM active % (0–100)"
 SATURATED = "saturated at this zoom: zoom in with --from/--to"
 
 
@@ -83,6 +87,7 @@ def plot_timeline(
             f"{who}stages (thread {group[0].thread})",
             f"{who}CUDA API (thread {group[0].thread})",
             *[f"{who}GPU {device} stream {stream}" for device, stream in streams],
+            *([f"{who}{METRICS_LANE}"] if _has_metrics(group) else []),
             f"{who}GPU idle: cause",
         ]
     fig = Figure(
@@ -98,7 +103,7 @@ def plot_timeline(
         )
     ns_per_px = (high_ns - low_ns) / (FIGURE_WIDTH_IN * DPI * PLOT_FRACTION)
     colours = stage_colours(report)
-    used: dict[str, set[str]] = {"stages": set(), "calls": set(), "causes": set()}
+    used: dict[str, set[str]] = {"stages": set(), "calls": set(), "causes": set(), "metrics": set()}
     for group, streams, top in blocks:
         shifts = [t.start_offset_ns - origin_ns for t in group]
         drawn = _draw(ax, group, shifts, streams, colours, ns_per_px, (low_ns, high_ns), top)
@@ -177,7 +182,8 @@ def _draw(
     calls = _clip(_concat([t.api_calls for t in timelines], shifts), low_ns, high_ns)
     idle = _clip(_concat([t.idle for t in timelines], shifts), low_ns, high_ns)
     lanes = {key: row for row, key in enumerate(streams, start=top + 3)}
-    idle_lane = top + 3 + len(streams)
+    metrics_lane = top + 3 + len(streams) if _has_metrics(timelines) else None
+    idle_lane = top + 3 + len(streams) + (metrics_lane is not None)
     saturated: list[int] = []
 
     def draw(
@@ -254,6 +260,9 @@ def _draw(
             )
             op_stages.add(WAITING)
 
+    if metrics_lane is not None:
+        _draw_metrics(ax, metrics_lane, timelines, shifts, window_ns)
+
     causes = np.array(idle.group, dtype=object)
     idle_starts, idle_ends = np.array(idle.start_ns), np.array(idle.end_ns)
     cause_colour = colours_of(CAUSE_COLOURS, causes, "black")
@@ -293,7 +302,48 @@ def _draw(
         | ({WAITING} & op_stages),
         "calls": set(kinds),
         "causes": set(causes),
+        "metrics": {METRICS_LANE} if metrics_lane is not None else set(),
     }
+
+
+def _has_metrics(timelines: list[StepTimeline]) -> bool:
+    return any(t.gpu_metrics is not None and t.gpu_metrics.start_ns for t in timelines)
+
+
+def _draw_metrics(
+    ax: Axes,
+    row: int,
+    timelines: list[StepTimeline],
+    shifts: list[int],
+    window_ns: tuple[int, int],
+) -> None:
+    """The GPU's samples as steps in one lane, 0 % at its bottom and 100 % at its top: DRAM
+    read filled, SM active a line (each sample holds its value over its period)."""
+    low_ns, high_ns = window_ns
+    bottom, height = row + LANE_HEIGHT / 2, LANE_HEIGHT  # the y axis runs downwards
+    for timeline, shift in zip(timelines, shifts, strict=True):
+        lane = timeline.gpu_metrics
+        if lane is None or not lane.start_ns:
+            continue
+        starts = np.array(lane.start_ns, dtype=np.int64) + shift
+        ends = np.array(lane.end_ns, dtype=np.int64) + shift
+        keep = (ends > low_ns) & (starts < high_ns)
+        if not keep.any():
+            continue
+        # Each sample's value from its start to its end: x doubled, values repeated.
+        x = np.column_stack([np.maximum(starts[keep], low_ns), np.minimum(ends[keep], high_ns)])
+        x = x.ravel()
+        for values, filled, colour in (
+            (lane.dram_read_pct, True, DRAM_COLOUR),
+            (lane.sm_active_pct, False, SM_COLOUR),
+        ):
+            y = bottom - height * np.repeat(np.array(values)[keep], 2) / 100
+            if filled:
+                ax.fill_between(x, bottom, y, color=colour, alpha=0.55, linewidth=0)
+            else:
+                ax.plot(x, y, color=colour, linewidth=0.8)
+    ax.axhline(bottom - height, color="#cccccc", linewidth=0.4, zorder=0)
+    ax.axhline(bottom, color="#cccccc", linewidth=0.4, zorder=0)
 
 
 def _concat(spans: list[Spans], shifts: list[int]) -> Spans:
@@ -399,4 +449,9 @@ def _legend(colours: dict[str, str], used: dict[str, set[str]]) -> tuple[list[Pa
         causes.append(
             Patch(facecolor="#777777", edgecolor="white", hatch=WAIT_HATCH, label=f"GPU {WAITING}")
         )
+    if used.get("metrics"):
+        causes += [
+            Patch(facecolor=DRAM_COLOUR, alpha=0.55, label="GPU DRAM read % of peak"),
+            Patch(facecolor=SM_COLOUR, label="GPU SMs active %"),
+        ]
     return stages, calls + causes
