@@ -1,7 +1,8 @@
 """report.html: the bundle as one self-contained page, to attach to any tracker.
 
-The verdict first, then the pictures (inlined as data: URIs), each process's tables and
-evidence, the notes, and the provenance with the capture settings last. A Content Security
+The verdict first, then the pictures (inlined as data: URIs), the report in the outline's
+sections (render/outline.py: the same, in the same order, as text and Markdown), and the
+provenance with the capture settings last. A Content Security
 Policy of `default-src 'none'` (images from data: only, inline style) means the page loads
 nothing from anywhere: it opens offline, and no request leaves it. Every user string (range,
 kernel and file names) goes through html.escape.
@@ -14,21 +15,8 @@ from collections.abc import Sequence
 from html import escape
 
 from trace_gaps.records import Provenance, Report
-from trace_gaps.render.tables import (
-    RIGHT,
-    Table,
-    candidate_table,
-    cross_process_table,
-    describe_export,
-    describe_steps,
-    evidence_lines,
-    graph_lines,
-    kinds_table,
-    ledger_table,
-    long_gap_table,
-    process_title,
-    stage_table,
-)
+from trace_gaps.render.outline import Block, Heading, Items, Level, Lines, Tone, outline
+from trace_gaps.render.tables import RIGHT, Table, process_title
 
 _STYLE = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 1200px;
@@ -71,33 +59,11 @@ def render_page(
             f'<figure><img src="{uri}" alt="{escape(caption)}" title="{escape(name)}">'
             f"<figcaption>{escape(caption)}</figcaption></figure>"
         )
-    out += ["<h2>Report</h2>", *_paragraphs(describe_export(report))]
-    out += _table(kinds_table(report))
-    for process in report.processes:
-        out.append(f"<h2>{escape(process_title(process))}</h2>")
-        out += _paragraphs(describe_steps(process))
-        for table in (
-            candidate_table(process),
-            ledger_table(process),
-            stage_table(process),
-            long_gap_table(process),
-        ):
-            out += _table(table)
-        graphs = graph_lines(process)
-        if graphs:
-            out += ["<h3>CUDA graphs</h3>", *_list(graphs)]
-        sections = evidence_lines(
-            process,
-            export=None if report.other_exports else report.export,
-            several_processes=len(report.processes) > 1,
-        )
-        if sections:
-            out.append("<h3>Evidence</h3>")
-            for heading, lines in sections:
-                out += [f"<p><strong>{escape(heading)}</strong></p>", *_list(lines)]
-    out += _table(cross_process_table(report))
-    if report.notes:
-        out += ["<h2>Integrity notes</h2>", *_list([note.text for note in report.notes])]
+    out.append("<h2>Report</h2>")
+    for section in outline(report):
+        if not section.for_terminal:
+            for block in section.blocks:
+                out += _block(block)
     for provenance in provenances:
         out += _provenance(provenance)
     out.append("</body></html>")
@@ -134,6 +100,42 @@ def _provenance(provenance: Provenance) -> list[str]:
     ]
 
 
+_HEADINGS = {
+    Level.PART: "<h2>{}</h2>",
+    Level.SECTION: "<h3>{}</h3>",
+    Level.LABEL: "<p><strong>{}</strong></p>",
+}
+_LINES = {
+    Tone.ANSWER: "<p><strong>{}</strong></p>",
+    Tone.FACTS: "<p>{}</p>",
+    Tone.WARNING: "<p><strong>{}</strong></p>",
+    Tone.REMARK: "<p>{}</p>",
+}
+
+
+def _block(block: Block) -> list[str]:
+    if isinstance(block, Table):
+        return _table(block)
+    if isinstance(block, Heading):
+        return [_HEADINGS[block.level].format(escape(block.text))]
+    if isinstance(block, Lines):
+        return [_LINES[block.tone].format(escape(line)) for line in block.lines]
+    return _items(block)
+
+
+def _items(items: Items) -> list[str]:
+    """A bulleted list, or an ordered one numbered by its marks ("3." is item 3)."""
+    if items.marks is None:
+        return _list(items.items)
+    numbered = [
+        f'<li value="{mark.rstrip(".")}">{escape(item)}</li>'
+        if mark
+        else f"<li>{escape(item)}</li>"
+        for item, mark in zip(items.items, items.marks, strict=True)
+    ]
+    return ["<ol>", *numbered, "</ol>"]
+
+
 def _table(table: Table) -> list[str]:
     if not table.rows:
         return []
@@ -156,7 +158,3 @@ def _table(table: Table) -> list[str]:
 def _list(lines: list[str], *, ordered: bool = False) -> list[str]:
     tag = "ol" if ordered else "ul"
     return [f"<{tag}>", *(f"<li>{escape(line)}</li>" for line in lines), f"</{tag}>"]
-
-
-def _paragraphs(lines: list[str]) -> list[str]:
-    return [f"<p>{escape(line)}</p>" for line in lines]

@@ -1,26 +1,9 @@
-"""Markdown: GitHub-flavoured, ready to paste into an issue; tables stay tables for any name."""
+"""Markdown: the outline GitHub-flavoured, ready to paste into an issue; tables stay tables
+for any name."""
 
-from trace_gaps.notes import unreliable_lines
 from trace_gaps.records import Report
-from trace_gaps.render.kernels import kernel_table
-from trace_gaps.render.tables import (
-    RIGHT,
-    Table,
-    candidate_table,
-    cross_process_table,
-    describe_export,
-    describe_steps,
-    evidence_lines,
-    gpu_metrics_table,
-    graph_lines,
-    kinds_table,
-    ledger_table,
-    long_gap_table,
-    process_title,
-    replay_lines,
-    stage_table,
-    what_if_table,
-)
+from trace_gaps.render.outline import Block, Heading, Items, Level, Lines, Tone, outline
+from trace_gaps.render.tables import RIGHT, Table
 
 _ESCAPES = str.maketrans(
     {
@@ -61,51 +44,34 @@ def render_markdown(report: Report, *, export_argument: str | None = None) -> st
     """Render the Report as a Markdown document; export_argument: how the command that
     draws a gap's step names the export (evidence_lines)."""
     out = ["# trace-gaps report", ""]
-    out += [escape_markdown(line) + "  " for line in describe_export(report)] + [""]
-    out += [f"**{escape_markdown(line)}**  " for line in unreliable_lines(report.unreliable)]
-    out += [""] if report.unreliable else []
-    out += render_table(kinds_table(report))
-    for process in report.processes:
-        out += [f"## {escape_markdown(process_title(process))}", ""]
-        out += [f"**{escape_markdown(process.headline)}**", ""]
-        out += [escape_markdown(line) + "  " for line in describe_steps(process)] + [""]
-        if process.candidates:
-            out += ["### Verdict", ""]
-            out += [f"{c.rank}. {escape_markdown(c.verdict)}" for c in process.candidates[:3]] + [
-                ""
-            ]
-        out += render_table(what_if_table(process))
-        out += render_table(candidate_table(process))
-        out += [escape_markdown(line) for line in replay_lines(process)] + (
-            [""] if replay_lines(process) else []
-        )
-        out += render_table(ledger_table(process))
-        out += render_table(stage_table(process))
-        out += render_table(gpu_metrics_table(process))
-        out += render_table(long_gap_table(process))
-        out += render_table(kernel_table(process))
-        graphs = graph_lines(process)
-        if graphs:
-            out += (
-                ["**CUDA graphs**", ""] + [f"- {escape_markdown(line)}" for line in graphs] + [""]
-            )
-        sections = evidence_lines(
-            process,
-            # Several exports: a process's own export and clock are not this one's.
-            export=None if report.other_exports else report.export,
-            several_processes=len(report.processes) > 1,
-            export_argument=export_argument,
-        )
-        if sections:
-            out += ["### Evidence", ""]
-            for heading, lines in sections:
-                out += [f"**{escape_markdown(heading)}**", ""]
-                out += [f"- {escape_markdown(line)}" for line in lines] + [""]
-    out += render_table(cross_process_table(report))
-    if report.notes:
-        out += (
-            ["## Integrity notes", ""]
-            + [f"- {escape_markdown(note.text)}" for note in report.notes]
-            + [""]
-        )
+    for section in outline(report, export_argument=export_argument):
+        if not section.for_terminal:
+            for block in section.blocks:
+                out += render_block(block)
     return "\n".join(out).rstrip() + "\n"
+
+
+_HEADINGS = {Level.PART: "## {}", Level.SECTION: "### {}", Level.LABEL: "**{}**"}
+# Facts and warnings keep their own lines (a hard break, two spaces); a remark is a paragraph.
+_LINES = {Tone.ANSWER: "**{}**", Tone.FACTS: "{}  ", Tone.WARNING: "**{}**  ", Tone.REMARK: "{}"}
+
+
+def render_block(block: Block) -> list[str]:
+    """One block, and the blank line that ends it."""
+    if isinstance(block, Table):
+        return render_table(block)
+    if isinstance(block, Heading):
+        return [_HEADINGS[block.level].format(escape_markdown(block.text)), ""]
+    if isinstance(block, Lines):
+        return [_LINES[block.tone].format(escape_markdown(line)) for line in block.lines] + [""]
+    return [*render_items(block), ""]
+
+
+def render_items(items: Items) -> list[str]:
+    """ "- item", or "1. item" where the list is ordered."""
+    if items.marks is None:
+        return [f"- {escape_markdown(item)}" for item in items.items]
+    return [
+        f"{mark} {escape_markdown(item)}" if mark else escape_markdown(item)
+        for item, mark in zip(items.items, items.marks, strict=True)
+    ]
