@@ -198,3 +198,24 @@ def test_jobs_on_several_exports_leave_nothing_in_tmpdir(two_exports, tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert sorted(p.name for p in scratch.rglob("*")) == []  # no dask-scratch-space/*.lock
+
+
+@pytest.mark.parametrize("delay_s", [1.5, 3.0, 4.5])
+def test_ctrl_c_of_jobs_on_several_exports_says_only_interrupted(delay_s, two_exports):
+    """A Ctrl-C at the terminal reaches the whole process group: the Dask workers printed
+    their KeyboardInterrupt tracebacks, and Dask its teardown errors, around the one line."""
+    pytest.importorskip("dask.distributed")
+    child = subprocess.Popen(
+        [sys.executable, "-P", "-m", "trace_gaps", "analyze", *map(str, two_exports)]
+        + ["--jobs", "2", "-q"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    time.sleep(delay_s)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(child.pid, signal.SIGINT)  # as the terminal does
+    _, stderr = child.communicate(timeout=120)
+    assert stderr.decode().splitlines() in ([], ["error: interrupted"]), stderr.decode()
+    assert child.returncode in (0, 130, -signal.SIGINT)

@@ -12,14 +12,17 @@ under one deadline.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import os
+import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from trace_gaps.errors import TraceGapsError
+from trace_gaps.streams import say, silence_stderr
 
 SCHEDULER_TIMEOUT_S = 10.0
 # A scheduler no worker joins takes tasks and never runs them: wait this long for one.
@@ -37,7 +40,7 @@ def dask_client(jobs: int | None, scheduler: str | None) -> Iterator[Any]:
         return
     try:
         import dask
-        from dask.distributed import Client, LocalCluster
+        from dask.distributed import Client
     except ImportError:
         raise TraceGapsError(
             "--jobs and --scheduler run on Dask, which is not installed: "
@@ -58,21 +61,65 @@ def dask_client(jobs: int | None, scheduler: str | None) -> Iterator[Any]:
         return
     # The workers' scratch space (dask-scratch-space with its lock files) in a folder of
     # this run, removed with it: Dask's default, $TMPDIR/dask-scratch-space, outlives it.
-    with (
-        tempfile.TemporaryDirectory(
-            prefix="trace-gaps-dask-", ignore_cleanup_errors=True
-        ) as scratch,
-        dask.config.set({"temporary-directory": scratch}),
-        LocalCluster(  # type: ignore[no-untyped-call]
+    said = False
+    try:
+        with contextlib.ExitStack() as stack:
+            try:
+                scratch = stack.enter_context(
+                    tempfile.TemporaryDirectory(
+                        prefix="trace-gaps-dask-", ignore_cleanup_errors=True
+                    )
+                )
+                stack.enter_context(dask.config.set({"temporary-directory": scratch}))
+                cluster = stack.enter_context(_local_cluster(jobs, scratch))
+                yield stack.enter_context(Client(cluster))  # type: ignore[no-untyped-call]
+            except KeyboardInterrupt:
+                said = _say_interrupted()
+                raise
+    except KeyboardInterrupt:  # one that came as the cluster closed
+        if not said:
+            _say_interrupted()
+        raise
+
+
+def _say_interrupted() -> bool:
+    """Say the interrupt now, before the cluster closes, and let nothing more reach stderr:
+    what Dask prints as it is torn down midway (its atexit hook closing a cluster that had
+    not started, a nanny's errors) is no news."""
+    say("error: interrupted")
+    silence_stderr()
+    return True
+
+
+def _local_cluster(jobs: int | None, scratch: str) -> Any:
+    """A local cluster of `jobs` worker processes whose stderr is /dev/null: a Ctrl-C at the
+    terminal reaches every process of its group, and each worker printed the traceback of
+    its KeyboardInterrupt (or its logs) before this process said `error: interrupted`. A
+    task's exception still comes back to this process, which says it; this process's own
+    Dask logs below ERROR (a worker killed as the cluster closes) are not shown either."""
+    import logging
+
+    from dask.distributed import LocalCluster
+
+    logging.getLogger("distributed").setLevel(logging.ERROR)
+    # The workers are spawned while descriptor 2 is /dev/null; they keep it.
+    with contextlib.suppress(ValueError, OSError):
+        sys.stderr.flush()
+    saved = os.dup(2)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 2)
+        return LocalCluster(  # type: ignore[no-untyped-call]
             n_workers=jobs,
             threads_per_worker=1,
             processes=True,
             dashboard_address=None,
             local_directory=scratch,
-        ) as cluster,
-        Client(cluster) as client,  # type: ignore[no-untyped-call]
-    ):
-        yield client
+        )
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
 
 
 def wait_for_a_worker(client: Any, address: str) -> None:

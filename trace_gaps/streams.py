@@ -118,6 +118,17 @@ def stdout_outside_commands() -> Iterator[None]:
         raise typer.Exit(1) from None
 
 
+def silence_stderr() -> None:
+    """Point descriptor 2 at /dev/null: nothing more reaches stderr (once an interrupt has
+    been said, while libraries tear themselves down)."""
+    with contextlib.suppress(OSError, ValueError):
+        sys.stderr.flush()
+    with contextlib.suppress(OSError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 2)
+        os.close(devnull)
+
+
 def _discard_stdout() -> None:
     """Point stdout at /dev/null, so the flush at exit does not fail a second time."""
     try:
