@@ -114,10 +114,18 @@ def write_export(
         "eager": "cudaLaunchKernel",
     }
     correlation = 1
+    # A stream runs one op at a time: an op starts no earlier than the one before it on its
+    # stream ended (the export is checked for ops that hold the next op of their stream:
+    # tests/test_timelines.py). Copies and graph-level replays share the builder's stream 7.
+    free_at: dict[int, int] = {}
     for op in all_ops:
         call_end = op.call_start_ns + op.call_ns
-        op_start = max(0, call_end + op.queue_ns)
+        stream = 7 if op.kind in ("memcpy", "graph_replay") else op.stream_id
+        op_start = max(0, call_end + op.queue_ns, free_at.get(stream, 0))
         op_end = op_start + op.run_ns
+        if op.kind != "untimed":
+            nodes = op.nodes if op.kind == "graph_nodes" else 1
+            free_at[stream] = op_start + nodes * op.run_ns
         correlation += 1
         if op.kind != "no_call":
             api = launching_call[op.kind]

@@ -326,7 +326,11 @@ def _process_report(
 
 
 def _joint_run(analysis: Analysis) -> JointRun | None:
-    """The joint replay of the analysis's ranks where they meet at matched collectives."""
+    """The joint replay of the analysis's ranks where they meet at matched collectives, for
+    steps that are iterations (a step range or cycle; a whole process as one step is not
+    one of a loop's iterations)."""
+    if analysis.selection.name is None:
+        return None
     steps = analysis.steps[~analysis.steps[IS_WARMUP]]
     means = (steps[END_NS] - steps[START_NS]).groupby(steps[PID]).mean().round()
     return joint_run(

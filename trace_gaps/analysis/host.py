@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import pandas as pd
@@ -57,7 +58,7 @@ def find_blocked_host_time(
         pieces.append(overlaps_with_calls(thread_runs, calls).assign(**{GLOBAL_TID: tid}))
     if not pieces:
         return pd.DataFrame({c: pd.Series(dtype="int64") for c in BLOCKED_COLUMNS})
-    overlaps = pd.concat(pieces, ignore_index=True)
+    overlaps = _cut_at_stages(pd.concat(pieces, ignore_index=True), stage_map)
     overlaps[STAGE] = stage_at(
         stage_map, overlaps[GLOBAL_TID].to_numpy(), overlaps[START_NS].to_numpy()
     )
@@ -141,6 +142,36 @@ def outermost_in_thread(calls: pd.DataFrame) -> pd.DataFrame:
     """One thread's calls not nested in an earlier one (nested OS calls count once)."""
     calls = calls.sort_values([START_NS, END_NS], ascending=[True, False], kind="stable")
     return calls[outermost(calls[START_NS].to_numpy(), calls[END_NS].to_numpy())]
+
+
+def _cut_at_stages(overlaps: pd.DataFrame, stage_map: StageMap) -> pd.DataFrame:
+    """The overlaps cut where a stage of their thread starts or ends, so that each piece is
+    charged to the stage open over it (a host run can span stages: a worker thread's
+    ranges nested in the step thread's stage, stages.map_stages)."""
+    parts = []
+    for tid, rows in overlaps.groupby(GLOBAL_TID, sort=True):
+        thread = stage_map.threads.get(int(cast(int, tid)))
+        edges = (
+            np.unique(np.concatenate([*thread.level_starts, *thread.level_ends]))
+            if thread is not None and thread.level_starts
+            else np.zeros(0, dtype=np.int64)
+        )
+        lo = rows[START_NS].to_numpy(dtype=np.int64)
+        hi = lo + rows["duration_ns"].to_numpy(dtype=np.int64)
+        first = np.searchsorted(edges, lo, side="right")
+        inner = np.maximum(np.searchsorted(edges, hi, side="left") - first, 0)
+        count = inner + 1
+        at = np.repeat(np.arange(len(rows)), count)
+        k = np.arange(len(at)) - np.repeat(np.cumsum(count) - count, count)
+        padded = np.r_[edges, 0]
+        cut = first[at] + k
+        piece_lo = np.where(k > 0, padded[np.maximum(cut - 1, 0)], lo[at])
+        piece_hi = np.where(k < inner[at], padded[np.minimum(cut, len(edges))], hi[at])
+        part = rows.iloc[at].reset_index(drop=True)
+        part[START_NS] = piece_lo
+        part["duration_ns"] = piece_hi - piece_lo
+        parts.append(part[part["duration_ns"] > 0])
+    return pd.concat(parts, ignore_index=True) if parts else overlaps
 
 
 def overlaps_with_calls(runs: pd.DataFrame, calls: pd.DataFrame) -> pd.DataFrame:
