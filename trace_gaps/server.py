@@ -49,18 +49,22 @@ def run_command(command: str, options: list[str], paths: list[str]) -> dict[str,
     The paths follow `--`, so a path such as `-o x` is a (missing) file, never an option.
     Raises TraceGapsError with the command's message when it fails.
     """
+    refuse_uncarriable(options, paths)
     refuse_reports(paths)
-    finished = subprocess.run(
-        # -P: the working folder (an agent's, often a repository it did not write) is not put
-        # first on sys.path, so a folder named trace_gaps there is never imported and run.
-        [sys.executable, "-P", "-m", "trace_gaps", command, *options, "--quiet", "--", *paths],
-        capture_output=True,
-        text=True,
-        stdin=subprocess.DEVNULL,
-        env=child_environment(os.environ),
-        timeout=COMMAND_TIMEOUT_S,
-        check=False,
-    )
+    try:
+        finished = subprocess.run(
+            # -P: the working folder (an agent's, often a repository it did not write) is not put
+            # first on sys.path, so a folder named trace_gaps there is never imported and run.
+            [sys.executable, "-P", "-m", "trace_gaps", command, *options, "--quiet", "--", *paths],
+            capture_output=True,
+            text=True,
+            stdin=subprocess.DEVNULL,
+            env=child_environment(os.environ),
+            timeout=COMMAND_TIMEOUT_S,
+            check=False,
+        )
+    except OSError as error:  # the command line itself could not be started
+        raise TraceGapsError(f"trace-gaps {command} could not run: {error.strerror}") from None
     if finished.returncode != 0:
         message = one_line(finished.stderr)
         raise TraceGapsError(f"trace-gaps {command} failed: {message}")
@@ -78,6 +82,34 @@ def child_environment(environment: Mapping[str, str]) -> dict[str, str]:
     if kept:
         child["PYTHONPATH"] = os.pathsep.join(kept)
     return child
+
+
+# Linux's bound on one argument of a command line (MAX_ARG_STRLEN), and on a file's name.
+ARGUMENT_BYTES = 128 * 1024
+NAME_BYTES = 255
+
+
+def refuse_uncarriable(options: list[str], paths: list[str]) -> None:
+    """Refuse, in one line and before any file is looked at, an argument no command line can
+    carry: one holding a NUL, or over 128 KiB; and a path with a name over 255 bytes."""
+    for given in [*options, *paths]:
+        shown = repr(given[:60]) + ("..." if len(given) > 60 else "")
+        if "\x00" in given:
+            raise TraceGapsError(f"{shown} holds a NUL character, which no path or option can")
+        if len(given.encode(errors="surrogateescape")) > ARGUMENT_BYTES:
+            raise TraceGapsError(
+                f"{shown} is longer than 128 KiB, more than a command line can carry in one "
+                "argument; give a shorter one"
+            )
+    for given in paths:
+        if any(
+            len(part.encode(errors="surrogateescape")) > NAME_BYTES for part in Path(given).parts
+        ):
+            shown = repr(given[:60]) + ("..." if len(given) > 60 else "")
+            raise TraceGapsError(
+                f"{shown}: a name in this path is too long (over {NAME_BYTES} bytes); pass a "
+                "shorter path"
+            )
 
 
 def refuse_reports(paths: list[str]) -> None:
@@ -113,6 +145,7 @@ class ResultCache:
         self.lock = threading.Lock()
 
     def get(self, command: str, options: list[str], paths: list[str]) -> dict[str, Any]:
+        refuse_uncarriable(options, paths)  # before stamp() looks the paths up
         key = (command, tuple(options), tuple(stamp(p) for p in paths))
         with self.lock:
             if key in self.results:
