@@ -70,3 +70,78 @@ def test_arguments_no_command_line_can_carry_are_refused_in_one_line(tmp_path):
     assert "128 KiB" in texts[2] and "128 KiB" in texts[3]
     assert "too long" in texts[4] and "too long" in texts[5]
     assert stderr == ""
+
+
+def children_of(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(") ", 1)[1].split()[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_a_server_killed_mid_call_takes_its_command_with_it(tmp_path):
+    import json
+    import os
+    import signal
+    import subprocess
+    import time
+
+    server = subprocess.Popen(
+        [sys.executable, "-P", "-m", "trace_gaps", "mcp", "--quiet"],
+        cwd=tmp_path,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert server.stdin is not None and server.stdout is not None
+    hello = {"name": "test", "version": "0"}
+    messages = [
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": hello},
+        },
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "overview", "arguments": {"exports": [EXPORT]}},
+        },
+    ]
+    server.stdin.write(json.dumps(messages[0]).encode() + b"\n")
+    server.stdin.flush()
+    assert json.loads(server.stdout.readline())["id"] == 1
+    for message in messages[1:]:
+        server.stdin.write(json.dumps(message).encode() + b"\n")
+    server.stdin.flush()
+    deadline = time.monotonic() + 30
+    while not (children := children_of(server.pid)) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    try:
+        assert children
+        server.kill()
+        server.wait(timeout=10)
+        deadline = time.monotonic() + 1  # the analysis alone runs on for seconds
+        while any(_running(c) for c in children) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert not [c for c in children if _running(c)]
+    finally:
+        for child in children_of(server.pid):
+            os.kill(child, signal.SIGKILL)
+
+
+def _running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1][0] != "Z"
+    except OSError:
+        return False

@@ -145,3 +145,26 @@ def die_with_parent(parent_pid: int) -> None:
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() != parent_pid:  # it ended before the request was made
         os._exit(1)
+
+
+def dying_with_parent() -> Callable[[], None] | None:
+    """A preexec_fn for a child process (nsys, a command of the MCP server): it is sent
+    SIGKILL when this process dies (Linux), so that one killed outright (SIGKILL, the OOM
+    killer), which runs no clean-up, leaves no child working on behind it. None where prctl
+    is unknown. prctl is looked up here, not in the child between fork and exec."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def die_with_this_process() -> None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:  # it died before the request was made: no signal comes
+            os._exit(1)
+
+    return die_with_this_process

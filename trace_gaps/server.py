@@ -30,7 +30,7 @@ from typing import Annotated, Any, get_args
 
 from trace_gaps import __version__
 from trace_gaps.errors import TraceGapsError
-from trace_gaps.interrupts import end_if_stopping
+from trace_gaps.interrupts import dying_with_parent, end_if_stopping
 
 INSTRUCTIONS = (
     "trace-gaps reads Nsight Systems SQLite exports (nsys export --type sqlite) of LLM decode "
@@ -60,6 +60,8 @@ def run_command(command: str, options: list[str], paths: list[str]) -> dict[str,
             text=True,
             stdin=subprocess.DEVNULL,
             env=child_environment(os.environ),
+            # Killed with the server: a server killed mid-call left its command running on.
+            preexec_fn=dying_with_parent(),
             timeout=COMMAND_TIMEOUT_S,
             check=False,
         )

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import hashlib
 import math
 import os
@@ -12,14 +11,12 @@ import shlex
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from trace_gaps.errors import NotAnExportError, TraceGapsError
-from trace_gaps.interrupts import last_resort
+from trace_gaps.interrupts import dying_with_parent, last_resort
 from trace_gaps.nsys.files import NotAPlainFile, read_head
 from trace_gaps.output import SQLITE_SIDE_FILES, hidden_sibling
 
@@ -146,29 +143,6 @@ def _cache_folder(report: Path) -> Path:
     return folder
 
 
-PR_SET_PDEATHSIG = 1  # linux/prctl.h
-
-
-def _dies_with_parent() -> Callable[[], None] | None:
-    """For the child, before it runs nsys: be sent SIGKILL when this process dies (Linux),
-    so that a trace-gaps killed outright (SIGKILL, the OOM killer), which runs no clean-up,
-    leaves no nsys writing an export behind it. None where prctl is unknown."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up here: not after fork
-    except (OSError, AttributeError):
-        return None
-    parent = os.getpid()
-
-    def die_with_parent() -> None:
-        prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        if os.getppid() != parent:  # it died before the line above: no signal will come
-            os._exit(1)
-
-    return die_with_parent
-
-
 def _run_with_timeout(command: list[str], timeout_s: float) -> subprocess.CompletedProcess[str]:
     """Run the command in a session of its own; kill it with every process it started past
     timeout_s, and when this process stops on the way (Ctrl-C, SIGTERM: interrupts.py, any
@@ -180,7 +154,7 @@ def _run_with_timeout(command: list[str], timeout_s: float) -> subprocess.Comple
         text=True,
         errors="replace",
         start_new_session=True,
-        preexec_fn=_dies_with_parent(),
+        preexec_fn=dying_with_parent(),
     ) as child:
         try:
             with last_resort(lambda: os.killpg(child.pid, signal.SIGKILL)):
