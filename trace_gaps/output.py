@@ -27,8 +27,12 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 # C0 controls but tab and newline, DEL, C1 controls: in a name they would move the
-# cursor, retitle the terminal or clear it (ESC [ 2 J), or cut a line (CR, NUL).
-_CONTROL_CHARACTERS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# cursor, retitle the terminal or clear it (ESC [ 2 J), or cut a line (CR, NUL). And the
+# Unicode bidirectional controls (ALM, LRM, RLM, the embeddings, overrides and isolates): a
+# name holding U+202E shows the rest of its line, numbers included, right to left.
+_CONTROL_CHARACTERS = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]"
+)
 
 
 def escape_control_characters(text: str) -> str:
