@@ -50,3 +50,22 @@ def test_bidi_controls_are_escaped_in_the_bundles_pages(export, tmp_path):
     assert pages
     for page in pages:
         assert not any(c in page.read_text() for c in BIDI), page.name
+
+
+@pytest.mark.parametrize("command", [["plot", "timeline"], ["plot", "steps"]])
+def test_characters_the_font_lacks_draw_without_a_warning(command, export, tmp_path):
+    """matplotlib warned of each glyph the font lacks, quoting a NUL raw on stderr, even
+    under -q (issue 45)."""
+    import warnings
+
+    with sqlite3.connect(export) as connection:
+        connection.execute(
+            "UPDATE NVTX_EVENTS SET text = 'fw' || char(0) || char(1) || ? WHERE text = ?",
+            ("\U0001d518\U00010348", NAME),
+        )
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = invoke([*command, str(export), "-o", str(tmp_path / "p.png"), "-q"])
+    assert result.exit_code == 0, result.output
+    assert not [w for w in caught if "Glyph" in str(w.message)]
+    assert result.stderr == ""

@@ -16,6 +16,7 @@ import re
 import secrets
 import stat
 import sys
+import warnings
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
@@ -229,7 +230,10 @@ def write_figure_atomically(output: Path, figure: Figure) -> None:
 
         from trace_gaps.plot.palette import LITERAL_TEXT
 
-        with rc_context(LITERAL_TEXT):  # tick labels made while drawing: user strings too
+        with rc_context(LITERAL_TEXT), warnings.catch_warnings():  # tick labels: user strings
+            # A name's character the font lacks is drawn as a box; matplotlib's warning about
+            # it is no news to the user, and quotes the character raw (a NUL) on stderr.
+            warnings.filterwarnings("ignore", message=r"Glyph \d+ .* missing from font")
             figure.savefig(handle, format=output.suffix.lower().lstrip("."))
 
     write_atomically(output, write)
