@@ -89,3 +89,23 @@ def test_a_name_over_255_bytes_is_a_one_line_error(args, tmp_path, monkeypatch):
     lines = result.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
     assert f"{LONG}" in lines[0] and "too long" in lines[0]
+
+
+def test_a_symlink_loop_is_named_as_one(tmp_path):
+    (tmp_path / "a.sqlite").symlink_to(tmp_path / "b.sqlite")
+    (tmp_path / "b.sqlite").symlink_to(tmp_path / "a.sqlite")
+    result = invoke(["info", str(tmp_path / "a.sqlite")])
+    assert result.exit_code == 1
+    assert result.stderr == (
+        f"error: {tmp_path}/a.sqlite: is a symbolic link that leads back to itself (a loop); "
+        "point it at the .sqlite file that `nsys export --type sqlite` wrote\n"
+    )
+
+
+def test_a_dangling_symlink_names_its_target(tmp_path):
+    (tmp_path / "a.sqlite").symlink_to("gone.sqlite")
+    result = invoke(["info", str(tmp_path / "a.sqlite")])
+    assert result.exit_code == 1
+    assert result.stderr.startswith(
+        f"error: {tmp_path}/a.sqlite: is a symbolic link to gone.sqlite, which does not exist"
+    )

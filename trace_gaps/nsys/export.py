@@ -6,6 +6,7 @@ and values the typed reads refuse reach the user as one NotAnExportError line.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import shlex
@@ -187,6 +188,21 @@ def check_no_pending_writes(path: Path) -> None:
 def check_is_sqlite(path: Path) -> None:
     """Raise NotAnExportError unless the path is a readable file with SQLite's header."""
     if not path.exists():
+        if path.is_symlink():  # exists() follows links: a loop, or a link to nowhere
+            try:
+                os.stat(path)
+            except OSError as error:
+                if error.errno == errno.ELOOP:
+                    raise NotAnExportError(
+                        "is a symbolic link that leads back to itself (a loop); point it at "
+                        "the .sqlite file that `nsys export --type sqlite` wrote",
+                        path=path,
+                    ) from None
+            raise NotAnExportError(
+                f"is a symbolic link to {os.readlink(path)}, which does not exist; pass the "
+                ".sqlite file that `nsys export --type sqlite` wrote",
+                path=path,
+            )
         raise NotAnExportError(
             "does not exist; pass the .sqlite file that `nsys export --type sqlite` wrote",
             path=path,
