@@ -145,3 +145,34 @@ def _running(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1][0] != "Z"
     except OSError:
         return False
+
+
+def test_no_more_than_two_commands_run_at_once(monkeypatch):
+    """12 concurrent tool calls ran 12 analyses at once (6.3 GB, issue 45)."""
+    import subprocess
+    import threading
+    import time
+
+    from trace_gaps import server
+
+    running, most = [0], [0]
+    lock = threading.Lock()
+
+    def command_line(*args: Any, **kwargs: Any) -> subprocess.CompletedProcess[str]:
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        time.sleep(0.1)
+        with lock:
+            running[0] -= 1
+        return subprocess.CompletedProcess(args, 0, "{}", "")
+
+    monkeypatch.setattr(server.subprocess, "run", command_line)
+    threads = [
+        threading.Thread(target=server.run_command, args=("info", [], [EXPORT])) for _ in range(8)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert most[0] == server.CONCURRENT_COMMANDS == 2

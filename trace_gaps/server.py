@@ -41,6 +41,10 @@ INSTRUCTIONS = (
     "JSON Schema of analyze's and diff's results."
 )
 COMMAND_TIMEOUT_S = 3600
+# Commands run at once; a call beyond waits for one to end. Each analysis holds up to ~1 GB
+# (12 concurrent calls used 6.3 GB), and two already share a two-core machine.
+CONCURRENT_COMMANDS = 2
+_RUNNING = threading.BoundedSemaphore(CONCURRENT_COMMANDS)
 
 
 def run_command(command: str, options: list[str], paths: list[str]) -> dict[str, Any]:
@@ -52,19 +56,30 @@ def run_command(command: str, options: list[str], paths: list[str]) -> dict[str,
     refuse_uncarriable(options, paths)
     refuse_reports(paths)
     try:
-        finished = subprocess.run(
-            # -P: the working folder (an agent's, often a repository it did not write) is not put
-            # first on sys.path, so a folder named trace_gaps there is never imported and run.
-            [sys.executable, "-P", "-m", "trace_gaps", command, *options, "--quiet", "--", *paths],
-            capture_output=True,
-            text=True,
-            stdin=subprocess.DEVNULL,
-            env=child_environment(os.environ),
-            # Killed with the server: a server killed mid-call left its command running on.
-            preexec_fn=dying_with_parent(),
-            timeout=COMMAND_TIMEOUT_S,
-            check=False,
-        )
+        with _RUNNING:
+            finished = subprocess.run(
+                # -P: the working folder (an agent's, often a repository it did not write) is not put
+                # first on sys.path, so a folder named trace_gaps there is never imported and run.
+                [
+                    sys.executable,
+                    "-P",
+                    "-m",
+                    "trace_gaps",
+                    command,
+                    *options,
+                    "--quiet",
+                    "--",
+                    *paths,
+                ],
+                capture_output=True,
+                text=True,
+                stdin=subprocess.DEVNULL,
+                env=child_environment(os.environ),
+                # Killed with the server: a server killed mid-call left its command running on.
+                preexec_fn=dying_with_parent(),
+                timeout=COMMAND_TIMEOUT_S,
+                check=False,
+            )
     except OSError as error:  # the command line itself could not be started
         raise TraceGapsError(f"trace-gaps {command} could not run: {error.strerror}") from None
     if finished.returncode != 0:
