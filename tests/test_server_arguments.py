@@ -176,3 +176,38 @@ def test_no_more_than_two_commands_run_at_once(monkeypatch):
     for thread in threads:
         thread.join()
     assert most[0] == server.CONCURRENT_COMMANDS == 2
+
+
+INITIALIZE = (
+    '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18",'
+    '"capabilities":{},"clientInfo":{"name":"t","version":"0"}}}\n'
+)
+
+
+@pytest.mark.parametrize(
+    ("stdout", "line"),
+    [
+        (">/dev/full", "error: cannot write to standard output: No space left on device."),
+        (">&-", "error: standard output is closed: the server answers its client there;"),
+    ],
+)
+def test_the_server_with_a_full_or_closed_stdout_says_so_in_one_line(stdout, line, tmp_path):
+    import os
+    import shlex
+    import subprocess
+
+    if "full" in stdout and not Path("/dev/full").exists():
+        pytest.skip("no /dev/full")
+    command = shlex.join([sys.executable, "-P", "-m", "trace_gaps", "mcp", "--quiet"])
+    done = subprocess.run(
+        f"{command} {stdout}",
+        shell=True,
+        input=INITIALIZE.encode(),
+        stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 1
+    lines = done.stderr.decode().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(line), done.stderr.decode()[-2000:]

@@ -15,6 +15,7 @@ Needs the optional extra: pip install 'trace-gaps[mcp]'.
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import inspect
 import json
@@ -595,7 +596,28 @@ def serve(*, quiet: bool = False) -> None:
             "the MCP server needs the MCP SDK, which is not installed: "
             "pip install 'trace-gaps[mcp]'."
         ) from None
+    if sys.stdout is None or not _is_open(1):
+        raise TraceGapsError(
+            "standard output is closed: the server answers its client there; start it from "
+            "the MCP client, with stdin and stdout its pipes."
+        )
     try:
         server.run("stdio")
+    except* OSError as group:  # the SDK's writer task: a full or failing stdout
+        error = group.exceptions[0]
+        with contextlib.suppress(OSError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, 1)  # the flush at exit would fail again
+            os.close(devnull)
+        strerror = getattr(error, "strerror", None) or str(error)
+        raise TraceGapsError(f"cannot write to standard output: {strerror}.") from None
     finally:
         end_if_stopping()  # SIGTERM: the SDK's thread reading stdin would hold the exit
+
+
+def _is_open(descriptor: int) -> bool:
+    try:
+        os.fstat(descriptor)
+    except OSError:
+        return False
+    return True
