@@ -2,10 +2,11 @@
 
     python benchmarks/bench_phases.py EXPORT [--jobs 8]
 
-Times (and this process's resident memory then), from the start of the analysis (after the imports): when the head was read and the
-steps cut, how long the main process waited for the OS-call map, for the longest-row scan
-(spans) and for the collectives' scan, when the windows' work started and ended, what the
-workers' tasks summed to, and the report. Each line is printed as the phase ends.
+Times (and this process's resident memory then), from the start of the analysis (after the
+imports): when the head was read and the steps cut, how long the main process waited for
+the OS-call map, for the longest-row scan (spans) and for the collectives' scan, when the
+windows' work started and ended, what the workers' tasks summed to, and the report. Each
+line is printed as the phase ends.
 """
 
 from __future__ import annotations

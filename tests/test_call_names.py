@@ -34,7 +34,9 @@ def export(tmp_path: Path) -> Path:
 
 @pytest.mark.parametrize("reader", ["arrow", "sqlite3"])
 @pytest.mark.parametrize("value", ["''", "NULL", "'launch the forward pass'", "'cupcake'", "'?'"])
-def test_launch_calls_named_by_no_cuda_call_are_noted_and_flagged(value, reader, export, monkeypatch):
+def test_launch_calls_named_by_no_cuda_call_are_noted_and_flagged(
+    value, reader, export, monkeypatch
+):
     if reader == "sqlite3":
         monkeypatch.setenv("TRACE_GAPS_NO_ARROW", "1")
     with sqlite3.connect(export) as connection:

@@ -161,7 +161,12 @@ def test_trailing_empty_steps_do_not_make_the_real_ones_warmup(tmp_path):
             "INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid, domainId) "
             "VALUES (?, ?, ?, 'decode_step', ?, 0)",
             [
-                (last_end + (2 * k + 1) * STEP_NS, last_end + (2 * k + 2) * STEP_NS, event_type, tid)
+                (
+                    last_end + (2 * k + 1) * STEP_NS,
+                    last_end + (2 * k + 2) * STEP_NS,
+                    event_type,
+                    tid,
+                )
                 for k in range(20)
             ],
         )

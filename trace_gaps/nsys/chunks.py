@@ -331,7 +331,9 @@ def holding_next(ops: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     order = np.lexsort((starts, streams, devices, pids))
     prev, this = order[:-1], order[1:]
     same_stream = (
-        (pids[prev] == pids[this]) & (devices[prev] == devices[this]) & (streams[prev] == streams[this])
+        (pids[prev] == pids[this])
+        & (devices[prev] == devices[this])
+        & (streams[prev] == streams[this])
     )
     prev, this = prev[same_stream], this[same_stream]
     nodes, correlations = ops[GRAPH_NODE_ID].to_numpy(), ops[CORRELATION_ID].to_numpy()

@@ -3,8 +3,9 @@
 For analyses that need every row together (an export whose rows break the stream's
 assumptions, tests that compare against the whole). The chunks are read and checked as
 when streamed (nsys/stream.py); what the stream can only do per chunk, because it relies
-on start order, is done here on the whole: copies, exact or shifted, and ops that hold the next op of their stream are
-found among all the rows (a table appended to out of start order hides them from the stream).
+on start order, is done here on the whole: copies, exact or shifted, and ops that hold the
+next op of their stream are found among all the rows (a table appended to out of start
+order hides them from the stream).
 """
 
 from __future__ import annotations

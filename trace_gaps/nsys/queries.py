@@ -404,7 +404,9 @@ FROM TARGET_INFO_GPU_METRICS
 GPU_PEAK_BANDWIDTH = "SELECT id, memoryBandwidth FROM TARGET_INFO_GPU ORDER BY id"
 GPU_METRIC_ROWIDS = "SELECT MIN(rowid), MAX(rowid) FROM GPU_METRICS"
 # The timestamp of the first sample row at or after a rowid (one b-tree descent).
-GPU_METRIC_TIME_AT_ROWID = "SELECT timestamp FROM GPU_METRICS WHERE rowid >= ? ORDER BY rowid LIMIT 1"
+GPU_METRIC_TIME_AT_ROWID = (
+    "SELECT timestamp FROM GPU_METRICS WHERE rowid >= ? ORDER BY rowid LIMIT 1"
+)
 GPU_METRIC_TIMES = "SELECT timestamp FROM GPU_METRICS WHERE rowid >= ? AND rowid < ?"
 GPU_METRIC_SAMPLES = """
 SELECT timestamp AS time_ns, metricId AS metric_id, value AS value
