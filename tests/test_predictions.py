@@ -20,6 +20,7 @@ from tests.conftest import (
     sweep,
 )
 from trace_gaps.analysis.pipeline import AnalysisOptions, analyse_trace
+from trace_gaps.analysis.replay import LeverError, parse_levers
 from trace_gaps.analysis.whatif import bounded_prediction
 from trace_gaps.nsys.load import load_trace
 from trace_gaps.report import build_report
@@ -201,3 +202,45 @@ def test_ranks_in_lockstep_are_replayed_together() -> None:
             it.models[rank].end_ns - it.models[rank].start_ns for it in run.iterations
         ) / len(run.iterations)
         assert abs(replayed - measured) <= 0.03 * measured, (pid, replayed, measured)
+
+
+def test_a_lever_for_one_rank_is_priced_by_the_run() -> None:
+    # rank=PID:stage=lever pulls it on that process's steps only; jointly, a graph on one
+    # rank saves less than on both (the other rank's eager forward then sets the pace), and
+    # both sections still show one run step.
+    paths = {p.stem: p for p in sample_trace_paths()}
+    trace = load_trace(paths["tp_eager"])
+    analysis = analyse_trace(trace, AnalysisOptions())
+
+    def run_step(levers: str) -> int:
+        found = {
+            p.what_if.predicted_ns
+            for p in build_report(trace, analysis, what_if=levers).processes
+            if p.what_if is not None
+        }
+        assert len(found) == 1, found
+        return found.pop()
+
+    both = run_step("forward=graph")
+    one, other = run_step("rank=2604:forward=graph"), run_step("rank=2605:forward=graph")
+    step = _mean_step(paths["tp_eager"])
+    assert both < min(one, other) < step
+    with pytest.raises(LeverError, match="no process 9"):
+        build_report(trace, analysis, what_if="rank=9:forward=graph")
+    with pytest.raises(LeverError, match="rank=PID"):
+        parse_levers("rank=x:forward=graph")
+
+
+def test_a_lever_for_one_process_is_not_applicable_to_the_others() -> None:
+    # spec_two_ranks' processes share no collective (a host all-reduce): each section is
+    # replayed alone, and a one-process lever is listed as another process's elsewhere.
+    path = next(p for p in sample_trace_paths() if p.stem == "spec_two_ranks")
+    trace = load_trace(path)
+    report = build_report(
+        trace, analyse_trace(trace, AnalysisOptions()), what_if="rank=1136:verify_forward=graph"
+    )
+    by_pid = {p.pid: p.what_if for p in report.processes}
+    assert by_pid[1136] is not None and by_pid[1136].levers == ["rank=1136:verify_forward=graph"]
+    assert by_pid[1137] is not None and [n.reason for n in by_pid[1137].not_applicable] == [
+        "other_rank"
+    ]

@@ -778,18 +778,34 @@ class Lever:
     stage: str
     kind: str
     op_scale: float | None = None
+    pid: int | None = None  # `rank=PID:stage=lever`: that process's steps only; None: all
 
     @property
     def label(self) -> str:
-        return f"{self.stage}={self.kind}"
+        rank = f"{RANK_PREFIX}{self.pid}:" if self.pid is not None else ""
+        return f"{rank}{self.stage}={self.kind}"
+
+    def of(self, pid: int) -> bool:
+        """Whether the lever is pulled on this process's steps."""
+        return self.pid is None or self.pid == pid
+
+
+RANK_PREFIX = "rank="
 
 
 def parse_levers(text: str) -> list[Lever]:
-    """'verify_forward=graph,sample=nosync' -> levers; raises LeverError on bad syntax."""
+    """'verify_forward=graph,sample=nosync' -> levers ('rank=2604:forward=graph': that
+    process's steps only); raises LeverError on bad syntax."""
     levers = []
     for part in (p.strip() for p in text.split(",")):
         if not part:
             continue
+        pid = None
+        if part.startswith(RANK_PREFIX):
+            rank, colon, rest = part[len(RANK_PREFIX) :].partition(":")
+            if not colon or not rank.strip().isdigit():
+                raise LeverError(f"'{part}' is not rank=PID:STAGE=LEVER (PID a process id)")
+            pid, part = int(rank), rest.strip()
         stage, eq, kind = part.rpartition("=")
         kind = kind.strip()
         if not eq or not stage.strip():
@@ -799,7 +815,7 @@ def parse_levers(text: str) -> list[Lever]:
                 f"unknown lever '{kind}' in '{part}': use one of {', '.join(LEVER_KINDS)} "
                 "or gpuN (GPU work N % faster, N 1-99)"
             )
-        levers.append(Lever(stage.strip(), kind))
+        levers.append(Lever(stage.strip(), kind, pid=pid))
     if not levers:
         raise LeverError("no lever given: STAGE=LEVER[,STAGE=LEVER...]")
     return levers

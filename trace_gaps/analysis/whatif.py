@@ -174,6 +174,10 @@ def not_applicable(
     """Why the lever changes nothing in these steps, or None when it does. speeds_known
     False: a sol lever is checked for its stage's GPU ops only (the report gives it its
     stage's speed of light, per process, later)."""
+    if lever.pid is not None:
+        models = [m for m in models if m.pid == lever.pid]
+        if not models:
+            return NotApplicable(lever.label, lever.stage, lever.kind, "other_rank")
     if lever.stage not in present_stages(names, models):
         return NotApplicable(lever.label, lever.stage, lever.kind, "no_stage")
     if lever.kind == "sol" and lever.op_scale is None and speeds_known:
@@ -203,7 +207,9 @@ def check_levers(
         ]
         if any(reason is None for reason in reasons):
             continue
-        if all(r is not None and r.reason == "no_stage" for r in reasons):
+        if all(r is not None and r.reason == "other_rank" for r in reasons):
+            raise LeverError(f"{lever.label}: no process {lever.pid} among the replayed steps")
+        if all(r is not None and r.reason in ("no_stage", "other_rank") for r in reasons):
             present = sorted(
                 {s for names, models in sections for s in present_stages(names, models)}
             )
@@ -219,6 +225,8 @@ def not_applicable_words(skipped: NotApplicable) -> str:
     """A lever left out of a prediction, and why, in words."""
     if skipped.reason == "no_stage":
         return f"{skipped.lever} (no stage {skipped.stage} in these steps)"
+    if skipped.reason == "other_rank":
+        return f"{skipped.lever} (another process's)"
     if skipped.reason == "no_gpu_metrics":
         return f"{skipped.lever} ({NO_GPU_METRICS_WORDS})"
     return f"{skipped.lever} ({why_not(skipped.kind, skipped.stage)})"
@@ -382,6 +390,8 @@ def pull(
 ) -> StepModel:
     """The model with the levers pulled, syncs and API calls removed first."""
     for lever in sorted(levers, key=lambda lever: lever.kind not in REMOVED_FIRST):
+        if not lever.of(model.pid):
+            continue
         model = apply_lever(
             model, names.index(lever.stage), lever.kind, mode, op_scale=lever.op_scale
         )
