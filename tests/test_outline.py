@@ -1,6 +1,8 @@
-"""Text, Markdown and report.html carry the same sections in the same order (issue 43): each
-draws render/outline.py, and each section's first words are found, in the outline's order, in
-all three outputs; only the text's closing recap is the terminal's own."""
+"""Text, Markdown and report.html draw one outline (issue 43): each draws render/outline.py,
+and each section's first words are found, in the outline's order for its medium, in its
+output. Markdown and HTML carry the same sections in the same order; the terminal's order
+differs where the outline says so (issue 44: the verdicts a line each and the ledger under
+the headline, the verdicts in full above the evidence, the recap last)."""
 
 from __future__ import annotations
 
@@ -26,7 +28,7 @@ from trace_gaps.page import render_page
 from trace_gaps.records import Report
 from trace_gaps.render.console import UNBOUNDED, Terminal
 from trace_gaps.render.markdown import render_markdown
-from trace_gaps.render.outline import Heading, Items, Lines, Section, outline
+from trace_gaps.render.outline import Heading, Items, Lines, Medium, Section, outline
 from trace_gaps.render.tables import Table
 from trace_gaps.render.text import render_text
 from trace_gaps.report import build_report
@@ -79,11 +81,17 @@ def sections_found(document: str, sections: list[Section]) -> list[str]:
     return found
 
 
+MEDIUM = {"text": Medium.TERMINAL, "md": Medium.DOCUMENT, "html": Medium.DOCUMENT}
+# Sections only a terminal draws: the rest are drawn by every format, in places of its medium.
+TERMINAL_ONLY = {"verdict in full", "recap"}
+
+
 def assert_same_sections(report: Report) -> None:
-    shared = [s for s in outline(report) if not s.for_terminal]
-    names = [s.name for s in shared]
     for fmt, document in outputs(report).items():
-        assert sections_found(document, shared) == names, fmt
+        sections = outline(report, MEDIUM[fmt])
+        assert sections_found(document, sections) == [s.name for s in sections], fmt
+    terminal = {s.name for s in outline(report, Medium.TERMINAL)}
+    assert terminal - TERMINAL_ONLY == {s.name for s in outline(report, Medium.DOCUMENT)}
 
 
 @pytest.mark.parametrize("path", SAMPLES, ids=lambda p: p.stem)
@@ -97,6 +105,9 @@ def test_every_section_of_a_process_is_drawn_by_all_three_with_what_if_and_kerne
     )
     names = {s.name for s in outline(report)}
     assert {"what-if", "candidates", "replay", "kernels", "evidence", "recap"} <= names
+    terminal = [s.name for s in outline(report, Medium.TERMINAL)]
+    at = terminal.index("headline")
+    assert terminal[at : at + 4] == ["headline", "verdict", "ledger", "steps"]
     assert_same_sections(report)
 
 
@@ -108,16 +119,23 @@ def test_the_multi_rank_run_has_one_set_of_sections_per_rank_and_the_ranks_table
     assert_same_sections(report)
 
 
-def test_only_text_ends_with_the_recap() -> None:
+def test_only_text_has_the_first_screen_and_the_verdicts_in_full_and_ends_with_the_recap() -> None:
     report = shipped_report(SAMPLE_TRACES / "spec_eager.sqlite")
     sections = outline(report)
-    assert [s.name for s in sections if s.for_terminal] == ["recap"] == [sections[-1].name]
+    assert [s.name for s in sections if s.only is Medium.TERMINAL] == [
+        "verdict",
+        "ledger",
+        "verdict in full",
+        "recap",
+    ]
+    assert sections[-1].name == "recap"
     text = render_text(report, Terminal(width=UNBOUNDED))
     lines = text.rstrip().splitlines()
     recap = max(i for i, line in enumerate(lines) if line.startswith("In short"))
     assert all(line.startswith("  ") for line in lines[recap + 1 :])
-    assert "In short" not in render_markdown(report)
-    assert "In short" not in render_page(report, [], [])
+    for document in (render_markdown(report), render_page(report, [], [])):
+        assert "In short" not in document
+        assert "Verdict in full" not in document
 
 
 @pytest.fixture(scope="module")

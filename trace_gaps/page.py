@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from html import escape
 
 from trace_gaps.records import Provenance, Report
-from trace_gaps.render.outline import Block, Heading, Items, Level, Lines, Tone, outline
+from trace_gaps.render.outline import Block, Heading, Items, Level, Lines, Medium, Tone, outline
 from trace_gaps.render.tables import RIGHT, Table, process_title
 
 _STYLE = """
@@ -60,10 +60,9 @@ def render_page(
             f"<figcaption>{escape(caption)}</figcaption></figure>"
         )
     out.append("<h2>Report</h2>")
-    for section in outline(report):
-        if not section.for_terminal:
-            for block in section.blocks:
-                out += _block(block)
+    for section in outline(report, Medium.DOCUMENT):
+        for block in section.blocks:
+            out += _block(block)
     for provenance in provenances:
         out += _provenance(provenance)
     out.append("</body></html>")

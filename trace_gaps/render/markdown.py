@@ -2,7 +2,7 @@
 for any name."""
 
 from trace_gaps.records import Report
-from trace_gaps.render.outline import Block, Heading, Items, Level, Lines, Tone, outline
+from trace_gaps.render.outline import Block, Heading, Items, Level, Lines, Medium, Tone, outline
 from trace_gaps.render.tables import RIGHT, Table
 
 _ESCAPES = str.maketrans(
@@ -44,10 +44,9 @@ def render_markdown(report: Report, *, export_argument: str | None = None) -> st
     """Render the Report as a Markdown document; export_argument: how the command that
     draws a gap's step names the export (evidence_lines)."""
     out = ["# trace-gaps report", ""]
-    for section in outline(report, export_argument=export_argument):
-        if not section.for_terminal:
-            for block in section.blocks:
-                out += render_block(block)
+    for section in outline(report, Medium.DOCUMENT, export_argument=export_argument):
+        for block in section.blocks:
+            out += render_block(block)
     return "\n".join(out).rstrip() + "\n"
 
 

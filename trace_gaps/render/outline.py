@@ -3,8 +3,11 @@ headings, lines, items and tables that text, Markdown and HTML draw alike.
 
 A renderer walks `outline(report)` and knows only how to draw each kind of block; what the
 report says, in what order, and when a section is absent are decided here, so the three
-formats cannot drift apart. Only `recap` is drawn by text alone (for_terminal): a terminal
-shows its bottom once the run is done; a file or a page reads from its top.
+formats cannot drift apart. A few sections are drawn on one medium only (`only`): a terminal's
+first screen holds the headline, the verdicts a line each and the step ledger, the verdicts
+in full further down, and it ends with `recap` (a terminal shows its bottom once the run is
+done); a document (Markdown, HTML), read from its top, has the verdicts in full under the
+headline and the ledger after the candidates.
 """
 
 from __future__ import annotations
@@ -78,13 +81,21 @@ class Items:
 Block = Heading | Lines | Items | Table
 
 
+class Medium(StrEnum):
+    """What a report is drawn on: a terminal (text) or a document (Markdown, HTML)."""
+
+    TERMINAL = "terminal"
+    DOCUMENT = "document"
+
+
 @dataclass(frozen=True, slots=True)
 class Section:
-    """One section as built for this report: its name (the same in every format) and blocks."""
+    """One section as built for this report: its name (the same in every format), blocks, and
+    the one medium it is drawn on (None: every format)."""
 
     name: str
     blocks: list[Block]
-    for_terminal: bool = False
+    only: Medium | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +112,7 @@ class Scope:
 class Declared:
     name: str
     build: Callable[[Scope], list[Block]]
-    for_terminal: bool = False
+    only: Medium | None = None
 
 
 def _table(make: Callable[[ProcessReport], Table]) -> Callable[[Scope], list[Block]]:
@@ -149,6 +160,27 @@ def _verdict(scope: Scope) -> list[Block]:
         return []
     return [
         Heading("Verdict", Level.SECTION),
+        Items([c.verdict for c in top], [f"{c.rank}." for c in top]),
+    ]
+
+
+def _verdict_lines(scope: Scope) -> list[Block]:
+    """The first three candidates a line each (verdict_line), for a terminal's first screen."""
+    top = _process(scope).candidates[:3]
+    if not top:
+        return []
+    return [
+        Heading("Verdict", Level.SECTION),
+        Items([verdict_line(c) for c in top], [f"{c.rank}." for c in top]),
+    ]
+
+
+def _verdicts_in_full(scope: Scope) -> list[Block]:
+    top = _process(scope).candidates[:3]
+    if not top:
+        return []
+    return [
+        Heading("Verdict in full", Level.SECTION),
         Items([c.verdict for c in top], [f"{c.rank}." for c in top]),
     ]
 
@@ -217,6 +249,19 @@ def _recap(scope: Scope) -> list[Block]:
     return blocks
 
 
+def verdict_line(candidate: Candidate) -> str:
+    """ "verify_forward idle 4.23 ms/step — 324 eager launches/step keep the GPU waiting: a CUDA
+    graph or fused kernels remove it; graph saves 3.69 ms/step": the stage, bucket and time
+    of the verdict, its reason in one clause (the headline's), and the priced lever."""
+    line = (
+        f"{candidate.stage} {candidate.bucket} {format_duration(candidate.ns_per_step)}/step"
+        f" — {candidate.why}"
+    )
+    if candidate.lever and candidate.saving_ns is not None:
+        line += f"; {candidate.lever} saves {format_duration(candidate.saving_ns)}/step"
+    return line
+
+
 def recap_line(candidate: Candidate) -> str:
     """ "verify_forward idle, launch-bound: 8.43 ms/step; graph saves 7.89 ms/step"."""
     line = (
@@ -237,30 +282,39 @@ HEAD = (
 PER_PROCESS = (
     Declared("title", _title),
     Declared("headline", _headline),
+    # A terminal's first screen (issue 44): the verdicts a line each and the ledger right
+    # under the headline, within 40 lines at 80 columns; the sentences in full come later.
+    Declared("verdict", _verdict_lines, Medium.TERMINAL),
+    Declared("ledger", _table(ledger_table), Medium.TERMINAL),
     Declared("steps", _steps),
-    Declared("verdict", _verdict),
+    Declared("verdict", _verdict, Medium.DOCUMENT),
     Declared("what-if", _table(what_if_table)),
     Declared("candidates", _table(candidate_table)),
     # Right under the candidates: it says how their savings were priced.
     Declared("replay", _replay),
-    Declared("ledger", _table(ledger_table)),
+    Declared("ledger", _table(ledger_table), Medium.DOCUMENT),
     Declared("stages", _table(stage_table)),
     Declared("gpu metrics", _table(gpu_metrics_table)),
     Declared("long gaps", _table(long_gap_table)),
     Declared("kernels", _table(kernel_table)),
     Declared("graphs", _graphs),
+    # Each sentence right above its candidate's evidence.
+    Declared("verdict in full", _verdicts_in_full, Medium.TERMINAL),
     Declared("evidence", _evidence),
 )
 TAIL = (
     Declared("ranks", _ranks),
     Declared("notes", _notes),
-    Declared("recap", _recap, for_terminal=True),
+    Declared("recap", _recap, Medium.TERMINAL),
 )
 
 
-def outline(report: Report, *, export_argument: str | None = None) -> list[Section]:
-    """The report's sections in order, those with nothing to show left out; export_argument:
-    how the command line named the export (evidence_lines)."""
+def outline(
+    report: Report, medium: Medium | None = None, *, export_argument: str | None = None
+) -> list[Section]:
+    """The report's sections in order, those with nothing to show left out; medium: only
+    those drawn on it (None: every section of both); export_argument: how the command line
+    named the export (evidence_lines)."""
     scopes = [
         *((declared, Scope(report, None, export_argument)) for declared in HEAD),
         *(
@@ -271,7 +325,8 @@ def outline(report: Report, *, export_argument: str | None = None) -> list[Secti
         *((declared, Scope(report, None, export_argument)) for declared in TAIL),
     ]
     sections = [
-        Section(declared.name, declared.build(scope), declared.for_terminal)
+        Section(declared.name, declared.build(scope), declared.only)
         for declared, scope in scopes
+        if medium is None or declared.only in (None, medium)
     ]
     return [section for section in sections if section.blocks]

@@ -13,7 +13,7 @@ from trace_gaps.render.console import (
     print_item,
     print_table,
 )
-from trace_gaps.render.outline import Block, Heading, Items, Level, Lines, Tone, outline
+from trace_gaps.render.outline import Block, Heading, Items, Level, Lines, Medium, Tone, outline
 from trace_gaps.render.tables import Table
 
 HEADING = "bold"
@@ -28,7 +28,7 @@ def render_text(
     buffer = StringIO()
     console = new_console(buffer, terminal)
     previous: Block | None = None
-    for section in outline(report, export_argument=export_argument):
+    for section in outline(report, Medium.TERMINAL, export_argument=export_argument):
         for block in section.blocks:
             print_block(console, block, after=previous)
             previous = block
@@ -36,8 +36,9 @@ def render_text(
 
 
 def print_block(console: Console, block: Block, *, after: Block | None) -> None:
-    """One block; a blank line sets a table, a heading or a remark apart from what is above
-    (a heading right under a heading, and lines and items, stay with it)."""
+    """One block; a blank line sets a table, a heading or a remark apart from what is above,
+    and lines from a table above (a heading right under a heading, and lines and items under
+    a heading or lines, stay with it)."""
     if isinstance(block, Table):
         console.print()
         print_table(console, block)
@@ -51,6 +52,8 @@ def print_block(console: Console, block: Block, *, after: Block | None) -> None:
         else:
             console.print(plain(block.text), style=HEADING)
     elif isinstance(block, Lines):
+        if isinstance(after, Table):
+            console.print()
         for line in block.lines:
             if block.tone is Tone.REMARK:
                 console.print()
