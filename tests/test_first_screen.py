@@ -63,21 +63,16 @@ def drawn_rows(lines: list[str], first: str) -> list[list[str]]:
     return [
         [cell.strip() for cell in line.strip("│").split("│")][1:]
         for line in lines
-        if re.fullmatch(rf"│ {re.escape(first)} +│.*│ *", line)
+        # A table a column too wide loses the padding at its edges (print_table).
+        if re.fullmatch(rf"│ ?{re.escape(first)} +│.*│ *", line)
     ]
-
-
-# The demo and the representative captures. TODO(issue 44): at 80 columns a ledger wider than
-# the terminal (stage names of 25+ characters, or a 193.92 ms total) continues below and ends
-# past line 40 (serving_vllm_scopes, serving_worker_*, spec_sdpa_recompile).
-FIRST_SCREEN_CAPTURES = sweep(
-    [p for p in sample_trace_paths() if p.stem in REPRESENTATIVE_SAMPLES], REPRESENTATIVE_SAMPLES
-)
 
 
 @pytest.mark.parametrize("columns", [80, 200])
 @pytest.mark.parametrize(
-    "path", [DEMO, *FIRST_SCREEN_CAPTURES], ids=lambda p: p if p == DEMO else p.stem
+    "path",
+    [DEMO, *sweep(sample_trace_paths(), REPRESENTATIVE_SAMPLES)],
+    ids=lambda p: p if p == DEMO else p.stem,
 )
 def test_the_first_40_lines_hold_the_headline_the_verdicts_and_the_ledger(
     path: str | Path, columns: int
@@ -95,7 +90,7 @@ def test_the_first_40_lines_hold_the_headline_the_verdicts_and_the_ledger(
     assert any(line.startswith(ledger.title[:30]) for line in screen)
     totals = drawn_rows(screen, "total")
     assert [cell for part in totals for cell in part] == ledger.rows[-1][1:]
-    last_total = max(i for i, line in enumerate(screen) if line.startswith("│ total "))
+    last_total = max(i for i, line in enumerate(screen) if re.match("│ ?total ", line))
     assert screen[last_total + 1].startswith("└")
 
 

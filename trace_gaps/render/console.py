@@ -20,6 +20,9 @@ from trace_gaps.render.tables import Table
 # Text written to a file or a pipe, COLUMNS unset: the same bytes whatever the terminal.
 STABLE_WIDTH = 160
 MAX_NAME = 48
+# The fewest columns a folded name keeps (print_table): a table that would squeeze its
+# names narrower continues below instead.
+NAME_FLOOR = 20
 UNBOUNDED = 1_000_000
 
 
@@ -90,15 +93,25 @@ def print_table(console: Console, table: Table) -> None:
     """The table within the console's width. When its one-line headers do not fit, headers
     wrap at their spaces; when that is not enough either, the table continues below: its
     further columns in tables of their own that repeat its leading key columns (`#`,
-    `stage`). No row wraps, no number or header word is cut, a name folds only in a column of
-    its own; a long name is shortened in the middle only where the width leaves no room."""
+    `stage`). Where the names alone make it too wide (each keeping NAME_FLOOR columns would
+    fit), they fold within their columns instead, and a table a column or two too wide loses
+    the padding at its edges: a continued ledger pushed it off a 40-line screen. No number or
+    header word is cut, a name folds only in a column of its own; a long name is shortened in
+    the middle only where the width leaves no room."""
     everything = list(range(len(table.columns)))
     measured = _measure(console, table, everything).maximum
     if measured <= console.width:
         # The room left over goes to long names (kernels): whole where the width allows.
         limit = MAX_NAME + console.width - measured
-        console.print(_rich_table(table, everything, table.title, limit=limit))
+        _print_titled(console, table.title, _rich_table(table, everything, limit=limit))
         return
+    # Then the names folded, and then no padding at the table's two edges (a column too wide).
+    for pad_edge in (True, False):
+        if _folded_width(table) - (0 if pad_edge else 2) <= console.width:
+            folded = _rich_table(table, everything, compact=True, fold_names=True)
+            folded.pad_edge = pad_edge
+            _print_titled(console, table.title, folded)
+            return
     keys = _key_columns(table, console.width // 2)
     parts: list[list[int]] = []
     for column in everything[len(keys) :]:
@@ -108,7 +121,14 @@ def print_table(console: Console, table: Table) -> None:
             parts.append([column])
     for number, part in enumerate(parts or [[]]):
         title = table.title if number == 0 else "(continued)"
-        console.print(_rich_table(table, [*keys, *part], title, compact=True, keys=keys))
+        _print_titled(console, title, _rich_table(table, [*keys, *part], compact=True, keys=keys))
+
+
+def _print_titled(console: Console, title: str, rich: RichTable) -> None:
+    """The title on lines of the console's width (a narrow table does not wrap it to its own
+    width), then the table."""
+    console.print(plain(title), style="table.title")
+    console.print(rich)
 
 
 def _key_columns(table: Table, budget: int) -> list[int]:
@@ -130,6 +150,19 @@ def _column_width(table: Table, column: int) -> int:
     return max([*map(len, cells), *map(len, table.columns[column].split()), 1]) + 3
 
 
+def _folded_width(table: Table) -> int:
+    """The table's width drawn compact with each name column folded to NAME_FLOOR columns
+    (or its longest header word), its numbers whole."""
+    widths = [
+        _column_width(table, column)
+        if table.align[column] == RIGHT
+        else min(_column_width(table, column), NAME_FLOOR + 3)
+        for column in range(len(table.columns))
+    ]
+    words = [max(map(len, header.split()), default=0) + 3 for header in table.columns]
+    return 1 + sum(max(pair) for pair in zip(widths, words, strict=True))
+
+
 def _fits(console: Console, table: Table, columns: list[int], keys: list[int]) -> bool:
     measured = _measure(console, table, columns, compact=True, keys=keys)
     return measured.minimum <= console.width
@@ -145,39 +178,41 @@ def _measure(
 ) -> Measurement:
     """The table's width unbounded: rich clamps a measure to the width it is given."""
     unbounded = console.options.update_width(UNBOUNDED)
-    drawn = _rich_table(table, columns, "", compact=compact, keys=keys or [0])
+    drawn = _rich_table(table, columns, compact=compact, keys=keys or [0])
     return console.measure(drawn, options=unbounded)
 
 
 def _rich_table(
     table: Table,
     columns: list[int],
-    title: str,
     *,
     compact: bool = False,
     limit: int = MAX_NAME,
     keys: list[int] | None = None,
+    fold_names: bool = False,
 ) -> RichTable:
     """The columns as a rich table; compact: each header wraps at its spaces, each column of
-    numbers (and the key names) as wide as its longest cell or header word, other names wrap.
+    numbers (and the key names) as wide as its longest cell or header word, other names wrap
+    (fold_names: the key names too, each keeping NAME_FLOOR columns).
     A column of numbers is never narrower than its longest cell, nor any column than a
     header word (rich squeezes the names instead); names longer than limit are
     shortened in the middle. keys: the key columns, repeated in each part."""
     keys = keys or [0]
-    rich = RichTable(title=plain(title), title_justify="left", show_lines=False)
+    rich = RichTable(show_lines=False)
     for column in columns:
         header = table.columns[column]
         right = table.align[column] == RIGHT
         cells = [elide(row[column], limit) for row in table.rows]
         word = max(map(len, header.split()), default=0)
         width = max([*map(len, cells), word])
-        fixed = compact and (right or column in keys)
+        fixed = compact and (right or (column in keys and not fold_names))
+        floor = min(width, NAME_FLOOR) if fold_names else 0
         rich.add_column(
             plain(header),
             justify="right" if right else "left",
             width=width if fixed else None,
             # Never narrower than its numbers (or a header word): rich squeezes names instead.
-            min_width=width if right else word,
+            min_width=width if right else max(word, floor),
             overflow="fold" if compact else "ellipsis",
         )
     for row in table.rows:
