@@ -224,6 +224,9 @@ class Trace:
     # CUDA_GRAPH_EVENTS rows per process; CUDA_GRAPH_NODE_EVENTS rows (thread, time).
     graph_events: pd.DataFrame = field(default_factory=lambda: empty_frame(GRAPH_EVENT_COLUMNS))
     graph_nodes: pd.DataFrame = field(default_factory=lambda: empty_frame(GRAPH_NODE_COLUMNS))
+    # The GPU's metric samples, read a window at a time from the export (nsys/gpu_metrics.py),
+    # so that a Trace loaded whole is analysed with them as a streamed export is; None: none.
+    gpu_metrics: GpuMetricSource | None = None
 
 
 # Chunks of an op or call table in start order, and how to get them.

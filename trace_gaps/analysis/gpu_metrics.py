@@ -168,7 +168,9 @@ def _integrals(
             else np.zeros(len(a))
         )
     pieces = pd.DataFrame({STAGE: stage, **columns})
-    summed = pieces.groupby(STAGE, sort=True).sum().round().astype("int64").reset_index()
+    # Unrounded: the windows' parts are added up first (merge_gpu_metrics), rounded once
+    # (stage_gpu_inputs), so that any cut into windows gives the same figures.
+    summed = pieces.groupby(STAGE, sort=True).sum().reset_index()
     return summed.assign(**{PID: pid})[GPU_METRIC_COLUMNS]
 
 
@@ -200,7 +202,10 @@ def stage_gpu_inputs(
     names = stage_names[mine[STAGE].to_numpy()]
     return {
         str(name): StageGpuInputs(
-            {column: int(value) for column, value in zip(GPU_METRIC_COLUMNS[2:], row, strict=True)},
+            {
+                column: int(round(value))
+                for column, value in zip(GPU_METRIC_COLUMNS[2:], row, strict=True)
+            },
             totals.peak_bytes_per_s,
             totals.period_ns,
         )

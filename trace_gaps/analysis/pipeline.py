@@ -456,6 +456,7 @@ def _memory_sources(trace: Trace, chunk_rows: int | None) -> RowSources:
         known_pids=known_pids,
         collectives=lambda chooser: _chosen_ops(trace.gpu_ops, chooser),
         launches_per_thread=lambda from_ns, until_ns: _launches(calls, from_ns, until_ns),
+        gpu_metrics=trace.gpu_metrics,
     )
 
 

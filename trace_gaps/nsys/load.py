@@ -28,7 +28,9 @@ def load_trace(path: Path) -> Trace:
     with stream_export(path, read_now=True, windowed=False) as stream:
         op_chunks = [chunk for _, source in stream.sources.ops for chunk in source()]
         call_chunks = list(stream.sources.calls())
-        trace = replace(stream.trace(), os_calls=stream.os_calls())
+        trace = replace(
+            stream.trace(), os_calls=stream.os_calls(), gpu_metrics=stream.sources.gpu_metrics
+        )
     ops = pd.concat(op_chunks, ignore_index=True)
     calls = (
         pd.concat(call_chunks, ignore_index=True) if call_chunks else empty_frame(API_CALL_COLUMNS)
