@@ -355,7 +355,10 @@ def test_real_traces_draw_every_lane_and_bar(path):
         if t.view == "median"
         for s in t.streams
     }
-    assert len(labels) == 4 + len(streams)
+    # the GPU metrics lane, where the capture has GPU metrics (gm_*)
+    metrics = any(t.gpu_metrics is not None for t in report.timelines if t.view == "median")
+    assert len(labels) == 4 + len(streams) + int(metrics)
+    assert any(label.startswith("GPU metrics") for label in labels) == metrics
     steps = plot_steps(report)
     for ax, process in zip(steps.axes, [p for p in report.processes if p.step_rows], strict=True):
         assert all(len(container) == len(process.step_rows) for container in ax.containers)
