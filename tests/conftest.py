@@ -122,11 +122,17 @@ def corpus_trace_paths() -> list[Path]:
 def _corpus_trace_paths() -> tuple[Path, ...]:
     """Once per process: hashing the archives (20 MB) cost every collecting module and every
     shipped_trace() call a read of them all."""
-    archives = sorted((SAMPLE_TRACES / "corpus").glob("*.sqlite.xz"))
+    return _decompressed("corpus")
+
+
+def _decompressed(folder_name: str) -> tuple[Path, ...]:
+    """sample_traces/FOLDER/*.sqlite.xz decompressed once into a cache folder named by the
+    archives' contents."""
+    archives = sorted((SAMPLE_TRACES / folder_name).glob("*.sqlite.xz"))
     if not archives:
         return ()
     digest = hashlib.sha256(b"".join(a.read_bytes() for a in archives)).hexdigest()[:16]
-    folder = Path(tempfile.gettempdir()) / f"trace-gaps-corpus-{digest}"
+    folder = Path(tempfile.gettempdir()) / f"trace-gaps-{folder_name}-{digest}"
     folder.mkdir(exist_ok=True)
     paths = []
     for archive in archives:
@@ -148,19 +154,7 @@ def drift_trace_paths() -> dict[str, Path]:
 
 @cache
 def _drift_trace_paths() -> tuple[Path, ...]:
-    archives = sorted((SAMPLE_TRACES / "drift").glob("*.sqlite.xz"))
-    digest = hashlib.sha256(b"".join(a.read_bytes() for a in archives)).hexdigest()[:16]
-    folder = Path(tempfile.gettempdir()) / f"trace-gaps-drift-{digest}"
-    folder.mkdir(exist_ok=True)
-    paths = []
-    for archive in archives:
-        path = folder / archive.name.removesuffix(".xz")
-        if not path.exists():
-            partial = path.with_suffix(f".{os.getpid()}.part")
-            partial.write_bytes(lzma.decompress(archive.read_bytes()))
-            partial.replace(path)
-        paths.append(path)
-    return tuple(paths)
+    return _decompressed("drift")
 
 
 DEFAULT_OPTIONS = AnalysisOptions()

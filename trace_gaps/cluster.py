@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import math
 import os
 import sys
 import tempfile
@@ -21,7 +20,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from trace_gaps.errors import TraceGapsError
+from trace_gaps.errors import TraceGapsError, env_seconds
 from trace_gaps.streams import say, silence_stderr
 
 SCHEDULER_TIMEOUT_S = 10.0
@@ -139,19 +138,7 @@ def wait_for_a_worker(client: Any, address: str) -> None:
 def workers_timeout_s() -> float:
     """How long to wait for a worker on --scheduler: WORKERS_TIMEOUT_ENV, else
     WORKERS_TIMEOUT_S."""
-    given = os.environ.get(WORKERS_TIMEOUT_ENV) or ""
-    if not given.strip():
-        return WORKERS_TIMEOUT_S
-    try:
-        timeout_s = float(given)
-    except ValueError:
-        timeout_s = math.nan
-    if not (math.isfinite(timeout_s) and timeout_s > 0):
-        raise TraceGapsError(
-            f"{WORKERS_TIMEOUT_ENV}={given!r} is not a number of seconds; set it to a positive "
-            f"number (the default is {WORKERS_TIMEOUT_S:g}), or unset it."
-        )
-    return timeout_s
+    return env_seconds(WORKERS_TIMEOUT_ENV, WORKERS_TIMEOUT_S)
 
 
 def check_scheduler(address: str, *, timeout_s: float = SCHEDULER_TIMEOUT_S) -> None:

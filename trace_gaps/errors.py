@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -72,3 +74,21 @@ def about_file(path: Path) -> Iterator[None]:
         if error.path is None:
             error.path = path
         raise
+
+
+def env_seconds(name: str, default: float) -> float:
+    """A positive number of seconds from the environment variable `name`, `default` where
+    it is unset or blank; anything else is an error naming the variable."""
+    given = os.environ.get(name) or ""
+    if not given.strip():
+        return default
+    try:
+        seconds = float(given)
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise TraceGapsError(
+            f"{name}={given!r} is not a number of seconds; set it to a positive "
+            f"number (the default is {default:g}), or unset it."
+        )
+    return seconds

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import math
 import os
 import secrets
 import shlex
@@ -15,7 +14,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from trace_gaps.errors import NotAnExportError, TraceGapsError
+from trace_gaps.errors import NotAnExportError, env_seconds
 from trace_gaps.interrupts import dying_with_parent, last_resort
 from trace_gaps.nsys.files import NotAPlainFile, read_head
 from trace_gaps.output import SQLITE_SIDE_FILES, hidden_sibling
@@ -169,19 +168,7 @@ def _run_with_timeout(command: list[str], timeout_s: float) -> subprocess.Comple
 
 def nsys_timeout_s() -> float:
     """How long `nsys export` may run: NSYS_TIMEOUT_ENV, else NSYS_TIMEOUT_S."""
-    given = os.environ.get(NSYS_TIMEOUT_ENV) or ""
-    if not given.strip():
-        return NSYS_TIMEOUT_S
-    try:
-        timeout_s = float(given)
-    except ValueError:
-        timeout_s = math.nan
-    if not (math.isfinite(timeout_s) and timeout_s > 0):
-        raise TraceGapsError(
-            f"{NSYS_TIMEOUT_ENV}={given!r} is not a number of seconds; set it to a positive "
-            f"number (the default is {NSYS_TIMEOUT_S:g}), or unset it."
-        )
-    return timeout_s
+    return env_seconds(NSYS_TIMEOUT_ENV, NSYS_TIMEOUT_S)
 
 
 def _run_export(report: Path, nsys: str, target: Path) -> None:
