@@ -116,15 +116,15 @@ def child_floor_arrow(path: Path) -> dict[str, Any]:
 
 
 def child_analyze(path: Path, fmt: str, jobs: int | None) -> dict[str, Any]:
-    """The analyze pipeline, phase by phase, exactly as the CLI runs it (trace_gaps.run)."""
-    import trace_gaps.analysis.metrics as metrics
-    import trace_gaps.analysis.pipeline as pipeline
-    import trace_gaps.analysis.windows as windows
+    """The analyze pipeline, phase by phase, exactly as the CLI runs it (trace_gaps.run.one)."""
+    import trace_gaps.analysis.engine.metrics as metrics
+    import trace_gaps.analysis.engine.pipeline as pipeline
+    import trace_gaps.analysis.engine.windows as windows
     from trace_gaps.nsys import read
     from trace_gaps.nsys.export import count_rows
     from trace_gaps.render import Format, render_report
-    from trace_gaps.report import build_report
-    from trace_gaps.run import analyse_export
+    from trace_gaps.report.build import build_report
+    from trace_gaps.run.one import analyse_export
 
     phases: dict[str, float] = {}
 

@@ -22,9 +22,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tests.conftest import corpus_trace_paths, drift_trace_paths  # noqa: E402
-from trace_gaps.analysis.pipeline import AnalysisOptions  # noqa: E402
-from trace_gaps.diff import ComparedSide, Diff, diff_sides, is_slower_than  # noqa: E402
-from trace_gaps.diff_runs import Run, analyse_run, compare_runs  # noqa: E402
+from trace_gaps.analysis.engine.pipeline import AnalysisOptions  # noqa: E402
+from trace_gaps.diff.build import ComparedSide, Diff, diff_sides, is_slower_than  # noqa: E402
+from trace_gaps.diff.runs import Run, analyse_run, compare_runs  # noqa: E402
 
 GATE_PCT = 3.0
 

@@ -60,8 +60,8 @@ def run(command: list[str]) -> tuple[float, int, int]:
 
 def task_bytes(path: Path) -> tuple[int, int]:
     """Bytes one export's two tasks return to the parent, pickled as Dask sends them."""
-    from trace_gaps.analysis.pipeline import AnalysisOptions
-    from trace_gaps.multi import align, analyse_side, match_across, read_side
+    from trace_gaps.analysis.engine.pipeline import AnalysisOptions
+    from trace_gaps.run.multi import align, analyse_side, match_across, read_side
 
     side = read_side(path)
     match, _ = match_across([side], align([side]))

@@ -1,5 +1,5 @@
 """Where the wall time of `analyze A.sqlite B.sqlite … [--jobs N]` goes, by phase, in the
-main process (several exports of one run, trace_gaps/multi.py).
+main process (several exports of one run, trace_gaps/run/multi.py).
 
     python benchmarks/bench_many_phases.py EXPORT [EXPORT ...] [--jobs 8]
 
@@ -27,9 +27,9 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=None)
     args = parser.parse_args()
 
-    import trace_gaps.cluster as cluster
-    from trace_gaps import multi
+    import trace_gaps.run.cluster as cluster
     from trace_gaps.cli import app
+    from trace_gaps.run import multi
 
     say("imports done")
     timed(multi, "run_tasks", "tasks run")

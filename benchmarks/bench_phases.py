@@ -62,11 +62,11 @@ def main() -> int:
     )
     args = parser.parse_args()
 
-    from trace_gaps.analysis import pipeline
-    from trace_gaps.analysis.pipeline import AnalysisOptions
+    from trace_gaps.analysis.engine import pipeline
+    from trace_gaps.analysis.engine.pipeline import AnalysisOptions
     from trace_gaps.nsys import os_calls, spans, stream
-    from trace_gaps.report import build_report
-    from trace_gaps.run import analyse_export
+    from trace_gaps.report.build import build_report
+    from trace_gaps.run.one import analyse_export
 
     global STARTED
     STARTED = time.perf_counter()
@@ -80,8 +80,8 @@ def main() -> int:
     timed(pipeline, "analyse_in_spans", "spans (all windows)")
     timed(pipeline, "analyse_in_windows", "windows in this process")
     if args.cli:
-        from trace_gaps import report
         from trace_gaps.cli import app
+        from trace_gaps.report import build as report
 
         timed(report, "build_report", "report built")
         command = ["analyze", "-q", "-j", str(args.jobs), "-f", "json", "-o", "/dev/null"]

@@ -26,11 +26,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tests.conftest import corpus_trace_paths  # noqa: E402
-from trace_gaps.analysis.joint import joint_run, run_walls  # noqa: E402
-from trace_gaps.analysis.metrics import REPLAY_MODELS  # noqa: E402
-from trace_gaps.analysis.pipeline import Analysis, AnalysisOptions  # noqa: E402
-from trace_gaps.analysis.replay import SYNC, StepModel, parse_levers, replay_step  # noqa: E402
-from trace_gaps.analysis.whatif import (  # noqa: E402
+from trace_gaps.analysis.engine.metrics import REPLAY_MODELS  # noqa: E402
+from trace_gaps.analysis.engine.pipeline import Analysis, AnalysisOptions  # noqa: E402
+from trace_gaps.analysis.replay.joint import joint_run, run_walls  # noqa: E402
+from trace_gaps.analysis.replay.step import SYNC, StepModel, parse_levers, replay_step  # noqa: E402
+from trace_gaps.analysis.replay.whatif import (  # noqa: E402
     check_replay,
     ends,
     models_of,
@@ -38,10 +38,10 @@ from trace_gaps.analysis.whatif import (  # noqa: E402
     pull,
     steady_wall,
 )
-from trace_gaps.diff_drift import at_speed  # noqa: E402
+from trace_gaps.diff.drift import at_speed  # noqa: E402
 from trace_gaps.model import Trace  # noqa: E402
-from trace_gaps.report import build_report  # noqa: E402
-from trace_gaps.run import analyse_export  # noqa: E402
+from trace_gaps.report.build import build_report  # noqa: E402
+from trace_gaps.run.one import analyse_export  # noqa: E402
 
 SAMPLES = ROOT / "sample_traces"
 # (before, levers, after, an unchanged stage to measure the host drift by, what the fix was)

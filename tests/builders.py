@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pandas as pd
 
+from trace_gaps.analysis.engine.pipeline import Analysis, AnalysisOptions
 from trace_gaps.analysis.integrity import integrity_notes
 from trace_gaps.analysis.launches import mark_blocking_copies
-from trace_gaps.analysis.pipeline import Analysis, AnalysisOptions
 from trace_gaps.analysis.stages import project_ops, stage_calls
 from trace_gaps.analysis.threads import lent_threads
 from trace_gaps.model import Trace
 from trace_gaps.records import NoteCode, NoteFacts
-from trace_gaps.run import analyse_export
+from trace_gaps.run.one import analyse_export
 
 SCHEMA = {
     "StringIds": "id INTEGER PRIMARY KEY, value TEXT NOT NULL",

@@ -18,14 +18,14 @@ from hypothesis import settings
 from typer.testing import CliRunner
 
 from tests.builders import ExportBuilder
-from trace_gaps.analysis.picks import TimelineRequest
-from trace_gaps.analysis.pipeline import AnalysisOptions, analyse_trace
+from trace_gaps.analysis.engine.picks import TimelineRequest
+from trace_gaps.analysis.engine.pipeline import AnalysisOptions, analyse_trace
 from trace_gaps.cli import app
 from trace_gaps.nsys.load import load_trace
 from trace_gaps.nsys.read import ARROW_READER_ENV
 from trace_gaps.records import Report
-from trace_gaps.report import build_report
-from trace_gaps.schema import SCHEMAS, json_schema
+from trace_gaps.render.schema import SCHEMAS, json_schema
+from trace_gaps.report.build import build_report
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE_TRACES = ROOT / "sample_traces"

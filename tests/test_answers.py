@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPRESENTATIVE_SAMPLES, sample_trace_paths, shipped_json, sweep
-from trace_gaps import answers
+from trace_gaps.mcp import answers
 
 
 @pytest.mark.parametrize("path", sweep(sample_trace_paths(), REPRESENTATIVE_SAMPLES), ids=str)

@@ -15,7 +15,7 @@ import pytest
 
 from tests.conftest import SAMPLE_TRACES
 from tests.test_ledger import analyse
-from trace_gaps.analysis.metrics import LEDGER
+from trace_gaps.analysis.engine.metrics import LEDGER
 from trace_gaps.analysis.stages import STAGE
 
 BUSY_BY_SQL = """

@@ -183,9 +183,9 @@ def test_a_longest_gap_gives_its_export_time_and_the_command_that_draws_its_step
 ):
     import re
 
-    from trace_gaps.analysis.pipeline import AnalysisOptions
-    from trace_gaps.run import load_and_report
-    from trace_gaps.timeline import choose_request
+    from trace_gaps.analysis.engine.pipeline import AnalysisOptions
+    from trace_gaps.report.timeline import choose_request
+    from trace_gaps.run.one import load_and_report
 
     path = eager_and_graph_export(export_builder())
     text = runner.invoke(app, ["analyze", str(path), "--skip", "0"]).stdout
@@ -273,7 +273,7 @@ def test_every_analysis_command_offers_every_analysis_option(path):
 def test_the_analysis_options_become_one_analysis_options():
     import typer
 
-    from trace_gaps.analysis.pipeline import AnalysisOptions
+    from trace_gaps.analysis.engine.pipeline import AnalysisOptions
     from trace_gaps.commands.options import analysis_options
 
     received = []
@@ -297,7 +297,7 @@ def test_the_analysis_options_become_one_analysis_options():
 def test_the_offered_options_become_analysis_options_too():
     import typer
 
-    from trace_gaps.analysis.pipeline import AnalysisOptions
+    from trace_gaps.analysis.engine.pipeline import AnalysisOptions
     from trace_gaps.analysis.step_range import StepRange
     from trace_gaps.commands.options import analysis_options
 

@@ -17,9 +17,9 @@ from typer.testing import CliRunner
 
 from tests.conftest import shipped_json, shipped_trace
 from trace_gaps.analysis.collectives import collective_library, family_of
-from trace_gaps.analysis.pipeline import AnalysisOptions
+from trace_gaps.analysis.engine.pipeline import AnalysisOptions
 from trace_gaps.cli import app
-from trace_gaps.multi import analyse_exports
+from trace_gaps.run.multi import analyse_exports
 
 runner = CliRunner()
 NCCL_NAME = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL"

@@ -10,11 +10,11 @@ from typer.testing import CliRunner
 
 from tests.builders import ExportBuilder
 from tests.conftest import corpus_trace_paths, shipped_report, shipped_trace
-from trace_gaps.analysis.pipeline import AnalysisOptions, analyse_trace
+from trace_gaps.analysis.engine.pipeline import AnalysisOptions, analyse_trace
 from trace_gaps.cli import app
 from trace_gaps.nsys.load import load_trace
 from trace_gaps.records import NoteCode, Report
-from trace_gaps.report import build_report
+from trace_gaps.report.build import build_report
 
 runner = CliRunner()
 ALLREDUCE = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL"

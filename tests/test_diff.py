@@ -22,8 +22,10 @@ from tests.conftest import (
     sweep,
 )
 from trace_gaps import __version__
-from trace_gaps.analysis.pipeline import AnalysisOptions, analyse_trace
-from trace_gaps.changes import (
+from trace_gaps.analysis.engine.pipeline import AnalysisOptions, analyse_trace
+from trace_gaps.cli import app
+from trace_gaps.diff.build import Diff, ProcessDiff, diff_reports
+from trace_gaps.diff.changes import (
     BucketChange,
     NsInterval,
     PctInterval,
@@ -32,12 +34,10 @@ from trace_gaps.changes import (
     StageSide,
     WallChange,
 )
-from trace_gaps.cli import app
-from trace_gaps.diff import Diff, ProcessDiff, diff_reports
 from trace_gaps.nsys.load import load_trace
 from trace_gaps.records import Report, WallStats
 from trace_gaps.render.diff import render_diff_markdown
-from trace_gaps.report import build_report
+from trace_gaps.report.build import build_report
 
 runner = CliRunner()
 
@@ -419,7 +419,7 @@ def test_real_eager_vs_graph_sample_traces_show_verify_as_the_top_change():
 def test_a_candidate_whose_buckets_all_stay_within_noise_is_unchanged(export_builder, tmp_path):
     #   Same workload twice with a few ns of jitter in one step: no candidate grew or shrank.
     from tests.test_report import report_of
-    from trace_gaps.diff import diff_reports
+    from trace_gaps.diff.build import diff_reports
     from trace_gaps.model import CandidateStatus
 
     def run(jitter: int):  # type: ignore[no-untyped-def]
@@ -447,7 +447,7 @@ def test_a_change_below_the_display_resolution_is_never_printed_as_plus_zero():
 
 
 def test_a_mixed_stage_is_shown_by_graph_launches_nodes_kernels_and_copies():
-    from trace_gaps.changes import StageSide
+    from trace_gaps.diff.changes import StageSide
     from trace_gaps.render.diff import _mode
 
     mixed = StageSide(
@@ -473,9 +473,9 @@ def test_the_bucket_table_leaves_out_changes_that_print_as_zero(eager_and_graph)
 def test_bucket_tables_made_beside_each_side_give_the_same_diff():
     # A diff's sides make their step bucket tables where they are analysed (side_runner.py);
     # the diff made from them is the one made from the reports alone.
-    from trace_gaps.diff import ComparedSide, diff_sides, step_bucket_tables
+    from trace_gaps.diff.build import ComparedSide, diff_sides, step_bucket_tables
+    from trace_gaps.diff.side_runner import without_tabled_steps
     from trace_gaps.render.diff import render_diff_json
-    from trace_gaps.side_runner import without_tabled_steps
 
     samples = {p.stem: p for p in sample_trace_paths()}
     before = after = shipped_report(samples["spec_two_ranks"])
@@ -498,8 +498,8 @@ def test_a_sides_tables_from_its_analysis_are_those_of_its_report(path):
     # A diff's side of one export makes its tables from the analysis' ledger frame and
     # sends a report without step ledger entries (side_runner.run_side): the tables must be
     # the ones made from the entries, row order (the walls'), columns and dtypes included.
-    from trace_gaps.diff import step_bucket_tables
-    from trace_gaps.side_runner import analysis_bucket_tables
+    from trace_gaps.diff.build import step_bucket_tables
+    from trace_gaps.diff.side_runner import analysis_bucket_tables
 
     trace = load_trace(path)
     analysis = analyse_trace(trace, AnalysisOptions())
@@ -515,7 +515,7 @@ def test_a_sides_tables_from_its_analysis_are_those_of_its_report(path):
 
 
 def _sides(before: Path, after: Path, relay):  # type: ignore[no-untyped-def]
-    from trace_gaps.side_runner import run_side
+    from trace_gaps.diff.side_runner import run_side
 
     options = AnalysisOptions()
     return [
@@ -525,7 +525,7 @@ def _sides(before: Path, after: Path, relay):  # type: ignore[no-untyped-def]
 
 def _json_drawn_with(sides, means):  # type: ignore[no-untyped-def]
     """The diff's JSON of these sides with these resampled means in place of theirs."""
-    from trace_gaps.diff import diff_sides
+    from trace_gaps.diff.build import diff_sides
     from trace_gaps.render.diff import render_diff_json
 
     drawn = [replace(side, means=m) for side, m in zip(sides, means, strict=True)]
@@ -535,7 +535,7 @@ def _json_drawn_with(sides, means):  # type: ignore[no-untyped-def]
 def test_bootstrap_means_drawn_in_the_sides_give_the_diff_drawn_in_one_process():
     # The before side draws when its steps are cut and hands the generator on; the after
     # side draws at its end (side_draws.py). The diff must be the one drawn all at once.
-    from trace_gaps.side_draws import DrawRelay
+    from trace_gaps.diff.side_draws import DrawRelay
 
     samples = {p.stem: p for p in sample_trace_paths()}
     for before, after in (("spec_eager", "spec_sync"), ("spec_sync", "plain_decode")):
@@ -570,7 +570,7 @@ def test_bootstrap_means_drawn_in_the_sides_give_the_diff_drawn_in_one_process()
 
 def test_sides_of_several_processes_draw_nothing():
     # Their pairs' draws would alternate between the sides: diff_sides draws them all.
-    from trace_gaps.side_draws import DrawRelay
+    from trace_gaps.diff.side_draws import DrawRelay
 
     two_ranks = {p.stem: p for p in sample_trace_paths()}["spec_two_ranks"]
     sides = _sides(two_ranks, two_ranks, DrawRelay())

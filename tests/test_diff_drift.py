@@ -16,11 +16,11 @@ import pytest
 from typer.testing import CliRunner
 
 from tests.conftest import ROOT, corpus_trace_paths, drift_trace_paths
-from trace_gaps.analysis.pipeline import AnalysisOptions
+from trace_gaps.analysis.engine.pipeline import AnalysisOptions
 from trace_gaps.cli import app
-from trace_gaps.diff import ComparedSide, Diff, diff_sides, is_slower_than
-from trace_gaps.diff_drift import CAPTURES_TO_SETTLE, agreed_ratio
-from trace_gaps.diff_runs import Run, analyse_run, compare_runs
+from trace_gaps.diff.build import ComparedSide, Diff, diff_sides, is_slower_than
+from trace_gaps.diff.drift import CAPTURES_TO_SETTLE, agreed_ratio
+from trace_gaps.diff.runs import Run, analyse_run, compare_runs
 from trace_gaps.render.diff import render_diff_json, render_diff_markdown
 
 CAPTURES = drift_trace_paths()

@@ -12,14 +12,14 @@ import pytest
 from typer.testing import CliRunner
 
 from tests.builders import ExportBuilder
-from trace_gaps.analysis.pipeline import AnalysisOptions, analyse_trace
+from trace_gaps.analysis.engine.pipeline import AnalysisOptions, analyse_trace
 from trace_gaps.cli import app
 from trace_gaps.nsys.load import load_trace
 from trace_gaps.output import escape_control_characters
 from trace_gaps.render.console import Terminal
 from trace_gaps.render.markdown import escape_markdown, render_markdown
 from trace_gaps.render.text import render_text
-from trace_gaps.report import build_report
+from trace_gaps.report.build import build_report
 
 runner = CliRunner()
 

@@ -14,7 +14,7 @@ from trace_gaps.analysis.launches import stage_step_values
 from trace_gaps.analysis.long_gaps import LAUNCH_GAP_NS, launch_gaps
 from trace_gaps.analysis.stages import STAGE
 from trace_gaps.analysis.steps import STEP_ID
-from trace_gaps.changes import StageSide, stage_side
+from trace_gaps.diff.changes import StageSide, stage_side
 from trace_gaps.figures import (
     STAGE_FIGURES,
     StageInputs,

@@ -8,12 +8,12 @@ from collections import defaultdict
 import pytest
 
 from tests.conftest import shipped_trace
-from trace_gaps.analysis.picks import StepPick, TimelineRequest, choose_request
-from trace_gaps.analysis.pipeline import AnalysisOptions
+from trace_gaps.analysis.engine.picks import StepPick, TimelineRequest, choose_request
+from trace_gaps.analysis.engine.pipeline import AnalysisOptions
 from trace_gaps.plot import plot_timeline
 from trace_gaps.records import ProcessReport, Report
-from trace_gaps.run import analyse_export, load_and_report
-from trace_gaps.timeline import build_timelines
+from trace_gaps.report.timeline import build_timelines
+from trace_gaps.run.one import analyse_export, load_and_report
 from trace_gaps.units import format_duration
 
 FINDING, MEDIAN = TimelineRequest(StepPick.FINDING), TimelineRequest(StepPick.MEDIAN)

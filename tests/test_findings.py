@@ -7,11 +7,11 @@ from dataclasses import replace
 
 import pytest
 
-from trace_gaps.analysis.findings import Case, Finding, Judgement, StageFacts, judge
 from trace_gaps.figures import StageInputs, StageSummary, StepValue, Total, summarise_stage
 from trace_gaps.model import Bucket, OpKind, VerdictKind
 from trace_gaps.records import CallShare, Candidate, Evidence, LongGapFinding
-from trace_gaps.verdicts import write_candidate
+from trace_gaps.report.findings import Case, Finding, Judgement, StageFacts, judge
+from trace_gaps.report.verdicts import write_candidate
 
 US = 1_000
 

@@ -19,18 +19,18 @@ from tests.conftest import (
     shipped_report,
     sweep,
 )
-from trace_gaps.analysis.pipeline import AnalysisOptions
+from trace_gaps.analysis.engine.pipeline import AnalysisOptions
 from trace_gaps.cli import app
 from trace_gaps.figures import RIGHT
 from trace_gaps.inputs import demo_export
 from trace_gaps.records import Report
 from trace_gaps.render.console import Terminal
-from trace_gaps.render.kernels import kernel_table
-from trace_gaps.render.outline import verdict_line
-from trace_gaps.render.tables import candidate_table, ledger_table, stage_table
 from trace_gaps.render.text import render_text
-from trace_gaps.report import build_report
-from trace_gaps.run import analyse_export
+from trace_gaps.report.build import build_report
+from trace_gaps.report.kernels import kernel_table
+from trace_gaps.report.outline import verdict_line
+from trace_gaps.report.tables import candidate_table, ledger_table, stage_table
+from trace_gaps.run.one import analyse_export
 
 KERNELS = AnalysisOptions(kernel_summary=True)
 README = Path(__file__).resolve().parent.parent / "README.md"

@@ -12,16 +12,16 @@ import numpy as np
 import pytest
 
 from tests.conftest import shipped_json, shipped_trace
-from trace_gaps.analysis.findings import NEAR_PEAK_PCT, Case, bound_case
-from trace_gaps.analysis.metrics import GPU_METRICS
-from trace_gaps.analysis.pipeline import Analysis, AnalysisOptions, analyse_trace
-from trace_gaps.analysis.replay import Lever, LeverError, parse_levers
+from trace_gaps.analysis.engine.metrics import GPU_METRICS
+from trace_gaps.analysis.engine.pipeline import Analysis, AnalysisOptions, analyse_trace
+from trace_gaps.analysis.replay.step import Lever, LeverError, parse_levers
 from trace_gaps.figures import StageGpuMetrics
 from trace_gaps.model import Trace
 from trace_gaps.nsys.load import load_trace
-from trace_gaps.report import Report, at_speed_of_light, build_report
-from trace_gaps.run import analyse_export
-from trace_gaps.verdicts import CAPTURE_METRICS_HINT
+from trace_gaps.report.build import Report, at_speed_of_light, build_report
+from trace_gaps.report.findings import NEAR_PEAK_PCT, Case, bound_case
+from trace_gaps.report.verdicts import CAPTURE_METRICS_HINT
+from trace_gaps.run.one import analyse_export
 
 GRAPH, EAGER = "gm_sync_graph", "gm_ra_eager"
 
@@ -261,9 +261,9 @@ def test_a_launch_bound_loop_at_its_speed_of_light_saves_little() -> None:
 
 
 def test_sol_never_saves_more_than_it_removes_on_a_real_step() -> None:
-    from trace_gaps.analysis.metrics import REPLAY_MODELS
-    from trace_gaps.analysis.replay import replay
-    from trace_gaps.analysis.whatif import pull, removed_ns
+    from trace_gaps.analysis.engine.metrics import REPLAY_MODELS
+    from trace_gaps.analysis.replay.step import replay
+    from trace_gaps.analysis.replay.whatif import pull, removed_ns
 
     trace, analysis = _analysed(GRAPH)
     names, mode = analysis.stage_map.names, trace.info.graph_trace_mode
@@ -302,8 +302,8 @@ def test_sol_takes_each_stages_own_speed_of_light() -> None:
     unresolved = at_speed_of_light([Lever("forward", "sol")], [])
     assert unresolved == [Lever("forward", "sol", None)]
     # A section whose stage has no metrics lists its sol lever as not applicable, and why.
-    from trace_gaps.analysis.metrics import REPLAY_MODELS
-    from trace_gaps.analysis.whatif import not_applicable, not_applicable_words
+    from trace_gaps.analysis.engine.metrics import REPLAY_MODELS
+    from trace_gaps.analysis.replay.whatif import not_applicable, not_applicable_words
 
     _, analysis = _analysed(GRAPH)
     models = list(analysis.metrics[REPLAY_MODELS].values())

@@ -29,14 +29,14 @@ from typer.testing import Result
 from tests.builders import note_facts
 from tests.conftest import SAMPLE_TRACES, shipped_json, shipped_report
 from tests.test_errors import error_line, fake_report, invoke
+from trace_gaps.analysis.engine.pipeline import AnalysisOptions
 from trace_gaps.analysis.integrity import integrity_notes
-from trace_gaps.analysis.pipeline import AnalysisOptions
 from trace_gaps.parallel import usable_cores
 from trace_gaps.plot import plot_steps, plot_timeline
 from trace_gaps.records import Figures, NoteCode, NoteFacts, Severity
-from trace_gaps.report import Report, build_report
-from trace_gaps.run import analyse_export
-from trace_gaps.timeline import StepPick, TimelineRequest
+from trace_gaps.report.build import Report, build_report
+from trace_gaps.report.timeline import StepPick, TimelineRequest
+from trace_gaps.run.one import analyse_export
 
 SAMPLE = SAMPLE_TRACES / "plain_decode.sqlite"
 INT64_MIN = -(2**63)
@@ -312,7 +312,8 @@ main()
 
 
 @pytest.mark.parametrize(
-    "module", ["trace_gaps.cli", "numpy", "pandas", "sqlite3", "trace_gaps.analysis.pipeline"]
+    "module",
+    ["trace_gaps.cli", "numpy", "pandas", "sqlite3", "trace_gaps.analysis.engine.pipeline"],
 )
 def test_ctrl_c_while_the_libraries_load_is_one_line(module, export):
     done = subprocess.run(
@@ -718,7 +719,7 @@ def test_a_scheduler_that_accepts_but_stays_silent_is_an_error_within_the_deadli
     two_exports, silent_server, monkeypatch
 ):
     pytest.importorskip("dask.distributed")
-    monkeypatch.setattr("trace_gaps.cluster.SCHEDULER_TIMEOUT_S", 1.0)
+    monkeypatch.setattr("trace_gaps.run.cluster.SCHEDULER_TIMEOUT_S", 1.0)
     started = time.monotonic()
     line = scheduler_error(["analyze", *two_exports, "--scheduler", silent_server])
     assert time.monotonic() - started < 10

@@ -11,9 +11,9 @@ import pytest
 
 from tests.builders import projected_frames
 from tests.conftest import ROOT, peer_trace_paths, shipped_trace
+from trace_gaps.analysis.engine.metrics import LEDGER
+from trace_gaps.analysis.engine.pipeline import Analysis, AnalysisOptions, analyse_trace
 from trace_gaps.analysis.ledger import DURATION_NS
-from trace_gaps.analysis.metrics import LEDGER
-from trace_gaps.analysis.pipeline import Analysis, AnalysisOptions, analyse_trace
 from trace_gaps.analysis.stages import STAGE
 from trace_gaps.analysis.steps import STEP_ID
 from trace_gaps.model import END_NS, NO_LAUNCH_CALL, START_NS, Trace

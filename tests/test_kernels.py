@@ -22,13 +22,13 @@ from typer.testing import CliRunner
 from tests.conftest import SAMPLE_TRACES, assert_matches_schema, shipped_trace
 from tests.test_report import report_of
 from tests.test_windows import assert_same, streamed, whole_report
+from trace_gaps.analysis.engine.metrics import OP_DURATIONS
+from trace_gaps.analysis.engine.pipeline import AnalysisOptions, analyse_trace
 from trace_gaps.analysis.kernels import (
     DURATION_COLUMNS,
     merge_op_durations,
     summarise_op_durations,
 )
-from trace_gaps.analysis.metrics import OP_DURATIONS
-from trace_gaps.analysis.pipeline import AnalysisOptions, analyse_trace
 from trace_gaps.analysis.stages import STAGE
 from trace_gaps.cli import app
 from trace_gaps.model import NAME, OP_KIND, PID

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from trace_gaps.analysis.metrics import LEDGER
-from trace_gaps.analysis.pipeline import Analysis, AnalysisOptions, analyse_trace
+from trace_gaps.analysis.engine.metrics import LEDGER
+from trace_gaps.analysis.engine.pipeline import Analysis, AnalysisOptions, analyse_trace
 from trace_gaps.analysis.stages import STAGE
 from trace_gaps.nsys.load import load_trace
 

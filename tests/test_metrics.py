@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from trace_gaps.analysis.metrics import (
+from trace_gaps.analysis.engine.metrics import (
     FINDING_STEPS,
     LEDGER,
     METRICS,
@@ -13,8 +13,8 @@ from trace_gaps.analysis.metrics import (
     declare,
     merge_parts,
 )
-from trace_gaps.analysis.picks import StepPick, TimelineRequest
-from trace_gaps.analysis.pipeline import AnalysisOptions, analyse_trace
+from trace_gaps.analysis.engine.picks import StepPick, TimelineRequest
+from trace_gaps.analysis.engine.pipeline import AnalysisOptions, analyse_trace
 from trace_gaps.nsys.load import load_trace
 
 

@@ -11,9 +11,9 @@ import pytest
 from typer.testing import CliRunner
 
 from tests.conftest import PEER_TRACES, shipped_trace
-from trace_gaps.analysis.pipeline import AnalysisOptions
+from trace_gaps.analysis.engine.pipeline import AnalysisOptions
 from trace_gaps.cli import app
-from trace_gaps.multi import align, analyse_exports, read_side
+from trace_gaps.run.multi import align, analyse_exports, read_side
 
 runner = CliRunner()
 

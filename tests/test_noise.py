@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from trace_gaps.changes import NsInterval
-from trace_gaps.diff import _beyond, practical_threshold_ns
+from trace_gaps.diff.build import _beyond, practical_threshold_ns
+from trace_gaps.diff.changes import NsInterval
 
 
 def test_the_practical_threshold_is_one_percent_of_the_step_and_at_least_10_us():

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 
-from trace_gaps.notes import WORDS, about_export, unreliable_lines, write_note
 from trace_gaps.records import (
     Figures,
     Note,
@@ -15,6 +14,7 @@ from trace_gaps.records import (
     Severity,
     UnreliableFigures,
 )
+from trace_gaps.report.notes import WORDS, about_export, unreliable_lines, write_note
 
 # Numbers of each code as the analysis gives them (analysis/integrity.py, multi.py).
 EXAMPLES: dict[NoteCode, dict[str, NoteNumber]] = {

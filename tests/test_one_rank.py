@@ -11,9 +11,9 @@ from typer.testing import CliRunner
 
 from tests.conftest import shipped_trace
 from tests.test_collectives import ALLREDUCE, STEP_NS, US, report_of, tensor_parallel
-from trace_gaps.analysis.pipeline import AnalysisOptions
+from trace_gaps.analysis.engine.pipeline import AnalysisOptions
 from trace_gaps.cli import app
-from trace_gaps.multi import analyse_exports
+from trace_gaps.run.multi import analyse_exports
 
 runner = CliRunner()
 GPU_BOUND_WORDS = "only faster or fewer kernels"

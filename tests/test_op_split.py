@@ -8,13 +8,13 @@ import json
 import pytest
 
 from tests.conftest import shipped_trace
-from trace_gaps.analysis.picks import StepPick, TimelineRequest
-from trace_gaps.analysis.pipeline import AnalysisOptions
-from trace_gaps.multi import analyse_exports
+from trace_gaps.analysis.engine.picks import StepPick, TimelineRequest
+from trace_gaps.analysis.engine.pipeline import AnalysisOptions
 from trace_gaps.records import Report
 from trace_gaps.render import render_json
-from trace_gaps.render.tables import evidence_lines
-from trace_gaps.run import load_and_report
+from trace_gaps.report.tables import evidence_lines
+from trace_gaps.run.multi import analyse_exports
+from trace_gaps.run.one import load_and_report
 from trace_gaps.units import format_duration
 
 

@@ -10,14 +10,14 @@ import pandas as pd
 import pytest
 
 from tests.builders import global_tid
+from trace_gaps.analysis.engine.pipeline import AnalysisOptions
 from trace_gaps.analysis.host import OsCallIndex, held_os_calls, outermost_calls
-from trace_gaps.analysis.pipeline import AnalysisOptions
 from trace_gaps.errors import NotAnExportError
 from trace_gaps.model import NeedsWholeTrace
 from trace_gaps.nsys import os_calls
 from trace_gaps.nsys.export import list_tables, open_export
 from trace_gaps.nsys.load import load_trace
-from trace_gaps.run import analyse_export
+from trace_gaps.run.one import analyse_export
 
 PID = 100
 

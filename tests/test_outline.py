@@ -21,17 +21,17 @@ from tests.conftest import (
     shipped_report,
     sweep,
 )
-from trace_gaps.analysis.pipeline import AnalysisOptions, analyse_trace
-from trace_gaps.notes import unreliable_lines
+from trace_gaps.analysis.engine.pipeline import AnalysisOptions, analyse_trace
 from trace_gaps.nsys.load import load_trace
-from trace_gaps.page import render_page
 from trace_gaps.records import Report
 from trace_gaps.render.console import UNBOUNDED, Terminal
+from trace_gaps.render.html import render_page
 from trace_gaps.render.markdown import render_markdown
-from trace_gaps.render.outline import Heading, Items, Lines, Medium, Section, outline
-from trace_gaps.render.tables import Table
 from trace_gaps.render.text import render_text
-from trace_gaps.report import build_report
+from trace_gaps.report.build import build_report
+from trace_gaps.report.notes import unreliable_lines
+from trace_gaps.report.outline import Heading, Items, Lines, Medium, Section, outline
+from trace_gaps.report.tables import Table
 
 SAMPLES = sweep(sample_trace_paths(), REPRESENTATIVE_SAMPLES)
 PROBE = 30  # a section is found by the first characters of its first block

@@ -15,18 +15,18 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+import trace_gaps.diff.side_runner as side_runner
 import trace_gaps.parallel as parallel
-import trace_gaps.report as report_module
-import trace_gaps.side_runner as side_runner
+import trace_gaps.report.build as report_module
 from tests.conftest import ROOT
 from tests.conftest import SAMPLE_TRACES as SAMPLES
-from trace_gaps.analysis.pipeline import AnalysisOptions
+from trace_gaps.analysis.engine.pipeline import AnalysisOptions
 from trace_gaps.cli import app
 from trace_gaps.errors import ProcessNotFoundError, TraceGapsError
 from trace_gaps.parallel import default_jobs, ordered_map
 from trace_gaps.render.json import render_json
-from trace_gaps.report import build_report
-from trace_gaps.run import analyse_export
+from trace_gaps.report.build import build_report
+from trace_gaps.run.one import analyse_export
 
 
 def scaled_by_pid(shared: int, value: int) -> tuple[int, int]:
@@ -152,9 +152,9 @@ def test_diff_sides_in_two_processes_give_the_same_diff(monkeypatch: pytest.Monk
 def check_diff_sides_apart_fork_once_and_draw_as_one_process() -> None:
     # Big exports on few cores: the after side in a child forked from diff's process, the
     # before side in it, the bootstrap's generator handed on between them (side_draws.py).
-    from trace_gaps.analysis.pipeline import AnalysisOptions
-    from trace_gaps.diff import ComparedSide, diff_sides
-    from trace_gaps.diff_runs import analyse_run
+    from trace_gaps.analysis.engine.pipeline import AnalysisOptions
+    from trace_gaps.diff.build import ComparedSide, diff_sides
+    from trace_gaps.diff.runs import analyse_run
     from trace_gaps.render.diff import render_diff_json
 
     before, after = SAMPLES / "spec_eager.sqlite", SAMPLES / "spec_sync.sqlite"
@@ -182,7 +182,7 @@ def test_diff_sides_apart_fork_once_and_draw_as_one_process() -> None:
 
 
 def test_a_ctrl_c_during_an_analysis_ends_with_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
-    import trace_gaps.run as run
+    import trace_gaps.run.one as run
 
     def interrupted(*args: object, **kwargs: object) -> None:
         raise KeyboardInterrupt

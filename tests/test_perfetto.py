@@ -17,10 +17,11 @@ import pytest
 from typer.testing import CliRunner
 
 from tests.conftest import SAMPLE_TRACES, corpus_trace_paths
-from trace_gaps.analysis.pipeline import AnalysisOptions
+from trace_gaps.analysis.engine.pipeline import AnalysisOptions
 from trace_gaps.cli import app
 from trace_gaps.model import SPECIAL_STAGES, Bucket
-from trace_gaps.perfetto import (
+from trace_gaps.render.json import render_json
+from trace_gaps.render.perfetto import (
     IDLE_CATEGORY,
     METRIC_COUNTERS,
     OP_CATEGORY,
@@ -30,7 +31,6 @@ from trace_gaps.perfetto import (
     render_perfetto,
     steps_request,
 )
-from trace_gaps.render.json import render_json
 
 runner = CliRunner()
 Event = dict[str, object]

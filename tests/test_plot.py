@@ -21,7 +21,7 @@ from tests.conftest import (
     shipped_report,
     sweep,
 )
-from trace_gaps.analysis.pipeline import AnalysisOptions, analyse_trace
+from trace_gaps.analysis.engine.pipeline import AnalysisOptions, analyse_trace
 from trace_gaps.cli import app
 from trace_gaps.nsys.load import load_trace
 from trace_gaps.plot import plot_steps, plot_timeline
@@ -30,8 +30,8 @@ from trace_gaps.plot.palette import stage_colours
 from trace_gaps.plot.steps import MAX_BARS, WARMUP_ALPHA
 from trace_gaps.records import Report
 from trace_gaps.render.json import render_json
-from trace_gaps.report import build_report
-from trace_gaps.timeline import StepPick, TimelineRequest
+from trace_gaps.report.build import build_report
+from trace_gaps.report.timeline import StepPick, TimelineRequest
 
 STEP_SPACING_NS = 1_600_000
 WORST_STEP = 3
@@ -574,7 +574,7 @@ def test_a_capture_with_gpu_metrics_has_a_metrics_lane_under_the_gpu_streams():
     # gm_sync_graph (--gpu-metrics-devices=all, 20 kHz); load_trace alone reads no metrics.
     from tests.conftest import shipped_trace
     from trace_gaps.plot.timeline import METRICS_LANE
-    from trace_gaps.run import analyse_export
+    from trace_gaps.run.one import analyse_export
 
     trace, analysis = analyse_export(
         shipped_trace("gm_sync_graph"), AnalysisOptions(), timelines=(TimelineRequest(),), jobs=1

@@ -19,11 +19,11 @@ from tests.conftest import (
     shipped_report,
     sweep,
 )
-from trace_gaps.analysis.pipeline import AnalysisOptions, analyse_trace
-from trace_gaps.analysis.replay import LeverError, parse_levers
-from trace_gaps.analysis.whatif import bounded_prediction
+from trace_gaps.analysis.engine.pipeline import AnalysisOptions, analyse_trace
+from trace_gaps.analysis.replay.step import LeverError, parse_levers
+from trace_gaps.analysis.replay.whatif import bounded_prediction
 from trace_gaps.nsys.load import load_trace
-from trace_gaps.report import build_report
+from trace_gaps.report.build import build_report
 from trace_gaps.units import format_duration
 
 CAPTURES = sweep(sample_trace_paths(), REPRESENTATIVE_SAMPLES) + sweep(
@@ -92,9 +92,9 @@ def test_a_bounded_prediction_is_above_zero_and_at_most_the_step(
 def test_the_removed_time_bounds_every_lever_on_a_real_step() -> None:
     # The max-plus argument (whatif.removed_ns): pulling a lever shortens a replay by no more
     # than the durations it takes out, checked directly on spec_eager's replayed steps.
-    from trace_gaps.analysis.metrics import REPLAY_MODELS
-    from trace_gaps.analysis.replay import Lever, replay
-    from trace_gaps.analysis.whatif import pull, removed_ns
+    from trace_gaps.analysis.engine.metrics import REPLAY_MODELS
+    from trace_gaps.analysis.replay.step import Lever, replay
+    from trace_gaps.analysis.replay.whatif import pull, removed_ns
 
     path = next(p for p in sample_trace_paths() if p.stem == "spec_eager")
     trace = load_trace(path)
@@ -145,8 +145,8 @@ def test_a_run_ahead_step_is_replayed_against_the_step_before() -> None:
     # runahead_graph's process_output waits for the previous step's token: most of its
     # steps are replayed as a chain, and halving the forward's GPU time saves time (a step
     # replayed alone kept the previous step's work at its measured times: it saved 0.00)
-    from trace_gaps.analysis.metrics import REPLAY_MODELS
-    from trace_gaps.analysis.replay import runs_ahead
+    from trace_gaps.analysis.engine.metrics import REPLAY_MODELS
+    from trace_gaps.analysis.replay.step import runs_ahead
 
     path = next(p for p in sample_trace_paths() if p.stem == "runahead_graph")
     analysis = analyse_trace(load_trace(path), AnalysisOptions())
@@ -169,8 +169,8 @@ def test_ranks_in_lockstep_are_replayed_together() -> None:
     # time, forward=graph,detokenize=nohost predicted 9.78 and 17.23 ms/step for the two
     # ranks; the real after (tp_graph) runs 1.89 on both. Jointly: one run step, the same
     # in both sections, and the unchanged joint replay reproduces the measured steps.
-    from trace_gaps.analysis.joint import joint_run
-    from trace_gaps.analysis.metrics import REPLAY_MODELS
+    from trace_gaps.analysis.engine.metrics import REPLAY_MODELS
+    from trace_gaps.analysis.replay.joint import joint_run
 
     paths = {p.stem: p for p in sample_trace_paths()}
     trace = load_trace(paths["tp_eager"])

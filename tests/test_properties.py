@@ -25,9 +25,9 @@ from hypothesis import strategies as st
 from tests.builders import ExportBuilder, projected_frames
 from tests.conftest import THOROUGH
 from trace_gaps.analysis import grouped
+from trace_gaps.analysis.engine.metrics import LEDGER
+from trace_gaps.analysis.engine.pipeline import Analysis, AnalysisOptions, analyse_trace
 from trace_gaps.analysis.ledger import BUCKET, DURATION_NS, _sums_by_key
-from trace_gaps.analysis.metrics import LEDGER
-from trace_gaps.analysis.pipeline import Analysis, AnalysisOptions, analyse_trace
 from trace_gaps.analysis.stages import STAGE
 from trace_gaps.analysis.steps import STEP_ID
 from trace_gaps.model import Bucket, NeedsWholeTrace
@@ -35,8 +35,8 @@ from trace_gaps.nsys import read
 from trace_gaps.nsys.load import load_trace
 from trace_gaps.nsys.stream import stream_export
 from trace_gaps.render.json import render_json
-from trace_gaps.report import build_report
-from trace_gaps.run import analyse_stream
+from trace_gaps.report.build import build_report
+from trace_gaps.run.one import analyse_stream
 
 STAGE_NAMES = ["draft", "verify", "accept"]
 OP_KINDS = ["eager", "eager", "graph_replay", "graph_nodes", "memcpy", "no_call", "untimed"]
@@ -344,8 +344,8 @@ def test_summed_by_matches_a_pandas_group_by(
 def test_longest_gaps_keep_what_sorting_every_gap_keeps(rows, top):
     # longest_gaps sorts only the gaps as long as their group's top-th longest; the rows
     # kept, and their order, must be those of sorting every gap (merge_longest_gaps).
+    from trace_gaps.analysis.engine.metrics import longest_gaps, merge_longest_gaps
     from trace_gaps.analysis.ledger import CAUSE
-    from trace_gaps.analysis.metrics import longest_gaps, merge_longest_gaps
     from trace_gaps.analysis.steps import IS_WARMUP
     from trace_gaps.model import END_NS, PID, START_NS
 

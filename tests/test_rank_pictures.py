@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import corpus_trace_paths
-from trace_gaps.analysis.pipeline import AnalysisOptions
-from trace_gaps.bundle import BUNDLE_VIEWS, RANKS_VIEW
-from trace_gaps.multi import analyse_exports
+from trace_gaps.analysis.engine.pipeline import AnalysisOptions
 from trace_gaps.plot import plot_timeline
+from trace_gaps.render.bundle import BUNDLE_VIEWS, RANKS_VIEW
+from trace_gaps.run.multi import analyse_exports
 
 
 def _corpus(name: str) -> Path:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from trace_gaps.repeats import run_spread, t975
+from trace_gaps.diff.repeats import run_spread, t975
 
 # Mean step times of three captures in a row of one unchanged eager decode on an H200
 # (sample_traces/corpus/repeat_eager_{1,2,3}: analyze's default run).
@@ -45,8 +45,8 @@ def test_two_single_runs_have_no_noise_estimate():
 
 def test_ranks_of_one_run_are_captured_together_and_repeats_are_not():
     from tests.conftest import corpus_trace_paths
+    from trace_gaps.diff.repeats import captured_together
     from trace_gaps.nsys.head import capture_window
-    from trace_gaps.repeats import captured_together
 
     corpus = {p.stem: p for p in corpus_trace_paths()}
     if not {"tp_rank0", "tp_rank1", "repeat_eager_1"} <= set(corpus):

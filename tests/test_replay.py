@@ -11,9 +11,9 @@ import pytest
 from typer.testing import CliRunner
 
 from tests.conftest import SAMPLE_TRACES, corpus_trace_paths, sweep
-from trace_gaps.analysis.metrics import REPLAY_MODELS
-from trace_gaps.analysis.pipeline import Analysis, AnalysisOptions
-from trace_gaps.analysis.replay import (
+from trace_gaps.analysis.engine.metrics import REPLAY_MODELS
+from trace_gaps.analysis.engine.pipeline import Analysis, AnalysisOptions
+from trace_gaps.analysis.replay.step import (
     EAGER_LAUNCHES,
     LAUNCH_GRAPH,
     SYNC,
@@ -23,12 +23,12 @@ from trace_gaps.analysis.replay import (
     parse_levers,
     replay,
 )
-from trace_gaps.analysis.whatif import check_replay, models_of, predict
+from trace_gaps.analysis.replay.whatif import check_replay, models_of, predict
 from trace_gaps.cli import app
 from trace_gaps.model import GraphTraceMode, Trace
 from trace_gaps.records import NotApplicable
-from trace_gaps.report import build_report
-from trace_gaps.run import analyse_export
+from trace_gaps.report.build import build_report
+from trace_gaps.run.one import analyse_export
 
 # Every sample in the thorough run; by default an eager one, a graph one and two ranks.
 SAMPLES = sweep(
@@ -230,7 +230,7 @@ def test_analyze_what_if_on_a_serving_capture_says_which_kind_a_lever_does_not_a
 def _host_timeline_by_loop(start, end, c_start, c_end, c_stage, stage_map, tid):
     """The host timeline as first written, one gap at a time: the reference the vectorised
     replay._host_timeline must equal."""
-    from trace_gaps.analysis.replay import _NONE
+    from trace_gaps.analysis.replay.step import _NONE
     from trace_gaps.analysis.stages import thread_stage_at
 
     thread = stage_map.threads.get(tid)
@@ -261,7 +261,7 @@ def _host_timeline_by_loop(start, end, c_start, c_end, c_stage, stage_map, tid):
 
 
 def test_the_host_timeline_is_the_gap_by_gap_one_on_random_calls() -> None:
-    from trace_gaps.analysis.replay import _host_timeline
+    from trace_gaps.analysis.replay.step import _host_timeline
 
     _, analysis = analysed(SAMPLE_TRACES / "spec_eager.sqlite")
     stage_map = analysis.stage_map

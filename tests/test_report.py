@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from trace_gaps.analysis.pipeline import AnalysisOptions, analyse_trace
+from trace_gaps.analysis.engine.pipeline import AnalysisOptions, analyse_trace
 from trace_gaps.nsys.load import load_trace
 from trace_gaps.records import Report
 from trace_gaps.render.json import render_json
-from trace_gaps.report import build_report
+from trace_gaps.report.build import build_report
 
 
 def report_of(path: Path, **options: object) -> Report:

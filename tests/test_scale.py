@@ -27,12 +27,12 @@ from tests.conftest import (
     shipped_report,
     sweep,
 )
-from trace_gaps.analysis.pipeline import AnalysisOptions, analyse_trace
+from trace_gaps.analysis.engine.pipeline import AnalysisOptions, analyse_trace
 from trace_gaps.errors import NotAnExportError
 from trace_gaps.nsys import read
 from trace_gaps.nsys.load import load_trace
 from trace_gaps.render.json import render_json
-from trace_gaps.report import build_report
+from trace_gaps.report.build import build_report
 
 GOLDEN = Path(__file__).parent / "golden" / "scale"
 # Two peer captures by default; every one in the thorough run.

@@ -21,7 +21,7 @@ from trace_gaps import __version__
 from trace_gaps.records import Report
 from trace_gaps.render.csv import render_csv
 from trace_gaps.render.json import render_json
-from trace_gaps.schema import SCHEMAS, json_schema, render_schema, schema_keys, schema_values
+from trace_gaps.render.schema import SCHEMAS, json_schema, render_schema, schema_keys, schema_values
 
 DOCS = ROOT / "docs"
 # Example values in the docs' sketches: stage, step, process and OS call names, a diff bucket.

@@ -153,7 +153,7 @@ def test_no_more_than_two_commands_run_at_once(monkeypatch):
     import threading
     import time
 
-    from trace_gaps import server
+    from trace_gaps.mcp import server
 
     running, most = [0], [0]
     lock = threading.Lock()

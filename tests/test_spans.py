@@ -15,16 +15,16 @@ import pandas as pd
 import pytest
 
 from tests.conftest import sample_trace_paths
-from trace_gaps.analysis import pipeline
-from trace_gaps.analysis.pipeline import AnalysisOptions, analyse_trace
+from trace_gaps.analysis.engine import pipeline
+from trace_gaps.analysis.engine.pipeline import AnalysisOptions, analyse_trace
 from trace_gaps.model import START_NS
 from trace_gaps.nsys.chunks import Cleaner, Tally
 from trace_gaps.nsys.head import OP_ROW_KEY
 from trace_gaps.nsys.load import load_trace
 from trace_gaps.nsys.spans import _first_rowid_from
 from trace_gaps.render.json import render_json
-from trace_gaps.report import build_report
-from trace_gaps.run import analyse_export
+from trace_gaps.report.build import build_report
+from trace_gaps.run.one import analyse_export
 
 QUICK = {"spec_eager", "spec_graph_node", "spec_two_ranks"}
 SAMPLES = [

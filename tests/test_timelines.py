@@ -18,12 +18,12 @@ from tests.conftest import (
     shipped_report,
     sweep,
 )
+from trace_gaps.analysis.engine.pipeline import AnalysisOptions
 from trace_gaps.analysis.integrity import integrity_notes
-from trace_gaps.analysis.pipeline import AnalysisOptions
 from trace_gaps.nsys.load import load_trace
 from trace_gaps.records import Figures, NoteCode, NoteFacts, Severity
-from trace_gaps.report import Report, build_report
-from trace_gaps.run import analyse_export
+from trace_gaps.report.build import Report, build_report
+from trace_gaps.run.one import analyse_export
 
 SAMPLE = SAMPLE_TRACES / "plain_decode.sqlite"  # 6612 kernels, 20 copies; a 7 s capture
 KERNELS = 6612

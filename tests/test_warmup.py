@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from tests.builders import ExportBuilder
-from trace_gaps.analysis.pipeline import AnalysisOptions, analyse_trace
+from trace_gaps.analysis.engine.pipeline import AnalysisOptions, analyse_trace
 from trace_gaps.analysis.steps import IS_WARMUP, WARMUP_RULE
 from trace_gaps.cli import app
 from trace_gaps.errors import NoAnalysedStepsError

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-import trace_gaps.analysis.windows as windows
+import trace_gaps.analysis.engine.windows as windows
 import trace_gaps.nsys.read as read
 import trace_gaps.nsys.read_ahead as read_ahead
 import trace_gaps.parallel as parallel
@@ -28,15 +28,20 @@ from tests.conftest import (
     shipped_report,
     sweep,
 )
-from trace_gaps.analysis.picks import StepPick, TimelineRequest
-from trace_gaps.analysis.pipeline import Analysis, AnalysisOptions, analyse_rows, analyse_trace
+from trace_gaps.analysis.engine.picks import StepPick, TimelineRequest
+from trace_gaps.analysis.engine.pipeline import (
+    Analysis,
+    AnalysisOptions,
+    analyse_rows,
+    analyse_trace,
+)
 from trace_gaps.model import NeedsWholeTrace
 from trace_gaps.nsys.load import load_trace
 from trace_gaps.nsys.stream import stream_export
 from trace_gaps.records import Report
 from trace_gaps.render.json import render_json
-from trace_gaps.report import build_report
-from trace_gaps.run import analyse_export, analyse_stream
+from trace_gaps.report.build import build_report
+from trace_gaps.run.one import analyse_export, analyse_stream
 
 VIEWS = (TimelineRequest(StepPick.MEDIAN), TimelineRequest(StepPick.WORST))
 

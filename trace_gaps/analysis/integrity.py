@@ -7,9 +7,9 @@ from typing import cast
 import numpy as np
 import pandas as pd
 
+from trace_gaps.analysis.engine.metrics import LEDGER, OP_CENSUS, STAGE_STATS
+from trace_gaps.analysis.engine.pipeline import Analysis
 from trace_gaps.analysis.ledger import BUCKET
-from trace_gaps.analysis.metrics import LEDGER, OP_CENSUS, STAGE_STATS
-from trace_gaps.analysis.pipeline import Analysis
 from trace_gaps.analysis.ranges import (
     RAW_NAME,
     UNNAMED_DOMAIN,

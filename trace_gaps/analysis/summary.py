@@ -10,13 +10,21 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from trace_gaps.analysis.candidates import (
-    host_ns_per_launch,
-    idle_split,
-    rank_candidates,
-    round_per_step,
+from trace_gaps.analysis.engine.metrics import (
+    API_CALL_TOTALS,
+    BLOCKED_HOST,
+    GPU_METRICS,
+    GRAPH_SETUP_CALLS,
+    HOST_GAPS,
+    LAUNCH_SPACING,
+    LEDGER,
+    LONGEST_GAPS,
+    STAGE_STATS,
+    STAGE_STEP_VALUES,
+    TOP_KERNELS,
+    Metric,
 )
-from trace_gaps.analysis.findings import Finding, Judgement, StageFacts, judge
+from trace_gaps.analysis.engine.pipeline import Analysis
 from trace_gaps.analysis.gpu_metrics import gpu_inputs_of, stage_gpu_inputs
 from trace_gaps.analysis.graphs import describe_captures, find_captures
 from trace_gaps.analysis.ledger import BUCKET, CAUSE, DURATION_NS
@@ -31,25 +39,10 @@ from trace_gaps.analysis.long_gaps import (
     select_long_gaps,
     spacing_thresholds,
 )
-from trace_gaps.analysis.metrics import (
-    API_CALL_TOTALS,
-    BLOCKED_HOST,
-    GPU_METRICS,
-    GRAPH_SETUP_CALLS,
-    HOST_GAPS,
-    LAUNCH_SPACING,
-    LEDGER,
-    LONGEST_GAPS,
-    STAGE_STATS,
-    STAGE_STEP_VALUES,
-    TOP_KERNELS,
-    Metric,
-)
-from trace_gaps.analysis.pipeline import Analysis
 from trace_gaps.analysis.ranges import open_range_path
+from trace_gaps.analysis.replay.whatif import choose_lever
 from trace_gaps.analysis.stages import STAGE
 from trace_gaps.analysis.steps import IS_WARMUP, SKIP_REASON, STEP_ID, STEP_INDEX, StepSelection
-from trace_gaps.analysis.whatif import choose_lever
 from trace_gaps.figures import (
     StageGpuInputs,
     StageInputs,
@@ -87,6 +80,13 @@ from trace_gaps.records import (
     StepSummary,
     WallStats,
 )
+from trace_gaps.report.candidates import (
+    host_ns_per_launch,
+    idle_split,
+    rank_candidates,
+    round_per_step,
+)
+from trace_gaps.report.findings import Finding, Judgement, StageFacts, judge
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,7 +28,7 @@ from trace_gaps.progress import progress
 from trace_gaps.streams import say, write_output
 
 if TYPE_CHECKING:
-    from trace_gaps.analysis.pipeline import AnalysisOptions
+    from trace_gaps.analysis.engine.pipeline import AnalysisOptions
 
 WhatIfOpt = Annotated[
     str | None,
@@ -60,7 +60,7 @@ def analyze(
     no_color: NoColorOpt = False,
 ) -> None:
     """Per-step, per-stage ledger of GPU busy and idle time, and the ranked bottlenecks."""
-    from trace_gaps.analysis.replay import LeverError, parse_levers
+    from trace_gaps.analysis.replay.step import LeverError, parse_levers
 
     if what_if is not None:
         try:
@@ -94,8 +94,8 @@ def analyze(
         )
         return
     from trace_gaps.render import report_pieces
-    from trace_gaps.report import build_report
-    from trace_gaps.run import analyse_export
+    from trace_gaps.report.build import build_report
+    from trace_gaps.run.one import analyse_export
 
     path = resolve_export(paths[0] if paths else None, demo)
     refuse_inputs_as_outputs(outputs, [path])

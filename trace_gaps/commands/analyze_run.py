@@ -17,7 +17,7 @@ from trace_gaps.progress import progress
 from trace_gaps.streams import say_not_analysed, write_output
 
 if TYPE_CHECKING:
-    from trace_gaps.analysis.pipeline import AnalysisOptions
+    from trace_gaps.analysis.engine.pipeline import AnalysisOptions
 
 
 def analyze_run(
@@ -33,10 +33,10 @@ def analyze_run(
     no_color: bool,
 ) -> None:
     """Several exports of one run (or one, on a --scheduler), analysed as one on Dask."""
-    from trace_gaps.cluster import dask_client  # asyncio: not for --help
     from trace_gaps.duplicates import refuse_duplicate_exports
-    from trace_gaps.multi import analyse_exports
     from trace_gaps.render import report_pieces
+    from trace_gaps.run.cluster import dask_client  # asyncio: not for --help
+    from trace_gaps.run.multi import analyse_exports
 
     resolved = [resolve_export(path, False) for path in paths]
     refuse_inputs_as_outputs([] if output is None else [output], resolved)

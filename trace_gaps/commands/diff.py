@@ -16,8 +16,8 @@ from trace_gaps.progress import progress
 from trace_gaps.streams import write_output
 
 if TYPE_CHECKING:
-    from trace_gaps.analysis.pipeline import AnalysisOptions
-    from trace_gaps.diff import Diff
+    from trace_gaps.analysis.engine.pipeline import AnalysisOptions
+    from trace_gaps.diff.build import Diff
 
 DiffExportArg = Annotated[
     # No exists=True: typer's boxed usage error would replace our one-line message.
@@ -68,11 +68,11 @@ def diff(
     """Did the fix work? Step time with its noise, stage and launch changes, BEFORE → AFTER."""
     from dataclasses import replace
 
-    from trace_gaps.diff import diff_sides
-    from trace_gaps.diff_runs import check_side_kind, diff_repeats
+    from trace_gaps.diff.build import diff_sides
+    from trace_gaps.diff.runs import check_side_kind, diff_repeats
+    from trace_gaps.diff.side_runner import run_sides
     from trace_gaps.duplicates import refuse_duplicate_exports
     from trace_gaps.render import render_diff
-    from trace_gaps.side_runner import run_sides
 
     sides = [expand_exports([before]), expand_exports([after])]
     refuse_inputs_as_outputs([] if output is None else [output], [*sides[0], *sides[1]])
@@ -102,7 +102,7 @@ def diff(
 def gate(result: Diff, pct: float, *, repeats: bool) -> None:
     """--fail-if-slower: raise SlowerError when the step time grew more than pct % beyond the
     noise (over the runs with --repeats)."""
-    from trace_gaps.diff import is_slower_than, slower_than
+    from trace_gaps.diff.build import is_slower_than, slower_than
 
     if repeats:
         if is_slower_than(result, pct):

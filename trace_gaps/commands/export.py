@@ -19,7 +19,7 @@ from trace_gaps.output import refuse_inputs_as_outputs
 from trace_gaps.streams import write_output
 
 if TYPE_CHECKING:
-    from trace_gaps.analysis.pipeline import AnalysisOptions
+    from trace_gaps.analysis.engine.pipeline import AnalysisOptions
 
 app = typer.Typer(
     help="The analysis in another tool's format.",
@@ -53,7 +53,7 @@ def export_perfetto(
 
     Steps, stages, CUDA calls, GPU ops, idle, top candidates; exports on one clock.
     """
-    from trace_gaps.perfetto import clocked_reports, render_perfetto, steps_request
+    from trace_gaps.render.perfetto import clocked_reports, render_perfetto, steps_request
 
     paths = given_exports(exports, demo, verb="exports")
     refuse_inputs_as_outputs([output], paths)

@@ -35,9 +35,9 @@ def info(
     """What the export holds: versions, capture settings, GPUs, threads, rows, NVTX ranges."""
     from trace_gaps.nsys.export import count_rows, devices_per_process
     from trace_gaps.nsys.stream import stream_export
-    from trace_gaps.overview import build_overview
     from trace_gaps.render import render_overview
     from trace_gaps.render.console import NOT_A_TERMINAL, fit_lines
+    from trace_gaps.report.overview import build_overview
 
     path = resolve_export(export, demo)
     with about_file(path), stream_export(path) as opened:

@@ -10,6 +10,6 @@ def mcp(quiet: QuietOpt = False) -> None:
 
     Needs pip install 'trace-gaps\\[mcp]'; see docs/mcp.md.
     """
-    from trace_gaps.server import serve
+    from trace_gaps.mcp.server import serve
 
     serve(quiet=quiet)

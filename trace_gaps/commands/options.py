@@ -248,7 +248,7 @@ def analysis_options(*, offer: tuple[str, ...] = (), **own: Any) -> Callable[[Co
 
         @functools.wraps(command)
         def run(**given: Any) -> Any:
-            from trace_gaps.analysis.pipeline import AnalysisOptions
+            from trace_gaps.analysis.engine.pipeline import AnalysisOptions
 
             chosen = {o.field: o.convert(given.pop(o.name)) for o in offered}
             return command(**given, options=AnalysisOptions(**chosen))

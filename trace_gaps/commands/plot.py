@@ -14,7 +14,7 @@ from trace_gaps.errors import UsageError
 from trace_gaps.streams import save_figure
 
 if TYPE_CHECKING:
-    from trace_gaps.analysis.pipeline import AnalysisOptions
+    from trace_gaps.analysis.engine.pipeline import AnalysisOptions
 
 app = typer.Typer(
     help="Pictures of the steps: one step's timeline as lanes, or every step's ledger as bars.",
@@ -84,8 +84,8 @@ def plot_timeline(
     check_image_path(output)
     window_ns = zoom_window(from_ms, to_ms)
     from trace_gaps.plot import plot_timeline
-    from trace_gaps.run import load_and_report
-    from trace_gaps.timeline import StepPick, TimelineRequest, choose_request
+    from trace_gaps.report.timeline import StepPick, TimelineRequest, choose_request
+    from trace_gaps.run.one import load_and_report
 
     request = choose_request(step_index=step_index, steps=steps, worst=worst, median=median)
     # The median step stands in where the top finding is not one a step shows.
@@ -112,7 +112,7 @@ def plot_steps(
     """Draw every step as a stacked bar of its ledger; warm-up steps faded."""
     check_image_path(output)
     from trace_gaps.plot import plot_steps
-    from trace_gaps.run import load_and_report
+    from trace_gaps.run.one import load_and_report
 
     path = image_source(output, export, demo)
     _, report = load_and_report(path, options)

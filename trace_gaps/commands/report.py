@@ -13,7 +13,7 @@ from trace_gaps.output import refuse_inputs_as_outputs
 from trace_gaps.streams import say, say_not_analysed
 
 if TYPE_CHECKING:
-    from trace_gaps.analysis.pipeline import AnalysisOptions
+    from trace_gaps.analysis.engine.pipeline import AnalysisOptions
 
 
 @analysis_options(offer=("steps", "kernels"))
@@ -38,7 +38,7 @@ def report(
     quiet: QuietOpt = False,
 ) -> None:
     """Write a folder for a bug report: report.md, report.html (one page), report.json, PNGs."""
-    from trace_gaps.bundle import (
+    from trace_gaps.render.bundle import (
         BUNDLE_FILES,
         BUNDLE_VIEWS,
         build_provenance,
@@ -53,7 +53,7 @@ def report(
     failed: list[tuple[Path, str]] = []
     if len(paths) > 1:
         from trace_gaps.duplicates import refuse_duplicate_exports
-        from trace_gaps.multi import analyse_exports
+        from trace_gaps.run.multi import analyse_exports
 
         resolved = [resolve_export(path, False) for path in paths]
         refuse_inputs_as_outputs(bundle_files, resolved)
@@ -62,7 +62,7 @@ def report(
         say_not_analysed(result.failed)
         shown, infos, failed = result.report, result.infos, result.failed
     else:
-        from trace_gaps.run import load_and_report
+        from trace_gaps.run.one import load_and_report
 
         path = resolve_export(paths[0] if paths else None, demo)
         refuse_inputs_as_outputs(bundle_files, [path])

@@ -39,7 +39,7 @@ from trace_gaps.plot.palette import (
     title_name,
 )
 from trace_gaps.records import Report, Spans, StepTimeline
-from trace_gaps.timeline import finding_words
+from trace_gaps.report.timeline import finding_words
 from trace_gaps.units import NS_PER_MS, NS_PER_S, format_duration
 
 FIGURE_WIDTH_IN = 16.0

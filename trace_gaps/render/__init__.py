@@ -3,10 +3,9 @@
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from trace_gaps.diff import Diff
+from trace_gaps.diff.build import Diff
 from trace_gaps.errors import TraceGapsError
 from trace_gaps.formats import Format
-from trace_gaps.overview import Overview
 from trace_gaps.records import Report
 from trace_gaps.render.console import NOT_A_TERMINAL, Terminal
 from trace_gaps.render.csv import render_csv
@@ -15,6 +14,7 @@ from trace_gaps.render.json import json_pieces, render_json
 from trace_gaps.render.markdown import render_markdown
 from trace_gaps.render.overview import render_overview_json, render_overview_text
 from trace_gaps.render.text import render_text
+from trace_gaps.report.overview import Overview
 
 __all__ = ["RENDERERS", "Format"]
 

@@ -15,7 +15,7 @@ from rich.text import Text
 
 from trace_gaps.figures import RIGHT
 from trace_gaps.output import escape_control_characters
-from trace_gaps.render.tables import Table
+from trace_gaps.report.tables import Table
 
 # Text written to a file or a pipe, COLUMNS unset: the same bytes whatever the terminal.
 STABLE_WIDTH = 160

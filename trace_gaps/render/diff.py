@@ -6,10 +6,10 @@ import dataclasses
 from dataclasses import dataclass
 from io import StringIO
 
-from trace_gaps.analysis.bootstrap import CONFIDENCE_PCT
-from trace_gaps.changes import GpuSide, Side, StageChange, StageSide
-from trace_gaps.diff import Diff, ProcessDiff
-from trace_gaps.diff_drift import CAPTURES_TO_SETTLE, MachineSplit, ratio
+from trace_gaps.diff.bootstrap import CONFIDENCE_PCT
+from trace_gaps.diff.build import Diff, ProcessDiff
+from trace_gaps.diff.changes import GpuSide, Side, StageChange, StageSide
+from trace_gaps.diff.drift import CAPTURES_TO_SETTLE, MachineSplit, ratio
 from trace_gaps.model import Presence
 from trace_gaps.render.console import (
     NOT_A_TERMINAL,
@@ -21,15 +21,15 @@ from trace_gaps.render.console import (
 )
 from trace_gaps.render.json import render_json_value
 from trace_gaps.render.markdown import escape_markdown, render_table
-from trace_gaps.render.tables import LEFT, RIGHT, Table
-from trace_gaps.units import NS_PER_MS, NS_PER_US
-from trace_gaps.verdicts import (
+from trace_gaps.report.tables import LEFT, RIGHT, Table
+from trace_gaps.report.verdicts import (
     describe_change,
     describe_mode_change,
     signed_ms,
     write_run_verdict,
     write_runs_verdict,
 )
+from trace_gaps.units import NS_PER_MS, NS_PER_US
 
 # Rows of the bucket and stage tables shown in text and Markdown (JSON has them all).
 TABLE_ROWS = 20

@@ -2,8 +2,8 @@
 for any name."""
 
 from trace_gaps.records import Report
-from trace_gaps.render.outline import Block, Heading, Items, Level, Lines, Medium, Tone, outline
-from trace_gaps.render.tables import RIGHT, Table
+from trace_gaps.report.outline import Block, Heading, Items, Level, Lines, Medium, Tone, outline
+from trace_gaps.report.tables import RIGHT, Table
 
 _ESCAPES = str.maketrans(
     {

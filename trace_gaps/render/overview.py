@@ -6,7 +6,7 @@ import dataclasses
 import json
 
 from trace_gaps import __version__
-from trace_gaps.overview import TEXT_SETTINGS, Overview
+from trace_gaps.report.overview import TEXT_SETTINGS, Overview
 
 
 def render_overview_text(overview: Overview) -> str:

@@ -13,8 +13,8 @@ from trace_gaps.render.console import (
     print_item,
     print_table,
 )
-from trace_gaps.render.outline import Block, Heading, Items, Level, Lines, Medium, Tone, outline
-from trace_gaps.render.tables import Table
+from trace_gaps.report.outline import Block, Heading, Items, Level, Lines, Medium, Tone, outline
+from trace_gaps.report.tables import Table
 
 HEADING = "bold"
 

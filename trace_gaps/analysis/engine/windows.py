@@ -40,14 +40,7 @@ import numpy as np
 import pandas as pd
 
 from trace_gaps.analysis.collectives import WAIT_END_NS, wait_ends
-from trace_gaps.analysis.host import HeldOsCalls, OsCallIndex, outermost_calls
-from trace_gaps.analysis.launches import (
-    calls_in_analysed_steps,
-    mark_blocking_copies,
-    ops_in_analysed_steps,
-)
-from trace_gaps.analysis.ledger import build_ledger
-from trace_gaps.analysis.metrics import (
+from trace_gaps.analysis.engine.metrics import (
     METRICS,
     MergedMetrics,
     Metric,
@@ -55,6 +48,13 @@ from trace_gaps.analysis.metrics import (
     WindowInputs,
     merge_parts,
 )
+from trace_gaps.analysis.host import HeldOsCalls, OsCallIndex, outermost_calls
+from trace_gaps.analysis.launches import (
+    calls_in_analysed_steps,
+    mark_blocking_copies,
+    ops_in_analysed_steps,
+)
+from trace_gaps.analysis.ledger import build_ledger
 from trace_gaps.analysis.stages import (
     CALL_END_NS,
     CALL_ROW,

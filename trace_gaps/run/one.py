@@ -15,21 +15,21 @@ from typing import TYPE_CHECKING
 
 from trace_gaps.allocator import keep_freed_memory, python_string_storage
 from trace_gaps.analysis.collectives import CollectiveMatch
-from trace_gaps.analysis.picks import TimelineRequest
-from trace_gaps.analysis.pipeline import (
+from trace_gaps.analysis.engine.picks import TimelineRequest
+from trace_gaps.analysis.engine.pipeline import (
     Analysis,
     AnalysisOptions,
     analyse_kinds,
     analyse_rows,
     analyse_trace,
 )
-from trace_gaps.analysis.windows import SPAN_WINDOW_ROWS_MIN, WINDOW_ROWS
+from trace_gaps.analysis.engine.windows import SPAN_WINDOW_ROWS_MIN, WINDOW_ROWS
 from trace_gaps.errors import TraceGapsError, about_file
 from trace_gaps.model import NeedsWholeTrace, Trace
 from trace_gaps.nsys.load import load_trace
 from trace_gaps.nsys.stream import ExportStream, stream_export
 from trace_gaps.parallel import can_start_pool, default_jobs
-from trace_gaps.report import Report, build_report
+from trace_gaps.report.build import Report, build_report
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -13,9 +13,8 @@ import numpy as np
 import pandas as pd
 
 from trace_gaps.analysis.collectives import WAIT_END_NS
-from trace_gaps.analysis.ledger import CAUSE
-from trace_gaps.analysis.metrics import FINDING_STEPS, STEP_DETAILS, StepDetail
-from trace_gaps.analysis.picks import (
+from trace_gaps.analysis.engine.metrics import FINDING_STEPS, STEP_DETAILS, StepDetail
+from trace_gaps.analysis.engine.picks import (
     FINDING_OF_VERDICT,
     Finding,
     StepPick,
@@ -23,7 +22,8 @@ from trace_gaps.analysis.picks import (
     choose_request,
     choose_steps,
 )
-from trace_gaps.analysis.pipeline import Analysis
+from trace_gaps.analysis.engine.pipeline import Analysis
+from trace_gaps.analysis.ledger import CAUSE
 from trace_gaps.analysis.stages import STAGE, thread_stage_at
 from trace_gaps.analysis.steps import IS_WARMUP, STEP_ID, STEP_INDEX
 from trace_gaps.intervals import label_runs

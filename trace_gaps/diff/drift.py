@@ -32,12 +32,12 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
+from trace_gaps.analysis.engine.metrics import OP_DURATIONS, REPLAY_MODELS
+from trace_gaps.analysis.engine.pipeline import Analysis, AnalysisOptions
 from trace_gaps.analysis.kernels import DURATION_NS, OPS
-from trace_gaps.analysis.metrics import OP_DURATIONS, REPLAY_MODELS
-from trace_gaps.analysis.pipeline import Analysis, AnalysisOptions
-from trace_gaps.analysis.replay import EAGER_LAUNCHES, LAUNCH_GRAPH, SYNC, StepModel, replay
-from trace_gaps.analysis.whatif import ends, models_of, steady_wall
-from trace_gaps.changes import NsInterval, PctInterval, WallChange
+from trace_gaps.analysis.replay.step import EAGER_LAUNCHES, LAUNCH_GRAPH, SYNC, StepModel, replay
+from trace_gaps.analysis.replay.whatif import ends, models_of, steady_wall
+from trace_gaps.diff.changes import NsInterval, PctInterval, WallChange
 from trace_gaps.model import NAME, PID
 from trace_gaps.records import Report
 

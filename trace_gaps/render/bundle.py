@@ -29,7 +29,6 @@ from trace_gaps import __version__
 from trace_gaps.errors import TraceGapsError
 from trace_gaps.interrupts import last_resort, signals_held
 from trace_gaps.model import ExportInfo
-from trace_gaps.notes import unreliable_lines
 from trace_gaps.output import (
     escape_control_characters,
     write_figure_atomically,
@@ -40,9 +39,10 @@ from trace_gaps.privacy import shareable_settings
 from trace_gaps.records import Provenance
 from trace_gaps.render.json import render_json
 from trace_gaps.render.markdown import escape_markdown, render_markdown
-from trace_gaps.render.tables import process_title
-from trace_gaps.report import Report
-from trace_gaps.timeline import StepPick, TimelineRequest, finding_words
+from trace_gaps.report.build import Report
+from trace_gaps.report.notes import unreliable_lines
+from trace_gaps.report.tables import process_title
+from trace_gaps.report.timeline import StepPick, TimelineRequest, finding_words
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -361,7 +361,7 @@ def _write_into(staging: Path, report: Report, provenances: Sequence[Provenance]
 
 def render_bundle_page(report: Report, provenances: Sequence[Provenance], directory: Path) -> str:
     """report.html, its pictures read back from the folder they were just written to."""
-    from trace_gaps.page import render_page
+    from trace_gaps.render.html import render_page
 
     pictures = [
         (caption, name, (directory / name).read_bytes()) for caption, name in picture_list(report)

@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from html import escape
 
 from trace_gaps.records import Provenance, Report
-from trace_gaps.render.outline import Block, Heading, Items, Level, Lines, Medium, Tone, outline
-from trace_gaps.render.tables import RIGHT, Table, process_title
+from trace_gaps.report.outline import Block, Heading, Items, Level, Lines, Medium, Tone, outline
+from trace_gaps.report.tables import RIGHT, Table, process_title
 
 _STYLE = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 1200px;

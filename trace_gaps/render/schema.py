@@ -11,8 +11,8 @@ import typing
 from enum import StrEnum
 from typing import Any
 
-from trace_gaps.changes import StageSide
-from trace_gaps.diff import Diff
+from trace_gaps.diff.build import Diff
+from trace_gaps.diff.changes import StageSide
 from trace_gaps.figures import LAUNCH_TOTALS, UNEXPECTED_TOTALS, SpeedOfLight, StageSummary
 from trace_gaps.model import WAIT_CAUSE, Bucket, ExecutionMode, IdleCause, OpKind, VerdictKind
 from trace_gaps.records import (
@@ -189,7 +189,7 @@ def _type_schema(hint: Any, definitions: dict[str, dict[str, Any]]) -> dict[str,
         return {"type": "array", "items": _type_schema(args[0], definitions)}
     if origin is dict and args[0] is str:
         return {"type": "object", "additionalProperties": _type_schema(args[1], definitions)}
-    raise TypeError(f"no JSON Schema for {hint!r}: add it to trace_gaps/schema.py")
+    raise TypeError(f"no JSON Schema for {hint!r}: add it to trace_gaps/render/schema.py")
 
 
 SCHEMAS: dict[str, type] = {"report": Report, "diff": Diff}

@@ -26,8 +26,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from trace_gaps.analysis.bootstrap import SEED, SideMeans, draw_counts, resampled_means
 from trace_gaps.analysis.steps import IS_WARMUP
+from trace_gaps.diff.bootstrap import SEED, SideMeans, draw_counts, resampled_means
 from trace_gaps.model import PID
 
 

@@ -16,10 +16,20 @@ import numpy as np
 import pandas as pd
 
 from trace_gaps.analysis.collectives import CollectiveMatch, match_collectives, user_collectives
+from trace_gaps.analysis.engine.metrics import MergedMetrics, WindowInputs
+from trace_gaps.analysis.engine.picks import StepPick, TimelineRequest, choose_steps
+from trace_gaps.analysis.engine.windows import (
+    RowStream,
+    WindowResults,
+    analyse_in_spans,
+    analyse_in_windows,
+    of_process,
+    plan_windows,
+    span_window_rows,
+    spans_can_run,
+)
 from trace_gaps.analysis.host import OsCallIndex, held_os_calls
 from trace_gaps.analysis.kinds import kind_table, of_one_kind, ordered_kinds
-from trace_gaps.analysis.metrics import MergedMetrics, WindowInputs
-from trace_gaps.analysis.picks import StepPick, TimelineRequest, choose_steps
 from trace_gaps.analysis.ranges import build_range_tree, domain_names
 from trace_gaps.analysis.stages import StageMap, map_stages, stage_calls
 from trace_gaps.analysis.step_range import StepRange, restrict_steps
@@ -37,16 +47,6 @@ from trace_gaps.analysis.steps import (
     whole_process_steps,
 )
 from trace_gaps.analysis.threads import borrowed_threads, lent_threads
-from trace_gaps.analysis.windows import (
-    RowStream,
-    WindowResults,
-    analyse_in_spans,
-    analyse_in_windows,
-    of_process,
-    plan_windows,
-    span_window_rows,
-    spans_can_run,
-)
 from trace_gaps.errors import NoAnalysedStepsError, ProcessNotFoundError, StepNotFoundError
 from trace_gaps.model import (
     API_CALL_COLUMNS,

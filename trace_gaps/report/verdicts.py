@@ -12,15 +12,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from trace_gaps.analysis.findings import (
-    Case,
-    Finding,
-    Judgement,
-    StageFacts,
-    graph_updates,
-    short_gap_split,
-)
-from trace_gaps.analysis.whatif import lever_words
+from trace_gaps.analysis.replay.whatif import lever_words
 from trace_gaps.figures import MIN_SAMPLES_PER_STEP, StageGpuMetrics
 from trace_gaps.model import (
     DISPATCH_FACTOR,
@@ -31,10 +23,19 @@ from trace_gaps.model import (
     Presence,
     VerdictKind,
 )
+from trace_gaps.report.findings import (
+    Case,
+    Finding,
+    Judgement,
+    StageFacts,
+    graph_updates,
+    short_gap_split,
+)
 from trace_gaps.units import format_count, format_duration, format_rate
 
 if TYPE_CHECKING:
-    from trace_gaps.changes import BucketChange, RunChange, StageChange, WallChange
+    from trace_gaps.diff.changes import BucketChange, RunChange, StageChange, WallChange
+    from trace_gaps.diff.repeats import RunSpread
     from trace_gaps.records import (
         Candidate,
         Evidence,
@@ -43,7 +44,6 @@ if TYPE_CHECKING:
         RankSummary,
         UnsplitCollectives,
     )
-    from trace_gaps.repeats import RunSpread
 
 
 # Rows of the bucket table the diff's verdict names, at most.

@@ -6,9 +6,9 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import cast
 
-from trace_gaps.analysis.findings import Finding
+from trace_gaps.analysis.engine.metrics import GPU_METRICS, OP_DURATIONS, REPLAY_MODELS
+from trace_gaps.analysis.engine.pipeline import Analysis
 from trace_gaps.analysis.integrity import integrity_notes, unreliable_figures
-from trace_gaps.analysis.joint import JointRun, joint_run
 from trace_gaps.analysis.kernels import kernel_summary
 from trace_gaps.analysis.kinds import (
     MEAN_NS,
@@ -18,10 +18,21 @@ from trace_gaps.analysis.kinds import (
     kind_label,
     ordered_kinds,
 )
-from trace_gaps.analysis.metrics import GPU_METRICS, OP_DURATIONS, REPLAY_MODELS
-from trace_gaps.analysis.pipeline import Analysis
 from trace_gaps.analysis.ranks import build_ranks, unsplit_notes
-from trace_gaps.analysis.replay import Lever, LeverError, StepModel, parse_levers, replay_step
+from trace_gaps.analysis.replay.joint import JointRun, joint_run
+from trace_gaps.analysis.replay.step import Lever, LeverError, StepModel, parse_levers, replay_step
+from trace_gaps.analysis.replay.whatif import (
+    NO_GPU_METRICS_WORDS,
+    check_levers,
+    check_replay,
+    ends,
+    models_of,
+    not_applicable,
+    pace_of,
+    predict,
+    predict_run,
+    priced_subset,
+)
 from trace_gaps.analysis.steps import IS_WARMUP, STEP_ID, STEP_KIND
 from trace_gaps.analysis.summary import (
     assemble_candidates,
@@ -36,18 +47,6 @@ from trace_gaps.analysis.summary import (
     summarise_stages,
     summarise_steps,
 )
-from trace_gaps.analysis.whatif import (
-    NO_GPU_METRICS_WORDS,
-    check_levers,
-    check_replay,
-    ends,
-    models_of,
-    not_applicable,
-    pace_of,
-    predict,
-    predict_run,
-    priced_subset,
-)
 from trace_gaps.figures import SpeedOfLight, StageSummary, speed_of_light
 from trace_gaps.model import (
     END_NS,
@@ -58,7 +57,6 @@ from trace_gaps.model import (
     GraphTraceMode,
     Trace,
 )
-from trace_gaps.notes import write_note
 from trace_gaps.parallel import forked_map
 from trace_gaps.records import (
     ExportSummary,
@@ -69,8 +67,10 @@ from trace_gaps.records import (
     SlowestRank,
 )
 from trace_gaps.records import Report as Report  # cli.py and bundle.py import it from here
-from trace_gaps.timeline import build_timelines
-from trace_gaps.verdicts import write_candidate, write_headline
+from trace_gaps.report.findings import Finding
+from trace_gaps.report.notes import write_note
+from trace_gaps.report.timeline import build_timelines
+from trace_gaps.report.verdicts import write_candidate, write_headline
 
 
 def build_report(

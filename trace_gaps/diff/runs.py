@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from trace_gaps.analysis.pipeline import AnalysisOptions
-from trace_gaps.diff import ComparedSide, Diff, diff_sides, practical_threshold_ns
-from trace_gaps.diff_drift import (
+from trace_gaps.analysis.engine.pipeline import AnalysisOptions
+from trace_gaps.diff.build import ComparedSide, Diff, diff_sides, practical_threshold_ns
+from trace_gaps.diff.drift import (
     ProcessSpeed,
     SideSpeeds,
     compared_steps,
@@ -23,12 +23,12 @@ from trace_gaps.diff_drift import (
     measuring,
     process_speeds,
 )
+from trace_gaps.diff.repeats import RunSpread, captured_together, run_spread
 from trace_gaps.errors import TraceGapsError
 from trace_gaps.nsys.head import capture_window
 from trace_gaps.records import Report
-from trace_gaps.repeats import RunSpread, captured_together, run_spread
-from trace_gaps.report import build_report
-from trace_gaps.run import analyse_export
+from trace_gaps.report.build import build_report
+from trace_gaps.run.one import analyse_export
 
 
 def check_side_kind(paths: list[Path], *, repeats: bool, side: str) -> None:

@@ -16,10 +16,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
-from trace_gaps.notes import unreliable_lines
 from trace_gaps.records import Candidate, ProcessReport, Report
-from trace_gaps.render.kernels import kernel_table
-from trace_gaps.render.tables import (
+from trace_gaps.report.kernels import kernel_table
+from trace_gaps.report.notes import unreliable_lines
+from trace_gaps.report.tables import (
     Table,
     candidate_table,
     cross_process_table,

@@ -47,17 +47,17 @@ from trace_gaps.analysis.collectives import (
     number_instances,
     user_collectives,
 )
+from trace_gaps.analysis.engine.picks import StepPick, TimelineRequest
+from trace_gaps.analysis.engine.pipeline import Analysis, AnalysisOptions
 from trace_gaps.analysis.integrity import note_of
-from trace_gaps.analysis.picks import StepPick, TimelineRequest
-from trace_gaps.analysis.pipeline import Analysis, AnalysisOptions
 from trace_gaps.analysis.ranks import RankSource, build_ranks_across
 from trace_gaps.errors import TraceGapsError, about_file
 from trace_gaps.model import END_NS, NAME, PID, START_NS, ExportInfo, Trace
-from trace_gaps.notes import about_export, write_note
 from trace_gaps.nsys.stream import stream_export
 from trace_gaps.records import Figures, NoteCode, NoteFacts, NoteNumber, RanksView, Report, Severity
-from trace_gaps.report import build_report, slowest_ranks
-from trace_gaps.run import analyse_export
+from trace_gaps.report.build import build_report, slowest_ranks
+from trace_gaps.report.notes import about_export, write_note
+from trace_gaps.run.one import analyse_export
 
 T = TypeVar("T")
 

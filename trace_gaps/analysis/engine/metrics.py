@@ -36,6 +36,7 @@ from trace_gaps.analysis.collectives import (
     PEER_PID,
     peer_idle_during_waits,
 )
+from trace_gaps.analysis.engine.picks import largest_findings
 from trace_gaps.analysis.gpu_metrics import measure_gpu_metrics, merge_gpu_metrics
 from trace_gaps.analysis.grouped import summed_by
 from trace_gaps.analysis.host import BLOCKED_COLUMNS, OsCallIndex, find_blocked_host_time
@@ -58,8 +59,7 @@ from trace_gaps.analysis.long_gaps import (
     find_host_gaps,
     launch_spacing,
 )
-from trace_gaps.analysis.picks import largest_findings
-from trace_gaps.analysis.replay import StepModel, step_model
+from trace_gaps.analysis.replay.step import StepModel, step_model
 from trace_gaps.analysis.stages import STAGE, LaunchIndex, StageMap
 from trace_gaps.analysis.steps import IS_WARMUP, STEP_ID, step_rows
 from trace_gaps.model import (

@@ -20,20 +20,20 @@ import numpy as np
 import pandas as pd
 
 from trace_gaps import parallel
+from trace_gaps.analysis.engine.metrics import LEDGER
+from trace_gaps.analysis.engine.pipeline import Analysis, AnalysisOptions
 from trace_gaps.analysis.ledger import BUCKET, CAUSE, DURATION_NS
-from trace_gaps.analysis.metrics import LEDGER
-from trace_gaps.analysis.pipeline import Analysis, AnalysisOptions
 from trace_gaps.analysis.stages import STAGE
 from trace_gaps.analysis.steps import IS_WARMUP, STEP_ID
-from trace_gaps.diff import ComparedSide, StepBuckets, bucket_table, step_bucket_tables
-from trace_gaps.diff_drift import compared_steps, measuring, process_speeds
+from trace_gaps.diff.build import ComparedSide, StepBuckets, bucket_table, step_bucket_tables
+from trace_gaps.diff.drift import compared_steps, measuring, process_speeds
+from trace_gaps.diff.side_draws import BeforeSideDraws, DrawRelay, after_side_means
 from trace_gaps.errors import TraceGapsError, about_file
 from trace_gaps.inputs import resolve_export
 from trace_gaps.model import END_NS, PID, START_NS
 from trace_gaps.output import refuse_inputs_as_outputs
-from trace_gaps.report import Report, build_report
-from trace_gaps.run import analyse_export
-from trace_gaps.side_draws import BeforeSideDraws, DrawRelay, after_side_means
+from trace_gaps.report.build import Report, build_report
+from trace_gaps.run.one import analyse_export
 
 # Sides analysed side by side, each in a process of its own, when they are this big in all
 # and the machine has too few cores for window workers (parallel.default_jobs() is 1), or
@@ -90,7 +90,7 @@ def run_side(
     read_ahead False: one export is read without read-ahead threads (analyse_export)."""
     output, relay = shared
     if len(paths) > 1:
-        from trace_gaps.multi import analyse_exports
+        from trace_gaps.run.multi import analyse_exports
 
         resolved = [resolve_export(path, False) for path in paths]
         if output is not None:

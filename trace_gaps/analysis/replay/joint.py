@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from trace_gaps.analysis.collectives import EXPORT, FAMILY, INSTANCE, CollectiveMatch
-from trace_gaps.analysis.replay import (
+from trace_gaps.analysis.replay.step import (
     Chain,
     Replayed,
     StepModel,

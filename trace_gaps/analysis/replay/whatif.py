@@ -14,9 +14,9 @@ import numpy as np
 import pandas as pd
 
 from trace_gaps.analysis.collectives import WAIT_END_NS
-from trace_gaps.analysis.joint import JointRun, run_walls
 from trace_gaps.analysis.ledger import BUCKET, CAUSE, DURATION_NS, build_ledger
-from trace_gaps.analysis.replay import (
+from trace_gaps.analysis.replay.joint import JointRun, run_walls
+from trace_gaps.analysis.replay.step import (
     CATEGORIES,
     SYNC,
     Lever,

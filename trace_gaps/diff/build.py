@@ -9,7 +9,8 @@ import numpy as np
 import pandas as pd
 
 from trace_gaps import __version__
-from trace_gaps.analysis.bootstrap import (
+from trace_gaps.analysis.kinds import kind_label
+from trace_gaps.diff.bootstrap import (
     CONFIDENCE_PCT,
     RESAMPLES,
     SEED,
@@ -18,8 +19,7 @@ from trace_gaps.analysis.bootstrap import (
     mean_difference_intervals,
     means_drawn,
 )
-from trace_gaps.analysis.kinds import kind_label
-from trace_gaps.changes import (
+from trace_gaps.diff.changes import (
     BucketChange,
     NsInterval,
     PctInterval,
@@ -29,12 +29,12 @@ from trace_gaps.changes import (
     WallChange,
     stage_side,
 )
-from trace_gaps.diff_drift import MachineSplit, ProcessSpeed, SideSpeeds, split_change
+from trace_gaps.diff.drift import MachineSplit, ProcessSpeed, SideSpeeds, split_change
+from trace_gaps.diff.repeats import RunSpread
 from trace_gaps.errors import TraceGapsError
 from trace_gaps.model import Bucket, CandidateStatus, Presence
 from trace_gaps.records import ProcessReport, Report
-from trace_gaps.repeats import RunSpread
-from trace_gaps.verdicts import write_diff_verdict
+from trace_gaps.report.verdicts import write_diff_verdict
 
 DIFF_SCHEMA_VERSION = 2  # 2: side.wall {mean_ns, ...}, was wall_ns {mean, ...}
 

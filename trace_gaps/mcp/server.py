@@ -311,10 +311,10 @@ def build_server(*, quiet: bool = False) -> Any:
     from mcp_types import CallToolResult, TextContent
     from pydantic import Field, ValidationError
 
-    from trace_gaps import answers
     from trace_gaps.commands.analyze import analyze as analyze_command
     from trace_gaps.commands.diff import diff as diff_command
-    from trace_gaps.schema import SCHEMAS, json_schema
+    from trace_gaps.mcp import answers
+    from trace_gaps.render.schema import SCHEMAS, json_schema
 
     class StrictServer(MCPServer):
         """Refuses an argument a tool does not take, or of the wrong type, in one line."""
@@ -492,7 +492,7 @@ def build_server(*, quiet: bool = False) -> Any:
     )
 
     def what_if(given: dict[str, Any]) -> tuple[dict[str, Any], str]:
-        from trace_gaps.analysis.replay import LeverError, parse_levers
+        from trace_gaps.analysis.replay.step import LeverError, parse_levers
 
         levers = given.pop("levers")
         try:

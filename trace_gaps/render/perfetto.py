@@ -34,11 +34,11 @@ from dataclasses import replace
 from pathlib import Path
 
 from trace_gaps import __version__
-from trace_gaps.analysis.picks import StepPick, TimelineRequest, choose_request
-from trace_gaps.analysis.pipeline import AnalysisOptions
+from trace_gaps.analysis.engine.picks import StepPick, TimelineRequest, choose_request
+from trace_gaps.analysis.engine.pipeline import AnalysisOptions
 from trace_gaps.errors import TraceGapsError, about_file
 from trace_gaps.records import GpuMetricLane, ProcessReport, Report, Spans, StepTimeline
-from trace_gaps.report import build_report
+from trace_gaps.report.build import build_report
 
 DEFAULT_STEPS = 20
 STEP_CATEGORY = "step"
@@ -71,12 +71,12 @@ def clocked_reports(
     """Each export analysed with the request's timelines; several as one run (multi.py), their
     timelines' starts counted from export 0's trace start on the common clock."""
     if len(paths) == 1:
-        from trace_gaps.run import analyse_export
+        from trace_gaps.run.one import analyse_export
 
         with about_file(paths[0]):
             trace, analysis = analyse_export(paths[0], options, timelines=(request,))
             return [build_report(trace, analysis, top=top)]
-    from trace_gaps.multi import analyse_exports
+    from trace_gaps.run.multi import analyse_exports
 
     result = analyse_exports(paths, options, top=top, timelines=(request,))
     if result.failed:

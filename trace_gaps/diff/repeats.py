@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from trace_gaps.changes import NsInterval, PctInterval
+from trace_gaps.diff.changes import NsInterval, PctInterval
 
 # Two-sided 95 % Student t quantiles by degrees of freedom (1-30); above 30, 1.96 + 2.4/df.
 _T975 = (

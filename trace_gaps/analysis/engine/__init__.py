@@ -1,0 +1,1 @@
+"""The engine: the analyses run over windows of steps, their metrics merged."""
