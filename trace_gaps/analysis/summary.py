@@ -1,10 +1,11 @@
 """One process's summary of an Analysis: its frames, stage table, ledger means, step rows,
-long-gap findings, graph facts and ranked candidates, as the records the Report is made of."""
+long-gap findings and graph facts, as the records the Report is made of (its candidates are
+ranked and judged in report/candidates.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -40,7 +41,6 @@ from trace_gaps.analysis.long_gaps import (
     spacing_thresholds,
 )
 from trace_gaps.analysis.ranges import open_range_path
-from trace_gaps.analysis.replay.whatif import choose_lever
 from trace_gaps.analysis.stages import STAGE
 from trace_gaps.analysis.steps import IS_WARMUP, SKIP_REASON, STEP_ID, STEP_INDEX, StepSelection
 from trace_gaps.figures import (
@@ -48,7 +48,6 @@ from trace_gaps.figures import (
     StageInputs,
     StageSummary,
     StepValue,
-    Total,
     per_step,
     summarise_stage,
 )
@@ -63,30 +62,33 @@ from trace_gaps.model import (
     ExportLack,
     OpKind,
     Trace,
-    VerdictKind,
 )
 from trace_gaps.records import (
-    CallShare,
-    Candidate,
-    Evidence,
-    GapEvidence,
     GraphFacts,
-    KernelShare,
     LedgerEntry,
     LongGapFinding,
-    RankSummary,
     StepLedgerEntry,
     StepRow,
     StepSummary,
     WallStats,
 )
-from trace_gaps.report.candidates import (
-    host_ns_per_launch,
-    idle_split,
-    rank_candidates,
-    round_per_step,
-)
-from trace_gaps.report.findings import Finding, Judgement, StageFacts, judge
+
+
+def round_per_step(totals: pd.Series, steps: int) -> pd.Series:
+    """Divide totals by the step count into integers that sum to round(sum / steps).
+
+    Largest-remainder rounding, so that a ledger's per-step means add up to the mean
+    step wall time exactly.
+    """
+    if steps == 0 or totals.empty:
+        return totals.astype("int64") * 0
+    exact = totals.to_numpy(dtype=np.float64) / steps
+    floor = np.floor(exact).astype(np.int64)
+    target = int(round(int(totals.sum()) / steps))
+    short = target - int(floor.sum())
+    order = np.argsort(-(exact - floor), kind="stable")
+    floor[order[: max(short, 0)]] += 1
+    return pd.Series(floor, index=totals.index)
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,7 +159,7 @@ def ledger_entries(frames: ProcessFrames) -> list[LedgerEntry]:
     """The mean ledger of the analysed steps, largest first."""
     return [
         LedgerEntry(str(stage), str(bucket), str(cause) or None, int(ns))
-        for stage, bucket, cause, ns in _rows(
+        for stage, bucket, cause, ns in frame_rows(
             frames.means.sort_values(["ns_per_step", "stage"], ascending=[False, True]),
             "stage",
             BUCKET,
@@ -171,7 +173,7 @@ def step_ledger_entries(frames: ProcessFrames) -> list[StepLedgerEntry]:
     """Every step's ledger rows, warm-up steps included."""
     return [
         StepLedgerEntry(int(step_id), str(stage), str(bucket), str(cause) or None, int(ns))
-        for step_id, stage, bucket, cause, ns in _rows(
+        for step_id, stage, bucket, cause, ns in frame_rows(
             frames.ledger, STEP_ID, "stage", BUCKET, CAUSE, DURATION_NS
         )
     ]
@@ -241,177 +243,6 @@ def process_frames(analysis: Analysis, pid: int) -> ProcessFrames:
 UNSPLIT_SHARE_OF_STEP = 0.1
 
 
-def assemble_candidates(
-    frames: ProcessFrames,
-    stages: list[StageSummary],
-    findings: list[LongGapFinding],
-    graphs: GraphFacts,
-    shared_with: tuple[int, ...],
-    n: int,
-    trace_start: int,
-    *,
-    top: int,
-    waits: RankSummary | None = None,
-    saving: Callable[[str, str], tuple[int, int] | None] | None = None,
-) -> list[Finding]:
-    """Rank the (stage, bucket) candidates and give each its evidence and judgement (its
-    kind and the time its cause explains); write_candidate puts it in words.
-
-    saving(stage, lever) -> (predicted step ns, saving ns) or None (whatif.py): each
-    candidate gets the lever that fits its kind and what pulling it saves; they are then
-    ranked by that saving (ties: by the time explained), and the first `top` kept. Not for
-    a process whose missing peers decide its levers (UnsplitCollectives.peers_decide_levers).
-    """
-    if waits is not None and waits.unsplit is not None and waits.unsplit.peers_decide_levers:
-        # This process waits for ranks whose exports are missing: a lever that makes it
-        # faster saves the run only what they let it (docs/what-if.md, "One rank's export
-        # alone"), so the candidates are ranked by the time they explain.
-        saving = None
-    by_name = {stage.name: stage for stage in stages}
-    step_index = frames.steps.set_index(STEP_ID)[STEP_INDEX]
-    wall_mean = (
-        int(round((frames.analysed[END_NS] - frames.analysed[START_NS]).sum() / n)) if n else 0
-    )
-    judged = []
-    ranked = rank_candidates(frames.means, wall_mean_ns=wall_mean)
-    if saving is None:
-        ranked = ranked.head(top)
-    for rank, stage, bucket, ns_per_step, share in _rows(
-        ranked, "rank", "stage", BUCKET, "ns_per_step", "share"
-    ):
-        is_idle = bucket == Bucket.IDLE.value
-        summary = by_name.get(stage)
-        split = idle_split(frames.means, stage)
-        launches = sum(summary.launches_per_step.values()) if summary else 0.0
-        long_idle = summary.long_gap_idle_ns_per_step if summary and is_idle else 0
-        gaps = (
-            frames.gaps[frames.gaps["stage"] == stage].nlargest(3, "duration")
-            if is_idle
-            else frames.gaps.iloc[:0]
-        )
-        evidence = Evidence(
-            idle_by_cause_ns_per_step=split if is_idle else {},
-            launches_per_step=round(launches, 2),
-            syncs_per_step=summary.syncs_per_step if summary else 0.0,
-            host_ns_per_launch=host_ns_per_launch(split, launches, long_idle) if is_idle else None,
-            top_kernels=[
-                KernelShare(
-                    str(name), int(round(total / n)), round(count / n, 2), int(round(wait / n))
-                )
-                for name, total, count, wait in _rows(
-                    frames.kernels[frames.kernels["stage"] == stage],
-                    NAME,
-                    "total_ns",
-                    "count",
-                    "wait_ns",
-                )
-            ],
-            top_api_calls=[
-                CallShare(str(name), int(round(total / n)), round(count / n, 2))
-                for name, total, count in _rows(
-                    frames.api_calls[frames.api_calls["stage"] == stage].head(3),
-                    NAME,
-                    "total",
-                    "count",
-                )
-            ],
-            longest_gaps=[
-                GapEvidence(
-                    int(step_index[step_id]), int(start - trace_start), int(duration), str(cause)
-                )
-                for step_id, start, duration, cause in _rows(
-                    gaps, STEP_ID, START_NS, "duration", CAUSE
-                )
-            ],
-            unexpected_calls_per_step=summary.unexpected_calls_per_step if summary else {},
-            host_blocked_in=[
-                CallShare(str(name), int(round(total / n)), round(count / n, 2))
-                for name, total, count in _rows(
-                    frames.blocked[frames.blocked["stage"] == stage].head(3), NAME, "total", "count"
-                )
-            ]
-            if is_idle
-            else [],
-            long_host_gaps=[f for f in findings if f.stage == stage][:3] if is_idle else [],
-            long_gap_idle_ns_per_step=long_idle,
-        )
-        captured_here = tuple(
-            " > ".join(c.nvtx_path) + (f", {c.node_count} nodes" if c.node_count else "")
-            for c in graphs.captures
-            if c.stage == stage
-        )
-        facts = _stage_facts(summary, captured_here, shared_with)
-        unsplit_ns = _unsplit_collective_ns(evidence, waits) if bucket == Bucket.BUSY.value else 0
-        judgement = (
-            Judgement(VerdictKind.WAITING_FOR_PEER, int(ns_per_step))
-            if bucket == Bucket.WAIT.value
-            else Judgement(VerdictKind.COLLECTIVE_UNSPLIT, min(unsplit_ns, int(ns_per_step)))
-            if waits is not None
-            and waits.unsplit is not None
-            and unsplit_ns >= UNSPLIT_SHARE_OF_STEP * wall_mean
-            else judge(bucket, int(ns_per_step), evidence, facts)
-        )
-        candidate = Candidate(
-            rank=int(rank),
-            stage=stage,
-            bucket=bucket,
-            ns_per_step=int(ns_per_step),
-            share_fraction=round(float(share), 4),
-            kind=judgement.kind.value,
-            lever_ns_per_step=judgement.lever_ns_per_step,
-            why="",
-            verdict="",
-            evidence=evidence,
-            explained_rank=int(rank),
-        )
-        judged.append(Finding(candidate, judgement, facts, unsplit_ns))
-    if saving is None:
-        return judged
-    return rank_by_saving(judged, by_name, saving, top)
-
-
-def rank_by_saving(
-    findings: list[Finding],
-    by_name: dict[str, StageSummary],
-    saving: Callable[[str, str], tuple[int, int] | None],
-    top: int,
-) -> list[Finding]:
-    """Each candidate with its lever's predicted step and saving, ranked by the saving."""
-    priced = []
-    for finding in findings:
-        candidate = finding.candidate
-        summary = by_name.get(candidate.stage)
-        launches = summary.eager_launches_per_step if summary else 0.0
-        mode = summary.execution if summary else ""
-        lever, found = choose_lever(
-            candidate.stage, candidate.kind, candidate.bucket, launches, mode, saving
-        )
-        predicted, saved = found if found is not None else (None, None)
-        priced.append(
-            replace(
-                finding,
-                candidate=replace(
-                    candidate, lever=lever, predicted_step_ns=predicted, saving_ns=saved
-                ),
-            )
-        )
-    priced.sort(key=lambda f: (-(f.candidate.saving_ns or 0), f.candidate.explained_rank))
-    kept = priced[:top]
-    # The candidate that explains most time stays listed (last, if its lever saves little).
-    first = next((f for f in priced if f.candidate.explained_rank == 1), None)
-    if first is not None and first not in kept and kept:
-        kept[-1] = first
-    return [replace(f, candidate=replace(f.candidate, rank=i)) for i, f in enumerate(kept, start=1)]
-
-
-def _unsplit_collective_ns(evidence: Evidence, waits: RankSummary | None) -> int:
-    """A busy candidate's time per step in collective kernels no peer's export splits."""
-    if waits is None or waits.unsplit is None:
-        return 0
-    names = set(waits.unsplit.names)
-    return sum(kernel.ns_per_step for kernel in evidence.top_kernels if kernel.name in names)
-
-
 def step_rows(frames: ProcessFrames, trace_start: int) -> list[StepRow]:
     """Every step of the process (warm-up included) with its busy, idle and wait ns."""
     per_step = frames.ledger.groupby([STEP_ID, BUCKET])[DURATION_NS].sum().unstack(fill_value=0)
@@ -432,13 +263,13 @@ def step_rows(frames: ProcessFrames, trace_start: int) -> list[StepRow]:
             idle_ns=int(idle),
             wait_ns=int(wait),
         )
-        for step_id, tid, index, start, end, is_warmup, reason, busy, idle, wait in _rows(
+        for step_id, tid, index, start, end, is_warmup, reason, busy, idle, wait in frame_rows(
             steps, *columns, *buckets
         )
     ]
 
 
-def _rows(frame: pd.DataFrame, *columns: str) -> Iterator[tuple[Any, ...]]:
+def frame_rows(frame: pd.DataFrame, *columns: str) -> Iterator[tuple[Any, ...]]:
     """The given columns of a frame, row by row, as plain Python values."""
     return zip(*(frame[column].tolist() for column in columns), strict=True)
 
@@ -516,7 +347,7 @@ def long_gap_findings(
         "ends_in_code_load",
     )
     findings = []
-    for row in _rows(groups, *columns):
+    for row in frame_rows(groups, *columns):
         stage, before, after, os_calls, count, total, idle, os_ns = row[:8]
         typical, longest, tid, start, loads = row[8:]
         findings.append(
@@ -570,27 +401,3 @@ def sharing_gpus(analysis: Analysis, pid: int) -> tuple[int, ...]:
     devices = ops.loc[ops[PID] == pid, DEVICE_ID].unique()
     others = ops.loc[ops[DEVICE_ID].isin(devices) & (ops[PID] != pid), PID].unique()
     return tuple(sorted(int(other) for other in others))
-
-
-def _stage_facts(
-    summary: StageSummary | None, captured_here: tuple[str, ...], shared_with: tuple[int, ...]
-) -> StageFacts:
-    return StageFacts(summary or _EMPTY_STAGE, captured_here, shared_with)
-
-
-# A stage with no launch, no call and no time: what a candidate without a stage summary has.
-_EMPTY_STAGE = summarise_stage(
-    StageInputs(
-        name="",
-        steps=0,
-        totals=dict.fromkeys(Total, 0),
-        busy_ns_per_step=0,
-        idle_ns_per_step=0,
-        launch_spacing_ns=None,
-        long_gap_threshold_ns=LONG_GAP_MIN_NS,
-        even_gap_fraction=None,
-        long_gaps=0,
-        long_gap_idle_ns=0,
-        step_values=dict.fromkeys(StepValue, ()),
-    )
-)

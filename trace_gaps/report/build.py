@@ -35,7 +35,6 @@ from trace_gaps.analysis.replay.whatif import (
 )
 from trace_gaps.analysis.steps import IS_WARMUP, STEP_ID, STEP_KIND
 from trace_gaps.analysis.summary import (
-    assemble_candidates,
     busy_ns_per_step,
     graph_facts,
     ledger_entries,
@@ -67,6 +66,7 @@ from trace_gaps.records import (
     SlowestRank,
 )
 from trace_gaps.records import Report as Report  # cli.py and bundle.py import it from here
+from trace_gaps.report.candidates import assemble_candidates
 from trace_gaps.report.findings import Finding
 from trace_gaps.report.notes import write_note
 from trace_gaps.report.timeline import build_timelines
