@@ -4,7 +4,7 @@
     python benchmarks/bench_whatif.py --pairs    # the pairs' table only
 
 For each pair: the "before" export analysed, the levers pulled on its replayed steps
-(analysis/whatif.py), the predicted mean step against the "after" export's measured mean
+(analysis/replay/whatif.py), the predicted mean step against the "after" export's measured mean
 step. Then the run-to-run host speed, which no model of the before can know: the host
 time of a stage the fix left unchanged (named per pair: the host time between its calls
 and inside its calls but syncs, which wait for the GPU), after ÷ before; and the
@@ -28,8 +28,11 @@ sys.path.insert(0, str(ROOT))
 from tests.conftest import corpus_trace_paths  # noqa: E402
 from trace_gaps.analysis.engine.metrics import REPLAY_MODELS  # noqa: E402
 from trace_gaps.analysis.engine.pipeline import Analysis, AnalysisOptions  # noqa: E402
+from trace_gaps.analysis.replay.chain import replay_step  # noqa: E402
+from trace_gaps.analysis.replay.codes import SYNC  # noqa: E402
 from trace_gaps.analysis.replay.joint import joint_run, run_walls  # noqa: E402
-from trace_gaps.analysis.replay.step import SYNC, StepModel, parse_levers, replay_step  # noqa: E402
+from trace_gaps.analysis.replay.levers import parse_levers  # noqa: E402
+from trace_gaps.analysis.replay.model import StepModel  # noqa: E402
 from trace_gaps.analysis.replay.whatif import (  # noqa: E402
     check_replay,
     ends,

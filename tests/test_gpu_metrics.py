@@ -14,7 +14,7 @@ import pytest
 from tests.conftest import shipped_json, shipped_trace
 from trace_gaps.analysis.engine.metrics import GPU_METRICS
 from trace_gaps.analysis.engine.pipeline import Analysis, AnalysisOptions, analyse_trace
-from trace_gaps.analysis.replay.step import Lever, LeverError, parse_levers
+from trace_gaps.analysis.replay.levers import Lever, LeverError, parse_levers
 from trace_gaps.figures import StageGpuMetrics
 from trace_gaps.model import Trace
 from trace_gaps.nsys.load import load_trace
@@ -262,7 +262,7 @@ def test_a_launch_bound_loop_at_its_speed_of_light_saves_little() -> None:
 
 def test_sol_never_saves_more_than_it_removes_on_a_real_step() -> None:
     from trace_gaps.analysis.engine.metrics import REPLAY_MODELS
-    from trace_gaps.analysis.replay.step import replay
+    from trace_gaps.analysis.replay.schedule import replay
     from trace_gaps.analysis.replay.whatif import pull, removed_ns
 
     trace, analysis = _analysed(GRAPH)
@@ -303,7 +303,8 @@ def test_sol_takes_each_stages_own_speed_of_light() -> None:
     assert unresolved == [Lever("forward", "sol", None)]
     # A section whose stage has no metrics lists its sol lever as not applicable, and why.
     from trace_gaps.analysis.engine.metrics import REPLAY_MODELS
-    from trace_gaps.analysis.replay.whatif import not_applicable, not_applicable_words
+    from trace_gaps.analysis.replay.levers import not_applicable
+    from trace_gaps.report.levers import not_applicable_words
 
     _, analysis = _analysed(GRAPH)
     models = list(analysis.metrics[REPLAY_MODELS].values())

@@ -20,7 +20,7 @@ from tests.conftest import (
     sweep,
 )
 from trace_gaps.analysis.engine.pipeline import AnalysisOptions, analyse_trace
-from trace_gaps.analysis.replay.step import LeverError, parse_levers
+from trace_gaps.analysis.replay.levers import LeverError, parse_levers
 from trace_gaps.analysis.replay.whatif import bounded_prediction
 from trace_gaps.nsys.load import load_trace
 from trace_gaps.report.build import build_report
@@ -93,7 +93,8 @@ def test_the_removed_time_bounds_every_lever_on_a_real_step() -> None:
     # The max-plus argument (whatif.removed_ns): pulling a lever shortens a replay by no more
     # than the durations it takes out, checked directly on spec_eager's replayed steps.
     from trace_gaps.analysis.engine.metrics import REPLAY_MODELS
-    from trace_gaps.analysis.replay.step import Lever, replay
+    from trace_gaps.analysis.replay.levers import Lever
+    from trace_gaps.analysis.replay.schedule import replay
     from trace_gaps.analysis.replay.whatif import pull, removed_ns
 
     path = next(p for p in sample_trace_paths() if p.stem == "spec_eager")
@@ -146,7 +147,7 @@ def test_a_run_ahead_step_is_replayed_against_the_step_before() -> None:
     # steps are replayed as a chain, and halving the forward's GPU time saves time (a step
     # replayed alone kept the previous step's work at its measured times: it saved 0.00)
     from trace_gaps.analysis.engine.metrics import REPLAY_MODELS
-    from trace_gaps.analysis.replay.step import runs_ahead
+    from trace_gaps.analysis.replay.chain import runs_ahead
 
     path = next(p for p in sample_trace_paths() if p.stem == "runahead_graph")
     analysis = analyse_trace(load_trace(path), AnalysisOptions())

@@ -13,21 +13,16 @@ from typer.testing import CliRunner
 from tests.conftest import SAMPLE_TRACES, corpus_trace_paths, sweep
 from trace_gaps.analysis.engine.metrics import REPLAY_MODELS
 from trace_gaps.analysis.engine.pipeline import Analysis, AnalysisOptions
-from trace_gaps.analysis.replay.step import (
-    EAGER_LAUNCHES,
-    LAUNCH_GRAPH,
-    SYNC,
-    LeverError,
-    StepModel,
-    apply_lever,
-    parse_levers,
-    replay,
-)
+from trace_gaps.analysis.replay.codes import EAGER_LAUNCHES, LAUNCH_GRAPH, SYNC
+from trace_gaps.analysis.replay.levers import LeverError, apply_lever, parse_levers
+from trace_gaps.analysis.replay.model import StepModel
+from trace_gaps.analysis.replay.schedule import replay
 from trace_gaps.analysis.replay.whatif import check_replay, models_of, predict
 from trace_gaps.cli import app
 from trace_gaps.model import GraphTraceMode, Trace
 from trace_gaps.records import NotApplicable
 from trace_gaps.report.build import build_report
+from trace_gaps.report.levers import check_levers
 from trace_gaps.run.one import analyse_export
 
 # Every sample in the thorough run; by default an eager one, a graph one and two ranks.
@@ -139,10 +134,13 @@ def test_bad_levers_name_the_stages_or_say_why_they_do_not_apply() -> None:
     trace, analysis = analysed(SAMPLE_TRACES / "spec_graph_node.sqlite")
     args = (analysis.stage_map.names, trace.info.graph_trace_mode, mean_step(analysis))
     found = models(SAMPLE_TRACES / "spec_graph_node.sqlite")
-    with pytest.raises(LeverError, match="stages: accept_sample_commit, build_tree"):
+    with pytest.raises(LeverError, match="verify=graph: no_stage"):
         predict(found, parse_levers("verify=graph"), *args)
+    sections = [(analysis.stage_map.names, found)]
+    with pytest.raises(LeverError, match="stages: accept_sample_commit, build_tree"):
+        check_levers(parse_levers("verify=graph"), sections)
     with pytest.raises(LeverError, match="already replays a CUDA graph"):
-        predict(found, parse_levers("verify_forward=graph"), *args)
+        check_levers(parse_levers("verify_forward=graph"), sections)
     with pytest.raises(LeverError, match="unknown lever"):
         parse_levers("verify_forward=fast")
     with pytest.raises(LeverError, match="not STAGE=LEVER"):
@@ -229,8 +227,8 @@ def test_analyze_what_if_on_a_serving_capture_says_which_kind_a_lever_does_not_a
 
 def _host_timeline_by_loop(start, end, c_start, c_end, c_stage, stage_map, tid):
     """The host timeline as first written, one gap at a time: the reference the vectorised
-    replay._host_timeline must equal."""
-    from trace_gaps.analysis.replay.step import _NONE
+    host_timeline.host_timeline must equal."""
+    from trace_gaps.analysis.replay.codes import NO_INDEX
     from trace_gaps.analysis.stages import thread_stage_at
 
     thread = stage_map.threads.get(tid)
@@ -250,7 +248,7 @@ def _host_timeline_by_loop(start, end, c_start, c_end, c_stage, stage_map, tid):
             mids = (bounds[:-1] + bounds[1:]) // 2
             codes = thread_stage_at(stage_map, thread, mids) if thread is not None else 0 * mids
             for piece, code in zip(np.diff(bounds), codes, strict=True):
-                calls.append(_NONE)
+                calls.append(NO_INDEX)
                 lengths.append(int(piece))
                 stages.append(int(code))
         if g < len(c_start):
@@ -261,7 +259,7 @@ def _host_timeline_by_loop(start, end, c_start, c_end, c_stage, stage_map, tid):
 
 
 def test_the_host_timeline_is_the_gap_by_gap_one_on_random_calls() -> None:
-    from trace_gaps.analysis.replay.step import _host_timeline
+    from trace_gaps.analysis.replay.host_timeline import host_timeline
 
     _, analysis = analysed(SAMPLE_TRACES / "spec_eager.sqlite")
     stage_map = analysis.stage_map
@@ -277,6 +275,6 @@ def test_the_host_timeline_is_the_gap_by_gap_one_on_random_calls() -> None:
         # Calls may overlap (a call ending after the next starts): the gap is then empty.
         stages = rng.integers(0, len(stage_map.names), n)
         for thread in (tid, -1):  # a step thread, and a thread with no stages
-            got = _host_timeline(start, end, starts, ends, stages, stage_map, thread)
+            got = host_timeline(start, end, starts, ends, stages, stage_map, thread)
             want = _host_timeline_by_loop(start, end, starts, ends, stages, stage_map, thread)
             assert [a.tolist() for a in got] == [list(w) for w in want]

@@ -60,7 +60,7 @@ def analyze(
     no_color: NoColorOpt = False,
 ) -> None:
     """Per-step, per-stage ledger of GPU busy and idle time, and the ranked bottlenecks."""
-    from trace_gaps.analysis.replay.step import LeverError, parse_levers
+    from trace_gaps.analysis.replay.levers import LeverError, parse_levers
 
     if what_if is not None:
         try:

@@ -21,7 +21,7 @@ stage of several, or a few kernels, stays the code's; one that slows most of the
 for the machine.
 
 The machine's part of the step change is the before side's replayed steps (what-if replay,
-analysis/replay.py) replayed again at the after side's host and GPU speed, less the plain
+analysis/replay/) replayed again at the after side's host and GPU speed, less the plain
 replay; the code's part is the rest. Facts only; the words are in render/diff.py.
 """
 
@@ -35,7 +35,9 @@ import pandas as pd
 from trace_gaps.analysis.engine.metrics import OP_DURATIONS, REPLAY_MODELS
 from trace_gaps.analysis.engine.pipeline import Analysis, AnalysisOptions
 from trace_gaps.analysis.kernels import DURATION_NS, OPS
-from trace_gaps.analysis.replay.step import EAGER_LAUNCHES, LAUNCH_GRAPH, SYNC, StepModel, replay
+from trace_gaps.analysis.replay.codes import EAGER_LAUNCHES, LAUNCH_GRAPH, SYNC
+from trace_gaps.analysis.replay.model import StepModel
+from trace_gaps.analysis.replay.schedule import replay
 from trace_gaps.analysis.replay.whatif import ends, models_of, steady_wall
 from trace_gaps.diff.changes import NsInterval, PctInterval, WallChange
 from trace_gaps.model import NAME, PID

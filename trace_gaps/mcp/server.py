@@ -492,7 +492,7 @@ def build_server(*, quiet: bool = False) -> Any:
     )
 
     def what_if(given: dict[str, Any]) -> tuple[dict[str, Any], str]:
-        from trace_gaps.analysis.replay.step import LeverError, parse_levers
+        from trace_gaps.analysis.replay.levers import LeverError, parse_levers
 
         levers = given.pop("levers")
         try:

@@ -19,15 +19,14 @@ from trace_gaps.analysis.kinds import (
     ordered_kinds,
 )
 from trace_gaps.analysis.ranks import build_ranks, unsplit_notes
+from trace_gaps.analysis.replay.chain import replay_step
 from trace_gaps.analysis.replay.joint import JointRun, joint_run
-from trace_gaps.analysis.replay.step import Lever, LeverError, StepModel, parse_levers, replay_step
+from trace_gaps.analysis.replay.levers import Lever, LeverError, not_applicable, parse_levers
+from trace_gaps.analysis.replay.model import StepModel
 from trace_gaps.analysis.replay.whatif import (
-    NO_GPU_METRICS_WORDS,
-    check_levers,
     check_replay,
     ends,
     models_of,
-    not_applicable,
     pace_of,
     predict,
     predict_run,
@@ -68,6 +67,7 @@ from trace_gaps.records import (
 from trace_gaps.records import Report as Report  # cli.py and bundle.py import it from here
 from trace_gaps.report.candidates import assemble_candidates
 from trace_gaps.report.findings import Finding
+from trace_gaps.report.levers import NO_GPU_METRICS_WORDS, check_levers
 from trace_gaps.report.notes import write_note
 from trace_gaps.report.timeline import build_timelines
 from trace_gaps.report.verdicts import write_candidate, write_headline

@@ -6,13 +6,13 @@ import shlex
 from dataclasses import dataclass
 
 from trace_gaps.analysis.kinds import kind_label
-from trace_gaps.analysis.replay.whatif import IGNORED, not_applicable_words
 from trace_gaps.analysis.step_range import OUTSIDE
 from trace_gaps.figures import LEFT as LEFT
 from trace_gaps.figures import RIGHT as RIGHT
 from trace_gaps.figures import SpeedOfLight, gpu_figures, stage_columns
 from trace_gaps.model import CAUSE_ORDER, Bucket
 from trace_gaps.records import ExportSummary, ProcessReport, Report
+from trace_gaps.report.levers import IGNORED, not_applicable_words
 from trace_gaps.units import format_count, format_duration, format_durations, format_ms
 
 

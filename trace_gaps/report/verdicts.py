@@ -12,7 +12,6 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from trace_gaps.analysis.replay.whatif import lever_words
 from trace_gaps.figures import MIN_SAMPLES_PER_STEP, StageGpuMetrics
 from trace_gaps.model import (
     DISPATCH_FACTOR,
@@ -31,6 +30,7 @@ from trace_gaps.report.findings import (
     graph_updates,
     short_gap_split,
 )
+from trace_gaps.report.levers import lever_words
 from trace_gaps.units import format_count, format_duration, format_rate
 
 if TYPE_CHECKING:

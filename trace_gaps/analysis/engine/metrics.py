@@ -59,7 +59,7 @@ from trace_gaps.analysis.long_gaps import (
     find_host_gaps,
     launch_spacing,
 )
-from trace_gaps.analysis.replay.step import StepModel, step_model
+from trace_gaps.analysis.replay.model import StepModel, step_model
 from trace_gaps.analysis.stages import STAGE, LaunchIndex, StageMap
 from trace_gaps.analysis.steps import IS_WARMUP, STEP_ID, step_rows
 from trace_gaps.model import (
@@ -496,7 +496,7 @@ OP_DURATIONS = declare(
 STEP_DETAILS = declare("step_details", _step_details, _union)
 # per finding (picks.Finding): the step where it is largest, with its details
 FINDING_STEPS = declare("finding_steps", _finding_steps, _largest)
-# the replay models of the steps what-if replays (replay.py, whatif.py)
+# the replay models of the steps what-if replays (replay/model.py, whatif.py)
 REPLAY_MODELS = declare("replay_models", _replay_models, _union_models)
 
 # per (pid, stage): GPU metric samples integrated over its busy time (analysed steps)

@@ -23,14 +23,9 @@ import numpy as np
 import pandas as pd
 
 from trace_gaps.analysis.collectives import EXPORT, FAMILY, INSTANCE, CollectiveMatch
-from trace_gaps.analysis.replay.step import (
-    Chain,
-    Replayed,
-    StepModel,
-    chain_of,
-    chain_result,
-    replaying,
-)
+from trace_gaps.analysis.replay.chain import Chain, chain_of, chain_result
+from trace_gaps.analysis.replay.model import StepModel
+from trace_gaps.analysis.replay.schedule import Replayed, replaying
 from trace_gaps.model import PID, START_NS
 
 NO_KEY = -1
@@ -116,8 +111,8 @@ def joint_steps(
     iteration: Iteration, models: tuple[StepModel, ...] | None = None, copies: int = JOINT_COPIES
 ) -> list[Replayed]:
     """Each rank's step replayed with the others (joint_replay), as `copies` iterations back
-    to back (replay.chain_of): the ranks' steps start at different moments of an iteration
-    and a lever moves them; the steady period (replay.chain_result) is the step. models:
+    to back (chain.chain_of): the ranks' steps start at different moments of an iteration
+    and a lever moves them; the steady period (chain.chain_result) is the step. models:
     the ranks' models with levers pulled (iteration.models' order), the measured ones if
     None."""
     models = models if models is not None else iteration.models
@@ -173,7 +168,7 @@ def joint_replay(
 
 
 def _coordinate(models: list[StepModel], keys: tuple[np.ndarray, ...]) -> list[Replayed]:
-    """Run every rank's replay (replay.replaying) side by side: a rank that reaches a
+    """Run every rank's replay (schedule.replaying) side by side: a rank that reaches a
     collective stops there until every rank whose step holds that instance has reached it,
     and all of them go on from the latest of their ready times. Ranks reach their instances
     in the same order; where they do not (an instance one rank's step lacks), the waiting

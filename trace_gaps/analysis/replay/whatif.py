@@ -1,5 +1,6 @@
 """What-if over a process's replayed steps: the replay's error, a lever's predicted step and
-saving, its ledger, and the lever that fits each candidate (docs/what-if.md).
+saving, its ledger, what paces a run-ahead loop, and the lever that fits each candidate
+(docs/what-if.md).
 
 A prediction is relative: saving = mean replayed step − mean replayed step with the levers
 pulled, over the same steps; predicted step = measured mean step − saving. The replay's
@@ -11,36 +12,21 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-import pandas as pd
 
-from trace_gaps.analysis.collectives import WAIT_END_NS
-from trace_gaps.analysis.ledger import BUCKET, CAUSE, DURATION_NS, build_ledger
+from trace_gaps.analysis.replay.chain import replay_step, runs_ahead
+from trace_gaps.analysis.replay.codes import SYNC
 from trace_gaps.analysis.replay.joint import JointRun, run_walls
-from trace_gaps.analysis.replay.step import (
-    CATEGORIES,
-    SYNC,
+from trace_gaps.analysis.replay.ledger import mean_ledger, replayed_ledger
+from trace_gaps.analysis.replay.levers import (
     Lever,
-    LeverError,
-    Replayed,
-    StepModel,
-    applies,
+    LeverNotApplicable,
     apply_lever,
-    replay_step,
-    runs_ahead,
+    not_applicable,
 )
-from trace_gaps.analysis.stages import CALL_END_NS, STAGE, StageMap, ThreadStages
-from trace_gaps.analysis.steps import STEP_ID
-from trace_gaps.model import (
-    CALL_CATEGORY,
-    END_NS,
-    GLOBAL_TID,
-    PID,
-    SPECIAL_STAGES,
-    START_NS,
-    Bucket,
-    GraphTraceMode,
-)
-from trace_gaps.records import NotApplicable, Pace, Prediction, ReplayCheck, WhatIfLedgerEntry
+from trace_gaps.analysis.replay.model import StepModel
+from trace_gaps.analysis.replay.schedule import Replayed
+from trace_gaps.model import Bucket, GraphTraceMode
+from trace_gaps.records import Pace, Prediction, ReplayCheck
 
 # The lever that fits each verdict kind (VerdictKind values).
 _LEVER_OF_KIND = {
@@ -55,37 +41,8 @@ _LEVER_OF_KIND = {
     "api": "noapi",
     "waiting_for_peer": "ontime",
 }
-# What each lever does, in words (reports, docs/what-if.md).
-LEVER_WORDS = {
-    "graph": "replayed as one CUDA graph",
-    "nogaps": "long host gaps removed",
-    "host50": "host code halved",
-    "nohost": "host code removed",
-    "nosync": "host syncs removed",
-    "noapi": "non-launch CUDA API calls removed",
-    "ontime": "peers on time (collective waits removed)",
-    "sol": "GPU work at its speed of light",
-}
-# Levers pulled before the others, whatever order they are given in: a graph is then
 # formed over what the removed syncs and calls no longer split.
 REMOVED_FIRST = ("nosync", "noapi")
-IGNORED = (
-    "GPU contention between streams, clock changes, cross-stream event waits, launch calls "
-    "blocked by a full launch queue, and a graph's first-replay cost"
-)
-
-
-# Why a sol lever has no speed of light to go down to.
-NO_GPU_METRICS_WORDS = (
-    "no GPU metrics for its GPU time: capture them with nsys profile "
-    "--gpu-metrics-devices=all --gpu-metrics-frequency=20000"
-)
-
-
-def lever_words(kind: str) -> str:
-    if kind.startswith("gpu"):
-        return f"GPU work {kind[3:]} % faster"
-    return LEVER_WORDS.get(kind, kind)
 
 
 PRICED_STEPS = 8  # a candidate's saving is priced on this many of the replayed steps
@@ -124,7 +81,7 @@ def pace_of(
     models: list[StepModel], names: tuple[str, ...], mean_step_ns: int, busy_ns: int
 ) -> Pace | None:
     """Whether host or GPU sets the step of a loop whose host runs ahead (most of its
-    replayed steps wait for the step before's work: replay.runs_ahead); None for a loop
+    replayed steps wait for the step before's work: chain.runs_ahead); None for a loop
     whose host waits for its own step's work, where the two add up instead."""
     if not models or sum(runs_ahead(m) for m in models) * 2 < len(models):
         return None
@@ -156,101 +113,6 @@ def pace_of(
     )
 
 
-def present_stages(names: tuple[str, ...], models: list[StepModel]) -> list[str]:
-    """The stages of these steps that a lever can name, sorted."""
-    return sorted(
-        {
-            names[int(c)]
-            for m in models
-            for c in np.unique(np.r_[m.call_stage, m.op_stage, m.item_stage])
-            if 0 <= int(c) < len(names) and names[int(c)] not in SPECIAL_STAGES
-        }
-    )
-
-
-def not_applicable(
-    lever: Lever, names: tuple[str, ...], models: list[StepModel], *, speeds_known: bool = True
-) -> NotApplicable | None:
-    """Why the lever changes nothing in these steps, or None when it does. speeds_known
-    False: a sol lever is checked for its stage's GPU ops only (the report gives it its
-    stage's speed of light, per process, later)."""
-    if lever.pid is not None:
-        models = [m for m in models if m.pid == lever.pid]
-        if not models:
-            return NotApplicable(lever.label, lever.stage, lever.kind, "other_rank")
-    if lever.stage not in present_stages(names, models):
-        return NotApplicable(lever.label, lever.stage, lever.kind, "no_stage")
-    if lever.kind == "sol" and lever.op_scale is None and speeds_known:
-        return NotApplicable(lever.label, lever.stage, lever.kind, "no_gpu_metrics")
-    code = names.index(lever.stage)
-    at_limit = lever.kind == "sol" and lever.op_scale is not None and lever.op_scale >= 1
-    if at_limit or not any(applies(m, code, lever.kind) for m in models):
-        return NotApplicable(lever.label, lever.stage, lever.kind, "nothing_to_change")
-    return None
-
-
-def check_levers(
-    levers: list[Lever],
-    sections: list[tuple[tuple[str, ...], list[StepModel]]],
-    *,
-    speeds_known: bool = True,
-) -> None:
-    """Raise LeverError for a lever that changes nothing in any of the sections (each the
-    stage names and replayed steps of a kind of step or a process): it names the stages
-    that exist, or says why the lever does not apply (speeds_known: as not_applicable)."""
-    if not sections:
-        return  # no replayed steps: nothing to check against
-    for lever in levers:
-        reasons = [
-            not_applicable(lever, names, models, speeds_known=speeds_known)
-            for names, models in sections
-        ]
-        if any(reason is None for reason in reasons):
-            continue
-        if all(r is not None and r.reason == "other_rank" for r in reasons):
-            raise LeverError(f"{lever.label}: no process {lever.pid} among the replayed steps")
-        if all(r is not None and r.reason in ("no_stage", "other_rank") for r in reasons):
-            present = sorted(
-                {s for names, models in sections for s in present_stages(names, models)}
-            )
-            raise LeverError(
-                f"no stage '{lever.stage}' in the analysed steps; stages: {', '.join(present)}"
-            )
-        if all(r is not None and r.reason == "no_gpu_metrics" for r in reasons):
-            raise LeverError(f"{lever.label} does not apply: {NO_GPU_METRICS_WORDS}")
-        raise LeverError(f"{lever.label} does not apply: {why_not(lever.kind, lever.stage)}")
-
-
-def not_applicable_words(skipped: NotApplicable) -> str:
-    """A lever left out of a prediction, and why, in words."""
-    if skipped.reason == "no_stage":
-        return f"{skipped.lever} (no stage {skipped.stage} in these steps)"
-    if skipped.reason == "other_rank":
-        return f"{skipped.lever} (another process's)"
-    if skipped.reason == "no_gpu_metrics":
-        return f"{skipped.lever} ({NO_GPU_METRICS_WORDS})"
-    return f"{skipped.lever} ({why_not(skipped.kind, skipped.stage)})"
-
-
-def why_not(kind: str, stage: str) -> str:
-    """Why a lever of this kind changes nothing in its stage, in words."""
-    if kind == "graph":
-        return f"{stage} already replays a CUDA graph, or launches no eager kernel, copy or memset"
-    if kind == "nosync":
-        return f"{stage} makes no host sync"
-    if kind == "noapi":
-        return f"{stage} makes no non-launch CUDA API call"
-    if kind == "ontime":
-        return f"{stage} has no collective that waits for a peer"
-    if kind.startswith("gpu"):
-        return f"{stage} runs no GPU op"
-    if kind == "sol":
-        return f"{stage} runs no GPU op, or runs at its speed of light already"
-    if kind == "nogaps":
-        return f"{stage} has no long host gap (1 ms or more, and 10x its median gap or more)"
-    return f"{stage} has no host time between its calls"
-
-
 def predict(
     models: list[StepModel],
     levers: list[Lever],
@@ -264,12 +126,12 @@ def predict(
 ) -> Prediction:
     """Pull the levers on every replayed step (syncs and API calls removed first, so that a
     graph spans what they no longer split). A lever that changes nothing in these steps
-    raises LeverError (check_levers), or with strict=False is left out and listed in
+    raises LeverNotApplicable, or with strict=False is left out and listed in
     not_applicable. base_walls: the models' unchanged replays' (wall_ns, gpu_end_ns), when
     already known."""
-    if strict:
-        check_levers(levers, [(names, models)])
     skipped = [found for lever in levers if (found := not_applicable(lever, names, models))]
+    if strict and skipped:
+        raise LeverNotApplicable(skipped)
     pulled_levers = [lever for lever in levers if lever.label not in {n.lever for n in skipped}]
     if base_walls is None:
         base_walls = [ends(replay_step(m)) for m in models]
@@ -297,7 +159,7 @@ def predict(
         lever_ns=lever_ns,
         saving_ns=mean_step_ns - predicted,
         predicted_ns=predicted,
-        ledger=_mean_ledger(ledgers, len(models), names),
+        ledger=mean_ledger(ledgers, len(models), names),
         not_applicable=skipped,
     )
 
@@ -318,9 +180,9 @@ def predict_run(
     step less its relative saving, within the bounds of bounded_prediction); this rank's
     saving is its own mean step less that. A lever applies where it changes some rank."""
     everyone = [m for iteration in run.iterations for m in iteration.models]
-    if strict:
-        check_levers(levers, [(names, everyone)])
     skipped = [found for lever in levers if (found := not_applicable(lever, names, everyone))]
+    if strict and skipped:
+        raise LeverNotApplicable(skipped)
     pulled_levers = [lever for lever in levers if lever.label not in {n.lever for n in skipped}]
     pulled = [
         tuple(pull(m, pulled_levers, names, mode) for m in iteration.models)
@@ -356,7 +218,7 @@ def predict_run(
         lever_ns=int(round(np.mean(walls))),
         saving_ns=mean_step_ns - predicted,
         predicted_ns=predicted,
-        ledger=_mean_ledger(ledgers, len(own), names),
+        ledger=mean_ledger(ledgers, len(own), names),
         not_applicable=skipped,
         ranks=list(run.pids),
     )
@@ -446,93 +308,3 @@ def choose_lever(
         if syncs is not None and (found is None or syncs[1] > found[1]):
             lever, found = "nosync", syncs
     return (lever, found) if found is not None else ("", None)
-
-
-def replayed_ledger(
-    model: StepModel, result: Replayed, names: tuple[str, ...], wall_ns: int | None = None
-) -> pd.DataFrame:
-    """The ledger (ledger.py) of one replayed step, from where its calls and ops landed
-    (wall_ns: the step's replayed wall, the host timeline's end by default)."""
-    calls = model.item_call >= 0
-    call_items = np.flatnonzero(calls)
-    call_index = model.item_call[call_items]
-    call_frame = pd.DataFrame(
-        {
-            PID: model.pid,
-            GLOBAL_TID: model.tid,
-            CALL_CATEGORY: np.asarray(CATEGORIES, dtype=object)[model.call_category[call_index]],
-            START_NS: result.item_start[call_items],
-            END_NS: result.item_end[call_items],
-        }
-    )
-    call_end = np.full(len(model.call_ns), -1, dtype=np.int64)
-    call_end[call_index] = result.item_end[call_items]
-    op_call = model.op_call
-    ops = pd.DataFrame(
-        {
-            PID: model.pid,
-            START_NS: result.op_start,
-            END_NS: result.op_end,
-            STAGE: model.op_stage.astype(np.int64),
-            CALL_END_NS: np.where(op_call >= 0, call_end[np.maximum(op_call, 0)], -1),
-            WAIT_END_NS: np.where(
-                model.op_peer_at >= 0,
-                np.clip(model.op_peer_at, result.op_start, result.op_end),
-                result.op_start,
-            ),
-        }
-    )
-    end = model.start_ns + (result.wall_ns if wall_ns is None else wall_ns)
-    # The stage ranges: runs of host-timeline items of one stage.
-    stage = model.item_stage
-    starts, ends = result.item_start, result.item_end
-    cut = np.flatnonzero(np.r_[True, stage[1:] != stage[:-1]]) if len(stage) else np.zeros(0, int)
-    run_start = starts[cut] if len(cut) else np.zeros(0, dtype=np.int64)
-    run_end = np.r_[starts[cut[1:]], end] if len(cut) else np.zeros(0, dtype=np.int64)
-    run_code = stage[cut].astype(np.int64) if len(cut) else np.zeros(0, dtype=np.int64)
-    real = np.array([names[int(c)] not in SPECIAL_STAGES for c in run_code], dtype=bool)
-    thread = ThreadStages(
-        step_starts=np.array([model.start_ns], dtype=np.int64),
-        step_ends=np.array([end], dtype=np.int64),
-        level_starts=(run_start[real].astype(np.int64),),
-        level_ends=(run_end[real].astype(np.int64),),
-        level_codes=(run_code[real],),
-    )
-    stage_map = StageMap(names=names, threads={model.tid: thread})
-    step = pd.DataFrame(
-        {
-            STEP_ID: [model.step_id],
-            PID: [model.pid],
-            GLOBAL_TID: [model.tid],
-            START_NS: [model.start_ns],
-            END_NS: [end],
-        }
-    )
-    del ends
-    ledger, _, _ = build_ledger(ops, call_frame, step, stage_map)
-    return ledger
-
-
-def _mean_ledger(
-    ledgers: list[pd.DataFrame], steps: int, names: tuple[str, ...]
-) -> list[WhatIfLedgerEntry]:
-    if not ledgers or not steps:
-        return []
-    whole = pd.concat(ledgers, ignore_index=True)
-    summed = whole.groupby([STAGE, BUCKET, CAUSE], sort=True)[DURATION_NS].sum()
-    frame = summed.reset_index()
-    return [
-        WhatIfLedgerEntry(
-            names[code] if 0 <= code < len(names) else str(code),
-            str(bucket),
-            str(cause or ""),
-            int(round(total / steps)),
-        )
-        for code, bucket, cause, total in zip(
-            frame[STAGE].astype(int).tolist(),
-            frame[BUCKET].tolist(),
-            frame[CAUSE].tolist(),
-            frame[DURATION_NS].tolist(),
-            strict=True,
-        )
-    ]
