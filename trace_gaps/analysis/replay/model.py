@@ -11,6 +11,10 @@ streams (StepModel), cut from a window's frames (step_model).
   (waits.py);
 - the step's launch latency and stream spacing, measured on the step itself (medians over
   its ops launched onto an idle stream, and over its ops queued behind another).
+
+What the model ignores: GPU contention between streams (ops on other streams keep their own
+timing), clock changes, cross-stream event waits (not in the export's rows we read), a
+launch call blocked by a full launch queue, and a graph's first-replay cost (upload).
 """
 
 from __future__ import annotations

@@ -106,11 +106,12 @@ class _Streams:
             return max(begin, self.peer_at[j]) + self.work_ns[j]
         return begin + self.op_ns[j]
 
-    def place(self, k: int, ready: int) -> None:
-        """Place op k, launched now, behind the ops placed on its stream and those before it
-        in measured order that keep their measured times. An op of a call not reached yet
-        is passed over, unplaced: a stream runs its ops in the order they are launched (a
-        lever's graph launches ops sooner than the measured order)."""
+    def place(self, k: int, ready: int) -> int:
+        """Place op k, launched now, and say where it begins: behind the ops placed on its
+        stream and those before it in measured order that keep their measured times. An op
+        of a call not reached yet is passed over, unplaced: a stream runs its ops in the
+        order they are launched (a lever's graph launches ops sooner than the measured
+        order)."""
         s = self.stream_of[k]
         seq, placed, fixed = self.seqs[s], self.placed, self.fixed
         end_s = self.last_end[s]
@@ -136,18 +137,13 @@ class _Streams:
         begin = max(end_s + gap, ready)
         self.new_start[k] = begin
         placed[k] = True
-        self.last_end[s] = end_s  # the op's own end is added once known (settle)
+        self.last_end[s] = end_s  # the op's own end is added once known (replaying)
         if passed < 0:
             passed = stop + 1
             while passed < len(seq) and placed[seq[passed]]:
                 passed += 1
         self.position[s] = passed
-
-    def settle(self, k: int, end: int) -> None:
-        """Op k, placed, ends at `end`."""
-        self.new_end[k] = end
-        s = self.stream_of[k]
-        self.last_end[s] = max(self.last_end[s], end)
+        return begin
 
 
 def replaying(
@@ -170,7 +166,9 @@ def replaying(
     # A sync on the previous step's op keeps its measured time in a step replayed alone
     # (chain.replay_chain replays it against the step before).
     lagged = model.call_lag.tolist()
-    graph = streams.graph
+    place, finish = streams.place, streams.finish
+    graph, work_ns, stream_of = streams.graph, streams.work_ns, streams.stream_of
+    new_end, last_end = streams.new_end, streams.last_end
     launch_ns, graph_first = model.launch_ns, model.graph_first_ns
     lever_graphs = model.lever_graphs
     key_list = keys.tolist() if keys is not None else None
@@ -193,26 +191,29 @@ def replaying(
                 ready = t + call_ns[c]
             else:
                 ready = t + graph_first
-            streams.place(k, ready)
+            begin = place(k, ready)
             if key_list is not None and key_list[k] >= 0:
-                working = yield (key_list[k], streams.new_start[k])
-                streams.settle(k, max(streams.new_start[k], working) + streams.work_ns[k])
+                working = yield (key_list[k], begin)
+                end_k = max(begin, working) + work_ns[k]
             else:
-                streams.settle(k, streams.finish(k, streams.new_start[k]))
+                end_k = finish(k, begin)
+            new_end[k] = end_k
+            s_k = stream_of[k]
+            last_end[s_k] = max(last_end[s_k], end_k)
         end = t + call_ns[c]
         w = waits[c]
         if w >= 0 and category[c] == SYNC and not lagged[c]:
             tail = tails[c]
             own = tail if tail > 0 else call_ns[c]
-            end = max(t + own, streams.new_end[w] + tail)
+            end = max(t + own, new_end[w] + tail)
         t = end
         item_end[i] = t
-    launched = [end for end, fixed in zip(streams.new_end, streams.fixed, strict=True) if not fixed]
+    launched = [end for end, fixed in zip(new_end, streams.fixed, strict=True) if not fixed]
     return Replayed(
         wall_ns=int(t - model.start_ns),
         gpu_end_ns=int(max(launched) - model.start_ns) if launched else 0,
         item_start=np.asarray(item_start, dtype=np.int64),
         item_end=np.asarray(item_end, dtype=np.int64),
         op_start=np.asarray(streams.new_start, dtype=np.int64),
-        op_end=np.asarray(streams.new_end, dtype=np.int64),
+        op_end=np.asarray(new_end, dtype=np.int64),
     )
