@@ -1,4 +1,4 @@
-"""Window workers that read their own spans of the export (nsys/spans.py, windows.analyse_in_spans)
+"""Window workers that read their own spans of the export (nsys/spans.py, engine/spans.analyse_in_spans)
 give the one-process result, byte for byte, on real captures and on copies of one made
 awkward: copies and untimed rows spread through the tables (the spans' edges must count
 each once and find the row bounds past them), and rows out of order (the spans refuse, the

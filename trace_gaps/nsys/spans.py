@@ -1,5 +1,5 @@
 """Read one span of an export's op and call tables on a process of its own: a window worker
-that reads its own rows (analysis/windows.analyse_in_spans), so that reading, the largest
+that reads its own rows (analysis/engine/spans.analyse_in_spans), so that reading, the largest
 part of the main process's work, is shared by every core.
 
 A worker analysing windows [a, b) needs the rows the windows' own stream would hold there:

@@ -16,18 +16,12 @@ import numpy as np
 import pandas as pd
 
 from trace_gaps.analysis.collectives import CollectiveMatch, match_collectives, user_collectives
-from trace_gaps.analysis.engine.metrics import MergedMetrics, WindowInputs
+from trace_gaps.analysis.engine.frames import WindowInputs
+from trace_gaps.analysis.engine.metric import MergedMetrics
 from trace_gaps.analysis.engine.picks import StepPick, TimelineRequest, choose_steps
-from trace_gaps.analysis.engine.windows import (
-    RowStream,
-    WindowResults,
-    analyse_in_spans,
-    analyse_in_windows,
-    of_process,
-    plan_windows,
-    span_window_rows,
-    spans_can_run,
-)
+from trace_gaps.analysis.engine.spans import analyse_in_spans, span_window_rows, spans_can_run
+from trace_gaps.analysis.engine.streams import RowStream, of_process
+from trace_gaps.analysis.engine.windows import WindowResults, analyse_in_windows, plan_windows
 from trace_gaps.analysis.host import OsCallIndex, held_os_calls
 from trace_gaps.analysis.kinds import kind_table, of_one_kind, ordered_kinds
 from trace_gaps.analysis.ranges import build_range_tree, domain_names
