@@ -11,13 +11,14 @@ import pandas as pd
 
 from trace_gaps.analysis.collectives import WAIT_END_NS
 from trace_gaps.analysis.host import OsCallIndex
+from trace_gaps.analysis.launch_index import LaunchIndex
 from trace_gaps.analysis.launches import (
     calls_in_analysed_steps,
     mark_blocking_copies,
     ops_in_analysed_steps,
 )
 from trace_gaps.analysis.ledger import build_ledger
-from trace_gaps.analysis.stages import CALL_END_NS, STAGE, LaunchIndex, StageMap
+from trace_gaps.analysis.stages import CALL_END_NS, STAGE, StageMap
 from trace_gaps.model import (
     CALL_CATEGORY,
     END_NS,

@@ -46,11 +46,11 @@ from trace_gaps.analysis.engine.metric import MergedMetrics, Metric, merge_parts
 from trace_gaps.analysis.engine.metrics import METRICS
 from trace_gaps.analysis.engine.streams import READ_AT, RowStream, concat_streams
 from trace_gaps.analysis.host import HeldOsCalls, OsCallIndex, outermost_calls
+from trace_gaps.analysis.launch_index import LaunchIndex
 from trace_gaps.analysis.stages import (
     CALL_ROW,
     CALL_START_NS,
     LAUNCH_TID,
-    LaunchIndex,
     project_ops,
 )
 from trace_gaps.model import (
