@@ -18,7 +18,7 @@ from tests.conftest import sample_trace_paths
 from trace_gaps.analysis.engine import pipeline
 from trace_gaps.analysis.engine.pipeline import AnalysisOptions, analyse_trace
 from trace_gaps.model import START_NS
-from trace_gaps.nsys.chunks import Cleaner, Tally
+from trace_gaps.nsys.cleaning import Cleaner, Tally
 from trace_gaps.nsys.head import OP_ROW_KEY
 from trace_gaps.nsys.load import load_trace
 from trace_gaps.nsys.spans import _first_rowid_from

@@ -37,7 +37,8 @@ from trace_gaps.model import (
 )
 from trace_gaps.nsys import queries
 from trace_gaps.nsys.calls import classify_call
-from trace_gaps.nsys.chunks import CALL_READ, Tally, call_chunks, op_chunks, op_queries, with_pid
+from trace_gaps.nsys.chunks import CALL_READ, call_chunks, op_chunks, op_queries, with_pid
+from trace_gaps.nsys.cleaning import Tally
 from trace_gaps.nsys.export import (
     check_is_cuda_export,
     list_tables,
