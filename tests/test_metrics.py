@@ -4,15 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from trace_gaps.analysis.engine.metrics import (
-    FINDING_STEPS,
-    LEDGER,
-    METRICS,
-    OP_CENSUS,
-    Metric,
-    declare,
-    merge_parts,
-)
+from trace_gaps.analysis.engine.metric import Metric, declare, merge_parts
+from trace_gaps.analysis.engine.metrics import FINDING_STEPS, LEDGER, METRICS, OP_CENSUS
 from trace_gaps.analysis.engine.picks import StepPick, TimelineRequest
 from trace_gaps.analysis.engine.pipeline import AnalysisOptions, analyse_trace
 from trace_gaps.nsys.load import load_trace

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from tests.conftest import sample_trace_paths
 from trace_gaps.errors import TraceGapsError
-from trace_gaps.nsys import queries, read
+from trace_gaps.nsys import queries, queries_chunked, read
 from trace_gaps.nsys.chunks import CALL_READ
 from trace_gaps.nsys.os_calls import _READ as OS_READ
 
@@ -66,7 +66,7 @@ def row_by_row(
     path: Path, sql: str, dtypes: dict[str, str], rows=None, params=()
 ) -> pd.DataFrame | str:
     """The rows as sqlite3 reads any query, one Python row at a time."""
-    query = sql if rows is None else queries.in_rowids(sql)
+    query = sql if rows is None else queries_chunked.in_rowids(sql)
     try:
         chunks = list(read._sqlite_chunks(path, query, dtypes, (*params, *(rows or ())), skip=0))
     except TraceGapsError as error:

@@ -573,7 +573,7 @@ def test_ranks_on_the_command_line_and_not_with_process(export_builder, tmp_path
 def test_a_capture_with_gpu_metrics_has_a_metrics_lane_under_the_gpu_streams():
     # gm_sync_graph (--gpu-metrics-devices=all, 20 kHz); load_trace alone reads no metrics.
     from tests.conftest import shipped_trace
-    from trace_gaps.plot.timeline import METRICS_LANE
+    from trace_gaps.plot.metrics_lane import METRICS_LANE
     from trace_gaps.run.one import analyse_export
 
     trace, analysis = analyse_export(

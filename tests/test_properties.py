@@ -388,7 +388,7 @@ def test_launch_index_finds_the_first_call_of_each_key(calls, wanted, prefix, pa
     # The first call (lowest position) with each (pid, correlation id), or -1, whichever
     # lookup answers: a dense table per process (ids near each other) or sorted keys (ids
     # 2**36 apart force the sorted one on its own; `path` forces it on any ids).
-    from trace_gaps.analysis.stages import LaunchIndex, _DenseLookup
+    from trace_gaps.analysis.launch_index import LaunchIndex, _DenseLookup
 
     staged = pd.DataFrame(
         {
@@ -475,9 +475,9 @@ def test_step_at_finds_the_step_open_on_each_rows_thread(threads, rows):
 @example(n=10, ranks=[0, 2, 2, 9, 10], less=[1, 5], sort=False)  # many: the bins
 @settings(max_examples=300 if THOROUGH else 30)  # a pure function: cheap examples
 def test_the_ledgers_running_count_matches_counting_each_position(n, ranks, less, sort):
-    # _running_count's two paths (bins when the ranks are many, steps when few; sorted or
+    # running_count's two paths (bins when the ranks are many, steps when few; sorted or
     # not) against a count at every position.
-    from trace_gaps.analysis.ledger import _running_count
+    from trace_gaps.analysis.segments import running_count
 
     ranks = [min(r, n) for r in (sorted(ranks) if sort else ranks)]
     less = None if less is None else [min(r, n) for r in less]
@@ -485,7 +485,7 @@ def test_the_ledgers_running_count_matches_counting_each_position(n, ranks, less
         sum(r <= k for r in ranks) - (0 if less is None else sum(r <= k for r in less))
         for k in range(n)
     ]
-    got = _running_count(
+    got = running_count(
         np.array(ranks, dtype=np.int64), n, None if less is None else np.array(less, dtype=np.int64)
     )
     assert got.dtype == np.int64 and got.tolist() == expected

@@ -1,4 +1,4 @@
-"""Window workers that read their own spans of the export (nsys/spans.py, windows.analyse_in_spans)
+"""Window workers that read their own spans of the export (nsys/spans.py, engine/spans.analyse_in_spans)
 give the one-process result, byte for byte, on real captures and on copies of one made
 awkward: copies and untimed rows spread through the tables (the spans' edges must count
 each once and find the row bounds past them), and rows out of order (the spans refuse, the
@@ -18,7 +18,7 @@ from tests.conftest import sample_trace_paths
 from trace_gaps.analysis.engine import pipeline
 from trace_gaps.analysis.engine.pipeline import AnalysisOptions, analyse_trace
 from trace_gaps.model import START_NS
-from trace_gaps.nsys.chunks import Cleaner, Tally
+from trace_gaps.nsys.cleaning import Cleaner, Tally
 from trace_gaps.nsys.head import OP_ROW_KEY
 from trace_gaps.nsys.load import load_trace
 from trace_gaps.nsys.spans import _first_rowid_from

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-import trace_gaps.analysis.engine.windows as windows
+import trace_gaps.analysis.engine.streams as streams
 import trace_gaps.nsys.read as read
 import trace_gaps.nsys.read_ahead as read_ahead
 import trace_gaps.parallel as parallel
@@ -335,13 +335,13 @@ def test_rows_held_at_once_do_not_grow_with_the_export(tmp_path, monkeypatch):
     if not source.exists():
         pytest.skip("sample trace not present")
     held: list[int] = []
-    fill = windows.RowStream.fill
+    fill = streams.RowStream.fill
 
-    def counting_fill(self: windows.RowStream, limit: int, window: int) -> None:
+    def counting_fill(self: streams.RowStream, limit: int, window: int) -> None:
         fill(self, limit, window)
         held.append(sum(len(frame) for frame in self.held))
 
-    monkeypatch.setattr(windows.RowStream, "fill", counting_fill)
+    monkeypatch.setattr(streams.RowStream, "fill", counting_fill)
     peaks, counts = {}, {}
     for factor in (2, 6):
         big = tmp_path / f"x{factor}.sqlite"

@@ -1,6 +1,6 @@
 """Tasks on worker processes, results in order: the windows of one export, on every core.
 
-The main process reads an export window by window (analysis/windows.py); the work on each
+The main process reads an export window by window (analysis/engine/windows.py); the work on each
 window's rows can run on other processes meanwhile. ordered_map hands each task to a pool of
 worker processes as the caller's iterator produces it, keeps at most `jobs + 1` in flight
 (each holds a window's rows, so memory stays bounded), and yields the results in the order
@@ -10,7 +10,7 @@ Every task gets the same first argument, `shared` (what every window reads: the 
 stage map, ...): it is sent to each worker once, not with every task.
 
 Workers are forked from the calling process where no other thread runs there (they start
-at once, every import made: the spans' workers, analysis/windows.analyse_in_spans), else
+at once, every import made: the spans' workers, analysis/engine/spans.analyse_in_spans), else
 from a fork server (multiprocessing's "forkserver" start method) that has imported the
 task's module once: a process that runs read-ahead threads is never forked itself. With
 jobs=1, or where processes cannot be started, the tasks run in the calling process, in the

@@ -8,6 +8,7 @@ import pandas as pd
 
 from trace_gaps.analysis.collectives import WAIT_END_NS
 from trace_gaps.analysis.grouped import is_one_of, summed_by, sums_per_bin
+from trace_gaps.analysis.launch_index import LaunchIndex
 from trace_gaps.analysis.long_gaps import LAUNCH_GAP_NS, launch_gaps
 from trace_gaps.analysis.stages import (
     CALL_ROW,
@@ -15,7 +16,6 @@ from trace_gaps.analysis.stages import (
     LAUNCH_CATEGORY,
     LAUNCH_TID,
     STAGE,
-    LaunchIndex,
 )
 from trace_gaps.analysis.steps import IS_WARMUP, STEP_ID, step_at
 from trace_gaps.figures import UNEXPECTED_TOTALS, StepValue, Total
@@ -116,38 +116,17 @@ def summarise_stages(
         else calls_in_analysed_steps(staged_calls, steps)
     )
     duration = (calls[END_NS] - calls[START_NS]).to_numpy()
-    # Compare the category's codes, not one string per call.
-    category = calls[CALL_CATEGORY].astype("category")
-    categories = list(category.cat.categories)
-    codes = category.cat.codes.to_numpy()
+    entry_of, chosen_launches = _call_entries(calls[CALL_CATEGORY])
     call_keys = _pid_stage_keys(calls)
-    # Per category code (shifted by one: code -1, no category, takes slot 0), which of
-    # _COUNT_AND_TIME's entries counts the call, or -1.
     entries = list(_COUNT_AND_TIME.values())
-    entry_of_code = np.full(len(categories) + 1, -1, dtype=np.int64)
-    for entry, call_category in enumerate(_COUNT_AND_TIME):
-        if call_category.value in categories:
-            entry_of_code[categories.index(call_category.value) + 1] = entry
-    entry_of = entry_of_code[codes + 1]
-    # Per category, then per call; the appended False is where a missing category (code -1) lands.
-    is_launch = np.array([str(c).startswith("launch") for c in categories] + [False])
-    chosen_launches = is_launch[codes]
-    # The first op of each launch: its start, by the launch's row in the staged calls.
-    first_op = np.full(len(staged_calls), np.iinfo(np.int64).max, dtype=np.int64)
-    launched = projected_ops[CALL_ROW].to_numpy() >= 0
-    np.minimum.at(
-        first_op,
-        projected_ops[CALL_ROW].to_numpy()[launched],
-        projected_ops[START_NS].to_numpy()[launched],
+    has_op, queue = _launch_queues(
+        calls[PID].to_numpy()[chosen_launches],
+        calls[CORRELATION_ID].to_numpy()[chosen_launches],
+        calls[END_NS].to_numpy()[chosen_launches],
+        staged_calls,
+        projected_ops,
+        index if index is not None else LaunchIndex.of(staged_calls),
     )
-    # Every call of the launch (a runtime call and the driver call inside it share its id).
-    index = index if index is not None else LaunchIndex.of(staged_calls)
-    same = index.find(
-        calls[PID].to_numpy()[chosen_launches], calls[CORRELATION_ID].to_numpy()[chosen_launches]
-    )
-    first = np.where(same >= 0, first_op[np.maximum(same, 0)], np.iinfo(np.int64).max)
-    has_op = first < np.iinfo(np.int64).max
-    queue = np.where(has_op, np.maximum(first - calls[END_NS].to_numpy()[chosen_launches], 0), 0)
     from_graph = (analysed_ops[LAUNCH_CATEGORY] == CallCategory.LAUNCH_GRAPH.value).to_numpy()
     op_keys = _pid_stage_keys(analysed_ops)
 
@@ -187,6 +166,50 @@ def summarise_stages(
             **{name: table[:, i] for i, name in enumerate(STAGE_STAT_COLUMNS)},
         }
     )
+
+
+def _call_entries(category: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """Per call: which of _COUNT_AND_TIME's entries counts it (-1: none), and whether it is a
+    launch."""
+    # Compare the category's codes, not one string per call.
+    category = category.astype("category")
+    categories = list(category.cat.categories)
+    codes = category.cat.codes.to_numpy()
+    # Per category code (shifted by one: code -1, no category, takes slot 0), which of
+    # _COUNT_AND_TIME's entries counts the call, or -1.
+    entry_of_code = np.full(len(categories) + 1, -1, dtype=np.int64)
+    for entry, call_category in enumerate(_COUNT_AND_TIME):
+        if call_category.value in categories:
+            entry_of_code[categories.index(call_category.value) + 1] = entry
+    # Per category, then per call; the appended False is where a missing category (code -1) lands.
+    is_launch = np.array([str(c).startswith("launch") for c in categories] + [False])
+    return entry_of_code[codes + 1], is_launch[codes]
+
+
+def _launch_queues(
+    pids: np.ndarray,
+    correlation_ids: np.ndarray,
+    call_ends: np.ndarray,
+    staged_calls: pd.DataFrame,
+    projected_ops: pd.DataFrame,
+    index: LaunchIndex,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per launch call (its pid, correlation id and end): whether an op of its launch ran, and
+    its queue time (its first op's start - its end, when positive)."""
+    # The first op of each launch: its start, by the launch's row in the staged calls.
+    first_op = np.full(len(staged_calls), np.iinfo(np.int64).max, dtype=np.int64)
+    launched = projected_ops[CALL_ROW].to_numpy() >= 0
+    np.minimum.at(
+        first_op,
+        projected_ops[CALL_ROW].to_numpy()[launched],
+        projected_ops[START_NS].to_numpy()[launched],
+    )
+    # Every call of the launch (a runtime call and the driver call inside it share its id).
+    same = index.find(pids, correlation_ids)
+    first = np.where(same >= 0, first_op[np.maximum(same, 0)], np.iinfo(np.int64).max)
+    has_op = first < np.iinfo(np.int64).max
+    queue = np.where(has_op, np.maximum(first - call_ends, 0), 0)
+    return has_op, queue
 
 
 # summarise_stages groups on one integer per row, (pid << _STAGE_BITS) | stage: a pid takes

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from trace_gaps.analysis.engine.metric import Metric
 from trace_gaps.analysis.engine.metrics import (
     API_CALL_TOTALS,
     BLOCKED_HOST,
@@ -23,7 +24,6 @@ from trace_gaps.analysis.engine.metrics import (
     STAGE_STATS,
     STAGE_STEP_VALUES,
     TOP_KERNELS,
-    Metric,
 )
 from trace_gaps.analysis.engine.pipeline import Analysis
 from trace_gaps.analysis.gpu_metrics import gpu_inputs_of, stage_gpu_inputs

@@ -24,7 +24,6 @@ from trace_gaps.model import (
     GRAPH_NODE_COLUMNS,
     NAME,
     NVTX_RANGE_COLUMNS,
-    OS_CALL_COLUMNS,
     OVERHEAD_COLUMNS,
     PID,
     START_NS,
@@ -49,7 +48,7 @@ def read_head(
     tables: tuple[str, ...],
 ) -> Trace:
     """Everything but the op, call and OS-call rows: ranges, threads, settings, counts (the
-    OS calls are read a window at a time, nsys/os_calls.py, or whole: read_os_calls)."""
+    OS calls are read a window at a time or whole: nsys/os_calls.py)."""
     nvtx_ranges, unclosed = _read_nvtx_ranges(connection, path, tables)
     impossible_ranges = impossible_times(nvtx_ranges, None)
     nvtx_ranges = nvtx_ranges.loc[~impossible_ranges].reset_index(drop=True)
@@ -321,41 +320,6 @@ def _read_overhead(path: Path, tables: tuple[str, ...]) -> pd.DataFrame:
         return empty_frame(OVERHEAD_COLUMNS)
     dtypes = {n: d for n, d in OVERHEAD_COLUMNS.items() if d != "object"}
     return read_frame(path, queries.PROFILER_OVERHEAD, dtypes)
-
-
-# The columns of queries.OS_CALLS: the name as its id.
-OS_CALL_READ = {
-    **{n: d for n, d in OS_CALL_COLUMNS.items() if d != "category"},
-    "name_id": "int64",
-}
-
-
-def read_os_calls(
-    connection: sqlite3.Connection, path: Path, tables: tuple[str, ...]
-) -> pd.DataFrame:
-    """Every OS call (OSRT_API) of the export, in its order."""
-    if queries.OS_CALL_TABLE not in tables:
-        return empty_frame(OS_CALL_COLUMNS)
-    calls = read_frame(path, queries.OS_CALLS, OS_CALL_READ)
-    # Each distinct id named once (a million calls use a few dozen names), looked up by
-    # the ids read rather than by a second scan of the table (0.07 s for 1.28M calls).
-    codes, ids = pd.factorize(calls.pop("name_id").to_numpy())
-    named = os_call_names(connection, ids)
-    calls[NAME] = pd.Categorical.from_codes(
-        named.codes[codes] if len(codes) else codes, categories=named.categories
-    )
-    return calls[list(OS_CALL_COLUMNS)]
-
-
-def os_call_names(connection: sqlite3.Connection, ids: np.ndarray) -> pd.Categorical:
-    """The names of these OS-call name ids, one per id, its categories the names sorted
-    ("?" for an id StringIds lacks)."""
-    listed = len(ids) <= queries.LISTED_IDS_MAX
-    sql = queries.strings_with_ids(ids.tolist()) if listed else queries.OS_CALL_NAMES
-    names = read_strings(connection, sql)
-    return pd.Categorical(
-        pd.Series(ids).map(names.set_index("name_id")[NAME]).astype(object).fillna("?")
-    )
 
 
 def _read_gpus(connection: sqlite3.Connection, tables: tuple[str, ...]) -> tuple[GpuInfo, ...]:

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from trace_gaps.model import API_CALL_COLUMNS, CALL_CATEGORY, NAME, OP_KIND, Trace, empty_frame
-from trace_gaps.nsys.chunks import holding_next, shifted_copies
+from trace_gaps.nsys.cleaning import holding_next, shifted_copies
 from trace_gaps.nsys.export import list_tables, no_timed_ops_error, open_export
 from trace_gaps.nsys.head import CALL_ROW_KEY, OP_ROW_KEY
 from trace_gaps.nsys.stream import stream_export
@@ -59,7 +59,7 @@ def load_trace(path: Path) -> Trace:
 
 def _impossible_ops(ops: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """Masks of the shifted copies, and of the ops that hold the next op of their stream,
-    table by table as the stream finds them (nsys/chunks.StreamCheck)."""
+    table by table as the stream finds them (nsys/cleaning.StreamCheck)."""
     copied = np.zeros(len(ops), dtype=bool)
     impossible = np.zeros(len(ops), dtype=bool)
     for _, kind in ops.groupby(OP_KIND, observed=True, sort=False):

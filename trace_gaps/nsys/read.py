@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from trace_gaps.nsys import queries
+from trace_gaps.nsys import queries_chunked
 from trace_gaps.nsys.export import export_uri, open_export, reading_export
 from trace_gaps.nsys.sql import typed_frame
 
@@ -83,7 +83,7 @@ def read_table_chunks(
     those of rowids [lo, hi) when given, as read_chunks gives them.
 
     Through sqlite3, a query whose every column is an integer is read packed
-    (queries.packed_rows): SQLite writes each chunk's columns as text, one string a column,
+    (queries_chunked.packed_rows): SQLite writes each chunk's columns as text, one string a column,
     and numpy parses them; no Python object is made per value, and SQLite's part runs
     without Python's lock, beside the analysis. A chunk that cannot be read so exactly (a
     NULL, text, a BLOB or a REAL value, rows out of rowid order) is read row by row as
@@ -92,7 +92,7 @@ def read_table_chunks(
     if arrow_installed() or not all(str(d).startswith("int") for d in dtypes.values()):
         if rows is None:
             return read_chunks(path, sql, dtypes, params)
-        return read_chunks(path, queries.in_rowids(sql), dtypes, (*params, *rows))
+        return read_chunks(path, queries_chunked.in_rowids(sql), dtypes, (*params, *rows))
     return _packed_chunks(path, sql, dtypes, rows, params)
 
 
@@ -105,7 +105,7 @@ def _packed_chunks(
 ) -> Iterator[pd.DataFrame]:
     # Rowids [lo, last]: SQLite's rowids are 64-bit signed integers.
     lo, last = (rows[0], rows[1] - 1) if rows is not None else (-(2**63), 2**63 - 1)
-    exact = queries.in_rowids_through(sql)
+    exact = queries_chunked.in_rowids_through(sql)
     with open_export(path, values=False) as connection:
         with reading_export(path):
             described = connection.execute(f"{sql} LIMIT 0", params).description
@@ -113,7 +113,7 @@ def _packed_chunks(
         if set(columns) != set(dtypes):  # not a query of integers alone: row by row
             yield from _sqlite_chunks(path, exact, dtypes, (*params, lo, last), skip=0)
             return
-        packed = queries.packed_rows(sql, columns)
+        packed = queries_chunked.packed_rows(sql, columns)
         empty = True
         while lo <= last:
             bounds = (*params, lo, last, CHUNK_ROWS)
@@ -124,7 +124,9 @@ def _packed_chunks(
             unpacked = _unpacked(row, columns)
             if unpacked is None:  # this chunk row by row, as sqlite3 reads any query
                 with reading_export(path):
-                    end = connection.execute(queries.packed_chunk_end(sql), bounds).fetchone()[0]
+                    end = connection.execute(
+                        queries_chunked.packed_chunk_end(sql), bounds
+                    ).fetchone()[0]
                 chunks = _sqlite_chunks(path, exact, dtypes, (*params, lo, end), skip=0)
             else:
                 end, frame = unpacked
@@ -142,13 +144,13 @@ def _packed_chunks(
 
 
 def _unpacked(row: tuple[object, ...], columns: list[str]) -> tuple[int, pd.DataFrame] | None:
-    """The last rowid and the frame of a packed chunk (queries.packed_rows), None when it
+    """The last rowid and the frame of a packed chunk (queries_chunked.packed_rows), None when it
     cannot be read exactly so."""
     count, zero = row[0], row[-1]
     if not isinstance(zero, int):  # a REAL value, or none at all
         return None
     values: dict[str, np.ndarray] = {}
-    for at, name in enumerate([queries.PACKED_ROW_ID, *columns]):
+    for at, name in enumerate([queries_chunked.PACKED_ROW_ID, *columns]):
         text, largest = row[1 + 2 * at], row[2 + 2 * at]
         if not isinstance(text, str) or not isinstance(largest, int):  # NULL, text or BLOB
             return None
@@ -159,7 +161,7 @@ def _unpacked(row: tuple[object, ...], columns: list[str]) -> tuple[int, pd.Data
         if len(parsed) != count:  # a NULL skipped, or a value that is not all digits
             return None
         values[name] = parsed
-    rowids = values.pop(queries.PACKED_ROW_ID)
+    rowids = values.pop(queries_chunked.PACKED_ROW_ID)
     if len(rowids) > 1 and not bool((rowids[1:] > rowids[:-1]).all()):
         return None
     return int(rowids[-1]), pd.DataFrame(values, copy=False)
@@ -176,7 +178,7 @@ def _sqlite_chunks(
 ) -> Iterator[pd.DataFrame]:
     with open_export(path, values=False) as connection:
         rows = pd.read_sql_query(
-            queries.rows_from(sql) if skip else sql,
+            queries_chunked.rows_from(sql) if skip else sql,
             connection,
             params=(*params, skip) if skip else (params or None),
             chunksize=CHUNK_ROWS,

@@ -1,5 +1,5 @@
 """Read one span of an export's op and call tables on a process of its own: a window worker
-that reads its own rows (analysis/windows.analyse_in_spans), so that reading, the largest
+that reads its own rows (analysis/engine/spans.analyse_in_spans), so that reading, the largest
 part of the main process's work, is shared by every core.
 
 A worker analysing windows [a, b) needs the rows the windows' own stream would hold there:
@@ -33,7 +33,8 @@ import pandas as pd
 
 from trace_gaps.model import NeedsWholeTrace
 from trace_gaps.nsys import queries
-from trace_gaps.nsys.chunks import Pieces, Tally, call_chunks, op_chunks, op_queries
+from trace_gaps.nsys.chunks import Pieces, call_chunks, op_chunks, op_queries
+from trace_gaps.nsys.cleaning import Tally
 from trace_gaps.nsys.export import list_tables, open_export, reading_export
 from trace_gaps.nsys.head import LATEST_POSSIBLE_NS, capture_duration, capture_stop
 from trace_gaps.nsys.names import Names

@@ -37,7 +37,8 @@ from trace_gaps.model import (
 )
 from trace_gaps.nsys import queries
 from trace_gaps.nsys.calls import classify_call
-from trace_gaps.nsys.chunks import CALL_READ, Tally, call_chunks, op_chunks, op_queries, with_pid
+from trace_gaps.nsys.chunks import CALL_READ, call_chunks, op_chunks, op_queries, with_pid
+from trace_gaps.nsys.cleaning import Tally
 from trace_gaps.nsys.export import (
     check_is_cuda_export,
     list_tables,
@@ -46,14 +47,9 @@ from trace_gaps.nsys.export import (
     reading_export,
 )
 from trace_gaps.nsys.gpu_metrics import GpuMetricTable, open_gpu_metrics
-from trace_gaps.nsys.head import (
-    capture_duration,
-    capture_stop,
-    read_head,
-    read_os_calls,
-)
+from trace_gaps.nsys.head import capture_duration, capture_stop, read_head
 from trace_gaps.nsys.names import Names
-from trace_gaps.nsys.os_calls import MappedOsCalls
+from trace_gaps.nsys.os_calls import MappedOsCalls, read_os_calls
 from trace_gaps.nsys.read_ahead import Readers, Started, lazily
 from trace_gaps.nsys.spans import ExportSpans
 from trace_gaps.nsys.sql import query_frame, query_row, query_rows, query_value
@@ -67,7 +63,7 @@ class ExportStream:
     sources: RowSources
     tally: Tally
     calls_per_thread: Callable[[], pd.Series]  # timed CUDA API calls per globalTid
-    os_calls: Callable[[], pd.DataFrame]  # every OS call, read whole (head.read_os_calls)
+    os_calls: Callable[[], pd.DataFrame]  # every OS call, read whole (os_calls.read_os_calls)
 
     def trace(self) -> Trace:
         """The head with the untimed rows the stream left out counted in its info (without

@@ -7,6 +7,8 @@ narrower than a pixel: each (stage, busy|idle) is then one stacked band over the
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 import pandas as pd
 from matplotlib import rc_context
@@ -97,6 +99,41 @@ def plot_steps(report: Report) -> Figure:
 
 def _draw_process(ax: Axes, process: ProcessReport, colours: dict[str, str]) -> set[str]:
     """Stack the process's steps; return the legend names of the stages drawn."""
+    rows, table, stages = _step_table(process, colours)
+    warm = rows["is_warmup"].to_numpy()
+    _stack(ax, table, stages, warm, colours)
+    if len(rows) > MAX_BARS:
+        _fade_warmup_bands(ax, warm)
+    p50_note = ""
+    if (~warm).any():
+        p50 = process.steps.wall.p50_ns / NS_PER_MS
+        ax.axhline(p50, color=P50_COLOUR, linewidth=0.8, linestyle="--")
+        p50_note = f"; dashed line: p50 of the analysed steps, {p50:.2f} ms"
+    _clip_to_steady(ax, rows["wall"].to_numpy() / NS_PER_MS)
+    ticks = np.arange(0, len(rows), _tick_step(len(rows)))
+    ax.set_xticks(ticks, [str(i) for i in rows["index"].to_numpy()[ticks]])
+    # A lone step stays a bar, not a block filling the panel.
+    ax.set_xlim(-0.6, max(len(rows), MIN_SLOTS) - 0.4)
+    ax.set_xlabel("step index (time order)")
+    ax.set_ylabel("ms")
+    name = f" ({title_name(process.name)})" if process.name else ""
+    step = title_name(process.steps.name or "whole process")
+    ax.set_title(
+        f"process {process.pid}{name} — {step}: {process.steps.steps_analysed} analysed, "
+        f"{process.steps.steps_skipped} warm-up{p50_note}",
+        fontsize=9,
+        loc="left",
+    )
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
+    return set(stages)
+
+
+def _step_table(
+    process: ProcessReport, colours: dict[str, str]
+) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
+    """(the steps in time order, ns per (stage, bucket) row and step column, the stages in
+    stacking order): biggest at the bottom, "other stages" (no colour of its own) last."""
     rows = pd.DataFrame(
         {
             "step_id": [r.step_id for r in process.step_rows],
@@ -129,16 +166,23 @@ def _draw_process(ax: Axes, process: ProcessReport, colours: dict[str, str]) -> 
     stages = [s for s in order.index if s != OTHER_STAGES] + [
         s for s in order.index if s == OTHER_STAGES
     ]
-    x = np.arange(len(rows))
-    warm = rows["is_warmup"].to_numpy()
-    bottom = np.zeros(len(rows))
+    return rows, table, stages
+
+
+def _stack(
+    ax: Axes, table: pd.DataFrame, stages: list[str], warm: np.ndarray, colours: dict[str, str]
+) -> None:
+    """Stack each (stage, bucket)'s ms per step: bars, warm-up faded; bands past MAX_BARS."""
+    x = np.arange(len(warm))
+    bottom = np.zeros(len(warm))
     for stage in stages:
         for bucket in (Bucket.BUSY.value, Bucket.WAIT.value, Bucket.IDLE.value):
             if (stage, bucket) not in table.index:
                 continue
-            height = table.loc[(stage, bucket)].to_numpy() / NS_PER_MS
+            row = cast(pd.Series, table.loc[(stage, bucket)])  # one (stage, bucket) row
+            height = row.to_numpy() / NS_PER_MS
             hatch = {Bucket.IDLE.value: IDLE_HATCH, Bucket.WAIT.value: WAIT_HATCH}.get(bucket)
-            if len(rows) > MAX_BARS:
+            if len(warm) > MAX_BARS:
                 ax.fill_between(
                     x,
                     bottom,
@@ -168,31 +212,6 @@ def _draw_process(ax: Axes, process: ProcessReport, colours: dict[str, str]) -> 
                     label=f"{stage} {bucket}",
                 )
             bottom += height
-    if len(rows) > MAX_BARS:
-        _fade_warmup_bands(ax, warm)
-    p50_note = ""
-    if (~warm).any():
-        p50 = process.steps.wall.p50_ns / NS_PER_MS
-        ax.axhline(p50, color=P50_COLOUR, linewidth=0.8, linestyle="--")
-        p50_note = f"; dashed line: p50 of the analysed steps, {p50:.2f} ms"
-    _clip_to_steady(ax, rows["wall"].to_numpy() / NS_PER_MS)
-    ticks = np.arange(0, len(rows), _tick_step(len(rows)))
-    ax.set_xticks(ticks, [str(i) for i in rows["index"].to_numpy()[ticks]])
-    # A lone step stays a bar, not a block filling the panel.
-    ax.set_xlim(-0.6, max(len(rows), MIN_SLOTS) - 0.4)
-    ax.set_xlabel("step index (time order)")
-    ax.set_ylabel("ms")
-    name = f" ({title_name(process.name)})" if process.name else ""
-    step = title_name(process.steps.name or "whole process")
-    ax.set_title(
-        f"process {process.pid}{name} — {step}: {process.steps.steps_analysed} analysed, "
-        f"{process.steps.steps_skipped} warm-up{p50_note}",
-        fontsize=9,
-        loc="left",
-    )
-    for side in ("top", "right"):
-        ax.spines[side].set_visible(False)
-    return set(stages)
 
 
 def _fade_warmup_bands(ax: Axes, warm: np.ndarray) -> None:

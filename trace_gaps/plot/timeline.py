@@ -25,6 +25,13 @@ from matplotlib.transforms import blended_transform_factory
 from trace_gaps.errors import TraceGapsError
 from trace_gaps.model import CAUSE_ORDER
 from trace_gaps.plot.lanes import LANE_HEIGHT, draw_lane, label_lane
+from trace_gaps.plot.metrics_lane import (
+    DRAM_COLOUR,
+    METRICS_LANE,
+    SM_COLOUR,
+    draw_metrics,
+    has_metrics,
+)
 from trace_gaps.plot.palette import (
     CALL_COLOURS,
     CALL_KINDS,
@@ -36,10 +43,9 @@ from trace_gaps.plot.palette import (
     legend_name,
     stage_colour_array,
     stage_colours,
-    title_name,
 )
+from trace_gaps.plot.titles import timeline_title
 from trace_gaps.records import Report, Spans, StepTimeline
-from trace_gaps.report.timeline import finding_words
 from trace_gaps.units import NS_PER_MS, NS_PER_S, format_duration
 
 FIGURE_WIDTH_IN = 16.0
@@ -49,9 +55,6 @@ STEP_COLOUR = "#3b3b3b"
 WAIT_HATCH = "xxx"
 WAITING = "waiting in a collective"  # marks, in `used`, that some op waited
 IDLE_SHADE_ALPHA = 0.13
-DRAM_COLOUR = "#1f77b4"  # the metrics lane: DRAM read % filled, SM active % a line
-SM_COLOUR = "#d62728"
-METRICS_LANE = "GPU metrics: DRAM read %, SM active % (0–100)"
 SATURATED = "saturated at this zoom: zoom in with --from/--to"
 
 
@@ -75,21 +78,7 @@ def plot_timeline(
     pids = sorted({t.pid for t in timelines}, key=lambda pid: (pid != first.pid, pid))
     origin_ns = min(t.start_offset_ns for t in timelines)
     span_ns = max(t.start_offset_ns - origin_ns + t.wall_ns for t in timelines)
-    lane_names: list[str] = []
-    blocks: list[tuple[list[StepTimeline], list[tuple[int, int]], int]] = []
-    for pid in pids:
-        group = [t for t in timelines if t.pid == pid]
-        streams = sorted({(s.device_id, s.stream_id) for t in group for s in t.streams})
-        blocks.append((group, streams, len(lane_names)))
-        who = f"{pid} · " if len(pids) > 1 else ""
-        lane_names += [
-            f"{who}step",
-            f"{who}stages (thread {group[0].thread})",
-            f"{who}CUDA API (thread {group[0].thread})",
-            *[f"{who}GPU {device} stream {stream}" for device, stream in streams],
-            *([f"{who}{METRICS_LANE}"] if _has_metrics(group) else []),
-            f"{who}GPU idle: cause",
-        ]
+    lane_names, blocks = _lane_blocks(timelines, pids)
     fig = Figure(
         figsize=(FIGURE_WIDTH_IN, 1.9 + 0.42 * len(lane_names)), dpi=DPI, layout="constrained"
     )
@@ -126,8 +115,37 @@ def plot_timeline(
     ax.set_axisbelow(True)
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
-    ax.set_title(_title(report, timelines), fontsize=10, loc="left")
-    stage_handles, call_handles = _legend(colours, used)
+    ax.set_title(timeline_title(report, timelines), fontsize=10, loc="left")
+    _add_legends(fig, *_legend(colours, used))
+    return fig
+
+
+# Per process drawn: its timelines, its (device, stream) lanes, and its first lane's row.
+_Block = tuple[list[StepTimeline], list[tuple[int, int]], int]
+
+
+def _lane_blocks(timelines: list[StepTimeline], pids: list[int]) -> tuple[list[str], list[_Block]]:
+    """The lanes' names, top to bottom, and one block of lanes per process (pids' order)."""
+    lane_names: list[str] = []
+    blocks: list[_Block] = []
+    for pid in pids:
+        group = [t for t in timelines if t.pid == pid]
+        streams = sorted({(s.device_id, s.stream_id) for t in group for s in t.streams})
+        blocks.append((group, streams, len(lane_names)))
+        who = f"{pid} · " if len(pids) > 1 else ""
+        lane_names += [
+            f"{who}step",
+            f"{who}stages (thread {group[0].thread})",
+            f"{who}CUDA API (thread {group[0].thread})",
+            *[f"{who}GPU {device} stream {stream}" for device, stream in streams],
+            *([f"{who}{METRICS_LANE}"] if has_metrics(group) else []),
+            f"{who}GPU idle: cause",
+        ]
+    return lane_names, blocks
+
+
+def _add_legends(fig: Figure, stage_handles: list[Patch], call_handles: list[Patch]) -> None:
+    """The calls' and causes' legend at the right, the stages' below (if any stage shows)."""
     fig.legend(
         handles=call_handles,
         loc="outside right upper",
@@ -147,7 +165,45 @@ def plot_timeline(
             title="stage (colours the stage lane and the ops it launched)",
             title_fontsize=8,
         )
-    return fig
+
+
+class _Lanes:
+    """Draws spans into the lanes of one axes at one zoom, noting the lanes saturated there."""
+
+    def __init__(self, ax: Axes, ns_per_px: float, low_ns: int) -> None:
+        self.ax, self.ns_per_px, self.low_ns = ax, ns_per_px, low_ns
+        self.saturated: list[int] = []
+
+    def draw(
+        self,
+        row: float,
+        starts: np.ndarray,
+        ends: np.ndarray,
+        faces: np.ndarray,
+        labels: np.ndarray,
+        **kw: float,
+    ) -> None:
+        """Draw the spans in lane `row`, then their labels where they fit."""
+        ax, ns_per_px = self.ax, self.ns_per_px
+        if draw_lane(ax, row, starts, ends, faces, min_ns=ns_per_px, origin_ns=self.low_ns, **kw):
+            self.saturated.append(int(row))
+        label_lane(ax, row, starts, ends, labels, ns_per_px=ns_per_px, faces=faces)
+
+    def mark_saturated(self) -> None:
+        """Say "saturated at this zoom" at the right end of each saturated lane."""
+        for row in self.saturated:
+            self.ax.text(
+                0.999,
+                row,
+                SATURATED,
+                transform=blended_transform_factory(self.ax.transAxes, self.ax.transData),
+                ha="right",
+                va="center",
+                fontsize=7,
+                style="italic",
+                bbox={"facecolor": "white", "edgecolor": "#888888", "linewidth": 0.5, "pad": 1.5},
+                clip_on=False,
+            )
 
 
 def _draw(
@@ -166,7 +222,62 @@ def _draw(
     a pixel column is marked "saturated at this zoom".
     """
     low_ns, high_ns = window_ns
-    steps = Spans(
+    lanes = _Lanes(ax, ns_per_px, low_ns)
+    steps = _clip(_step_spans(timelines, shifts), low_ns, high_ns)
+    stages = _clip(_concat([t.stages for t in timelines], shifts), low_ns, high_ns)
+    calls = _clip(_concat([t.api_calls for t in timelines], shifts), low_ns, high_ns)
+    idle = _clip(_concat([t.idle for t in timelines], shifts), low_ns, high_ns)
+    rows = {key: row for row, key in enumerate(streams, start=top + 3)}
+    metrics_lane = top + 3 + len(streams) if has_metrics(timelines) else None
+    idle_lane = top + 3 + len(streams) + (metrics_lane is not None)
+
+    step_starts, step_ends = np.array(steps.start_ns), np.array(steps.end_ns)
+    step_faces = np.full(len(step_starts), STEP_COLOUR, dtype=object)
+    lanes.draw(top, step_starts, step_ends, step_faces, np.array(steps.name), height=0.5)
+    stage_names = np.array(stages.group, dtype=object)
+    stage_colour = stage_colour_array(colours, stage_names)
+    lanes.draw(
+        top + 1, np.array(stages.start_ns), np.array(stages.end_ns), stage_colour, stage_names
+    )
+    kinds = call_kinds(calls.group)
+    call_colour = colours_of(CALL_COLOURS, kinds, "black")
+    call_names = np.array(calls.name, dtype=object)
+    lanes.draw(top + 2, np.array(calls.start_ns), np.array(calls.end_ns), call_colour, call_names)
+    op_stages = _draw_streams(ax, lanes, rows, timelines, shifts, colours, window_ns)
+    if metrics_lane is not None:
+        draw_metrics(ax, metrics_lane, timelines, shifts, window_ns)
+
+    causes = np.array(idle.group, dtype=object)
+    idle_starts, idle_ends = np.array(idle.start_ns), np.array(idle.end_ns)
+    cause_colour = colours_of(CAUSE_COLOURS, causes, "black")
+    lanes.draw(idle_lane, idle_starts, idle_ends, cause_colour, causes)
+    if rows:
+        # Shade the device's idle time across its stream lanes.
+        band = len(rows) - 1 + LANE_HEIGHT
+        draw_lane(
+            ax,
+            top + 3 + (len(rows) - 1) / 2,
+            idle_starts,
+            idle_ends,
+            cause_colour,
+            min_ns=ns_per_px,
+            height=band,
+            alpha=IDLE_SHADE_ALPHA,
+            origin_ns=low_ns,
+        )
+    lanes.mark_saturated()
+    return {
+        "stages": {legend_name(colours, s) for s in set(stage_names) | op_stages - {WAITING}}
+        | ({WAITING} & op_stages),
+        "calls": set(kinds),
+        "causes": set(causes),
+        "metrics": {METRICS_LANE} if metrics_lane is not None else set(),
+    }
+
+
+def _step_spans(timelines: list[StepTimeline], shifts: list[int]) -> Spans:
+    """Each step as one span on the shared axis, named with its index and wall."""
+    return Spans(
         [s for s in shifts],
         [s + t.wall_ns for s, t in zip(shifts, timelines, strict=True)],
         ["step"] * len(timelines),
@@ -177,52 +288,21 @@ def _draw(
             for t in timelines
         ],
     )
-    steps = _clip(steps, low_ns, high_ns)
-    stages = _clip(_concat([t.stages for t in timelines], shifts), low_ns, high_ns)
-    calls = _clip(_concat([t.api_calls for t in timelines], shifts), low_ns, high_ns)
-    idle = _clip(_concat([t.idle for t in timelines], shifts), low_ns, high_ns)
-    lanes = {key: row for row, key in enumerate(streams, start=top + 3)}
-    metrics_lane = top + 3 + len(streams) if _has_metrics(timelines) else None
-    idle_lane = top + 3 + len(streams) + (metrics_lane is not None)
-    saturated: list[int] = []
 
-    def draw(
-        row: float, starts: np.ndarray, ends: np.ndarray, faces: np.ndarray, **kw: float
-    ) -> None:
-        if draw_lane(ax, row, starts, ends, faces, min_ns=ns_per_px, origin_ns=low_ns, **kw):
-            saturated.append(int(row))
 
-    step_starts, step_ends = np.array(steps.start_ns), np.array(steps.end_ns)
-    step_faces = np.full(len(step_starts), STEP_COLOUR, dtype=object)
-    draw(top, step_starts, step_ends, step_faces, height=0.5)
-    label_lane(
-        ax, top, step_starts, step_ends, np.array(steps.name), ns_per_px=ns_per_px, faces=step_faces
-    )
-
-    stage_names = np.array(stages.group, dtype=object)
-    stage_starts, stage_ends = np.array(stages.start_ns), np.array(stages.end_ns)
-    stage_colour = stage_colour_array(colours, stage_names)
-    draw(top + 1, stage_starts, stage_ends, stage_colour)
-    label_lane(
-        ax, top + 1, stage_starts, stage_ends, stage_names, ns_per_px=ns_per_px, faces=stage_colour
-    )
-
-    kinds = call_kinds(calls.group)
-    call_starts, call_ends = np.array(calls.start_ns), np.array(calls.end_ns)
-    call_colour = colours_of(CALL_COLOURS, kinds, "black")
-    draw(top + 2, call_starts, call_ends, call_colour)
-    label_lane(
-        ax,
-        top + 2,
-        call_starts,
-        call_ends,
-        np.array(calls.name, dtype=object),
-        ns_per_px=ns_per_px,
-        faces=call_colour,
-    )
-
+def _draw_streams(
+    ax: Axes,
+    lanes: _Lanes,
+    rows: dict[tuple[int, int], int],
+    timelines: list[StepTimeline],
+    shifts: list[int],
+    colours: dict[str, str],
+    window_ns: tuple[int, int],
+) -> set[str]:
+    """Draw each GPU stream's ops in its lane, a collective's wait hatched over; return the
+    stages of the ops drawn (WAITING too, if some op waited)."""
     op_stages: set[str] = set()
-    for key, row in lanes.items():
+    for key, row in rows.items():
         lane = [
             (stream, shift)
             for t, shift in zip(timelines, shifts, strict=True)
@@ -232,18 +312,9 @@ def _draw(
         ops = _clip_concat(
             [stream.ops for stream, _ in lane], [shift for _, shift in lane], window_ns
         )
-        starts, ends = np.array(ops.start_ns), np.array(ops.end_ns)
         op_colour = stage_colour_array(colours, ops.group)
-        draw(row, starts, ends, op_colour)
-        label_lane(
-            ax,
-            row,
-            starts,
-            ends,
-            np.array(ops.name, dtype=object),
-            ns_per_px=ns_per_px,
-            faces=op_colour,
-        )
+        op_names = np.array(ops.name, dtype=object)
+        lanes.draw(row, np.array(ops.start_ns), np.array(ops.end_ns), op_colour, op_names)
         op_stages.update(ops.group)
         waits = _clip_concat(
             [stream.waits for stream, _ in lane], [shift for _, shift in lane], window_ns
@@ -259,91 +330,7 @@ def _draw(
                 linewidth=0,
             )
             op_stages.add(WAITING)
-
-    if metrics_lane is not None:
-        _draw_metrics(ax, metrics_lane, timelines, shifts, window_ns)
-
-    causes = np.array(idle.group, dtype=object)
-    idle_starts, idle_ends = np.array(idle.start_ns), np.array(idle.end_ns)
-    cause_colour = colours_of(CAUSE_COLOURS, causes, "black")
-    draw(idle_lane, idle_starts, idle_ends, cause_colour)
-    label_lane(
-        ax, idle_lane, idle_starts, idle_ends, causes, ns_per_px=ns_per_px, faces=cause_colour
-    )
-    if lanes:
-        # Shade the device's idle time across its stream lanes.
-        band = len(lanes) - 1 + LANE_HEIGHT
-        draw_lane(
-            ax,
-            top + 3 + (len(lanes) - 1) / 2,
-            idle_starts,
-            idle_ends,
-            cause_colour,
-            min_ns=ns_per_px,
-            height=band,
-            alpha=IDLE_SHADE_ALPHA,
-            origin_ns=low_ns,
-        )
-    for row in saturated:
-        ax.text(
-            0.999,
-            row,
-            SATURATED,
-            transform=blended_transform_factory(ax.transAxes, ax.transData),
-            ha="right",
-            va="center",
-            fontsize=7,
-            style="italic",
-            bbox={"facecolor": "white", "edgecolor": "#888888", "linewidth": 0.5, "pad": 1.5},
-            clip_on=False,
-        )
-    return {
-        "stages": {legend_name(colours, s) for s in set(stage_names) | op_stages - {WAITING}}
-        | ({WAITING} & op_stages),
-        "calls": set(kinds),
-        "causes": set(causes),
-        "metrics": {METRICS_LANE} if metrics_lane is not None else set(),
-    }
-
-
-def _has_metrics(timelines: list[StepTimeline]) -> bool:
-    return any(t.gpu_metrics is not None and t.gpu_metrics.start_ns for t in timelines)
-
-
-def _draw_metrics(
-    ax: Axes,
-    row: int,
-    timelines: list[StepTimeline],
-    shifts: list[int],
-    window_ns: tuple[int, int],
-) -> None:
-    """The GPU's samples as steps in one lane, 0 % at its bottom and 100 % at its top: DRAM
-    read filled, SM active a line (each sample holds its value over its period)."""
-    low_ns, high_ns = window_ns
-    bottom, height = row + LANE_HEIGHT / 2, LANE_HEIGHT  # the y axis runs downwards
-    for timeline, shift in zip(timelines, shifts, strict=True):
-        lane = timeline.gpu_metrics
-        if lane is None or not lane.start_ns:
-            continue
-        starts = np.array(lane.start_ns, dtype=np.int64) + shift
-        ends = np.array(lane.end_ns, dtype=np.int64) + shift
-        keep = (ends > low_ns) & (starts < high_ns)
-        if not keep.any():
-            continue
-        # Each sample's value from its start to its end: x doubled, values repeated.
-        x = np.column_stack([np.maximum(starts[keep], low_ns), np.minimum(ends[keep], high_ns)])
-        x = x.ravel()
-        for values, filled, colour in (
-            (lane.dram_read_pct, True, DRAM_COLOUR),
-            (lane.sm_active_pct, False, SM_COLOUR),
-        ):
-            y = bottom - height * np.repeat(np.array(values)[keep], 2) / 100
-            if filled:
-                ax.fill_between(x, bottom, y, color=colour, alpha=0.55, linewidth=0)
-            else:
-                ax.plot(x, y, color=colour, linewidth=0.8)
-    ax.axhline(bottom - height, color="#cccccc", linewidth=0.4, zorder=0)
-    ax.axhline(bottom, color="#cccccc", linewidth=0.4, zorder=0)
+    return op_stages
 
 
 def _concat(spans: list[Spans], shifts: list[int]) -> Spans:
@@ -376,57 +363,6 @@ def _clip(spans: Spans, low_ns: int, high_ns: int) -> Spans:
 
 def _clip_concat(spans: list[Spans], shifts: list[int], window_ns: tuple[int, int]) -> Spans:
     return _clip(_concat(spans, shifts), *window_ns)
-
-
-def _title(report: Report, timelines: list[StepTimeline]) -> str:
-    pids = sorted({t.pid for t in timelines}, key=lambda pid: (pid != timelines[0].pid, pid))
-    if len(pids) > 1:
-        return _ranks_title(report, timelines, pids)
-    first, last = timelines[0], timelines[-1]
-    process = next((p for p in report.processes if p.pid == first.pid), None)
-    who = f"process {first.pid}" + (
-        f" ({title_name(process.name)})" if process and process.name else ""
-    )
-    name = title_name(first.step_name or "whole process")
-    if len(timelines) == 1:
-        which = {"median": "median step", "worst": "slowest step"}.get(first.view, "step")
-        steps = f"{which}: {name} #{first.step_index}" + (" (warm-up)" if first.is_warmup else "")
-        if first.finding:
-            steps = f"{name} #{first.step_index}, the step {finding_words(first)}"
-        wall = f"wall {format_duration(first.wall_ns)}"
-    else:
-        steps = f"steps {name} #{first.step_index}–#{last.step_index}"
-        wall = (
-            "walls "
-            + ", ".join(format_duration(t.wall_ns) for t in timelines[:6])
-            + (", …" if len(timelines) > 6 else "")
-        )
-    if process is not None and process.steps.steps_analysed:
-        p50 = format_duration(process.steps.wall.p50_ns)
-        wall += f" (p50 of {process.steps.steps_analysed} analysed: {p50})"
-    return f"{report.export.file} — {who}, thread {first.thread}\n{steps} — {wall}"
-
-
-def _ranks_title(report: Report, timelines: list[StepTimeline], pids: list[int]) -> str:
-    """Which processes and steps, and how late each process starts them after the first."""
-    first = timelines[0]
-    name = title_name(first.step_name or "whole process")
-    indices = sorted({t.step_index for t in timelines})
-    which = f"#{indices[0]}" if len(indices) == 1 else f"#{indices[0]}–#{indices[-1]}"
-    per_pid = {pid: sorted({t.step_index for t in timelines if t.pid == pid}) for pid in pids}
-    if len(indices) > 1 and all(len(found) == 1 for found in per_pid.values()):
-        # The same step of each rank (paired by time across exports), numbered by each.
-        which = "(" + ", ".join(f"{pid} #{found[0]}" for pid, found in per_pid.items()) + ")"
-    starts = {pid: min(t.start_offset_ns for t in timelines if t.pid == pid) for pid in pids}
-    skews = ", ".join(f"{pid} {_signed_ms(starts[pid] - starts[first.pid])}" for pid in pids[1:])
-    return (
-        f"{report.export.file} — processes {', '.join(map(str, pids))} on one time axis\n"
-        f"{name} {which} of each process — step start after {first.pid}: {skews}"
-    )
-
-
-def _signed_ms(ns: int) -> str:
-    return ("+" if ns >= 0 else "−") + format_duration(abs(ns))
 
 
 def _legend(colours: dict[str, str], used: dict[str, set[str]]) -> tuple[list[Patch], list[Patch]]:

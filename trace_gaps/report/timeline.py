@@ -13,7 +13,8 @@ import numpy as np
 import pandas as pd
 
 from trace_gaps.analysis.collectives import WAIT_END_NS
-from trace_gaps.analysis.engine.metrics import FINDING_STEPS, STEP_DETAILS, StepDetail
+from trace_gaps.analysis.engine.details import StepDetail
+from trace_gaps.analysis.engine.metrics import FINDING_STEPS, STEP_DETAILS
 from trace_gaps.analysis.engine.picks import (
     FINDING_OF_VERDICT,
     Finding,

@@ -1,7 +1,7 @@
 """Analyse one export, and report it: streamed a window of steps at a time, or whole when it
 must be.
 
-Streaming keeps memory bounded whatever the export's size (see analysis/windows.py); an
+Streaming keeps memory bounded whatever the export's size (see analysis/engine/windows.py); an
 export whose rows break its assumptions (tables out of start order, an op far from its
 launch) is loaded whole and analysed as one window instead, with the same results.
 """
@@ -23,7 +23,8 @@ from trace_gaps.analysis.engine.pipeline import (
     analyse_rows,
     analyse_trace,
 )
-from trace_gaps.analysis.engine.windows import SPAN_WINDOW_ROWS_MIN, WINDOW_ROWS
+from trace_gaps.analysis.engine.spans import SPAN_WINDOW_ROWS_MIN
+from trace_gaps.analysis.engine.windows import WINDOW_ROWS
 from trace_gaps.errors import TraceGapsError, about_file
 from trace_gaps.model import NeedsWholeTrace, Trace
 from trace_gaps.nsys.load import load_trace
@@ -89,7 +90,7 @@ def analyse_export(
 
 
 def _spans_early(jobs: int, window_rows: int | None) -> Callable[[int], bool] | None:
-    """For an export big enough for spans (analysis/windows.spans_can_run), once its size is
+    """For an export big enough for spans (analysis/engine/spans.spans_can_run), once its size is
     known: start the longest-row scan at once, while the head is read."""
     if jobs < 2 or window_rows is None or not can_start_pool():
         return None

@@ -1,9 +1,9 @@
 """The per-window metrics, each declared once: a name, how a window computes it, how windows merge.
 
-The engine (windows.py) computes a window's shared frames once (WindowFrames: projected
-ops, staged calls, the ledger with its gaps and idle runs, the analysed and owned subsets),
-then every declared metric on them, and merges each metric's parts (one per window, in
-window order) by the metric's rule. Analysis.metrics holds the results; readers index it
+The engine (windows.py) computes a window's shared frames once (frames.WindowFrames:
+projected ops, staged calls, the ledger with its gaps and idle runs, the analysed and owned
+subsets), then every declared metric on them, and merges each metric's parts (one per
+window, in window order) by the metric's rule. Analysis.metrics holds the results; readers index it
 with the metric, typed by its declaration: `analysis.metrics[STAGE_STATS]` is a DataFrame,
 `analysis.metrics[STEP_DETAILS]` a dict of StepDetail.
 
@@ -15,8 +15,9 @@ To add a metric, write its compute function over WindowFrames and declare it, e.
         summed(OP_CENSUS_COLUMNS[:-1], OP_CENSUS_COLUMNS[-1:]),
     )
 
-The merge rule (concatenated, summed, top_of, or any function of the parts) carries the
-empty result's columns, and must give the same result however the steps are cut into
+declare and the merge rules live in metric.py, the details of the steps pictures draw in
+details.py. The merge rule (concatenated, summed, top_of, or any function of the parts)
+carries the empty result's columns, and must give the same result however the steps are cut into
 windows: a window sees only its own steps (their ops and calls, and those nearby), so a
 metric counts each row in one window only (its owned_* rows, or rows of its steps).
 tests/test_windows.py and tests/test_properties.py compare windowed with whole analyses.
@@ -24,9 +25,7 @@ tests/test_windows.py and tests/test_properties.py compare windowed with whole a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar, cast
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -36,10 +35,24 @@ from trace_gaps.analysis.collectives import (
     PEER_PID,
     peer_idle_during_waits,
 )
-from trace_gaps.analysis.engine.picks import largest_findings
+from trace_gaps.analysis.engine.details import (
+    finding_steps,
+    largest_finding_steps,
+    step_details,
+    union_of_details,
+)
+from trace_gaps.analysis.engine.frames import WindowFrames
+from trace_gaps.analysis.engine.metric import (
+    Metric,
+    concatenated,
+    declare,
+    declared,
+    summed,
+    top_of,
+)
 from trace_gaps.analysis.gpu_metrics import measure_gpu_metrics, merge_gpu_metrics
 from trace_gaps.analysis.grouped import summed_by
-from trace_gaps.analysis.host import BLOCKED_COLUMNS, OsCallIndex, find_blocked_host_time
+from trace_gaps.analysis.host import BLOCKED_COLUMNS, find_blocked_host_time
 from trace_gaps.analysis.kernels import merge_op_durations, op_durations
 from trace_gaps.analysis.launches import (
     STAGE_STAT_COLUMNS,
@@ -60,7 +73,7 @@ from trace_gaps.analysis.long_gaps import (
     launch_spacing,
 )
 from trace_gaps.analysis.replay.model import StepModel, step_model
-from trace_gaps.analysis.stages import STAGE, LaunchIndex, StageMap
+from trace_gaps.analysis.stages import STAGE
 from trace_gaps.analysis.steps import IS_WARMUP, STEP_ID, step_rows
 from trace_gaps.model import (
     CALL_CATEGORY,
@@ -71,137 +84,12 @@ from trace_gaps.model import (
     PID,
     START_NS,
     CallCategory,
-    GpuMetricSource,
-    GpuSamples,
-    GraphTraceMode,
 )
 
 GAPS_KEPT = 3  # longest gaps kept per (pid, stage)
 REPLAY_CALLS_MAX = 200_000  # a step with more calls (any thread's) is not replayed
 GRAPH_SETUP_COLUMNS = [PID, GLOBAL_TID, NAME, START_NS, END_NS]
 OP_CENSUS_COLUMNS = [PID, OP_KIND, STAGE, "ops"]
-
-
-@dataclass(frozen=True, slots=True)
-class WindowInputs:
-    """What every window reads besides its rows."""
-
-    steps: pd.DataFrame
-    stage_map: StageMap
-    os_calls: OsCallIndex  # the outermost OS calls near the window's steps (its own)
-    detail_step_ids: frozenset[int]
-    finding_step_ids: frozenset[int] = frozenset()  # the steps a FINDING picture chooses among
-    # Per pid: the sorted starts, wait ends and peers of its collective ops that wait.
-    collective_waits: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = field(
-        default_factory=dict
-    )
-    replay_step_ids: frozenset[int] = frozenset()  # the steps what-if replays (replay.py)
-    graph_mode: GraphTraceMode = GraphTraceMode.UNKNOWN  # the export's --cuda-graph-trace
-    kernel_durations: bool = False  # compute OP_DURATIONS (analyze --kernels)
-    gpu_metrics: GpuMetricSource | None = None  # the GPU's metric samples, if captured
-
-
-@dataclass(frozen=True, slots=True)
-class WindowFrames:
-    """One window's shared frames, computed once by the engine for every metric to read."""
-
-    inputs: WindowInputs
-    steps: pd.DataFrame  # the window's steps
-    projected: pd.DataFrame  # the ops held, joined to their calls and stages (project_ops)
-    staged: pd.DataFrame  # the calls held, staged, blocking copies marked
-    launch_index: LaunchIndex  # staged, indexed by (pid, correlation id)
-    ledger: pd.DataFrame  # build_ledger over the window's steps
-    gaps: pd.DataFrame  # idle gaps per (step, stage), from the same pass
-    idle_runs: pd.DataFrame  # idle time as runs of one cause, from the same pass
-    analysed_ops: pd.DataFrame  # projected ops in the window's analysed steps, with step_id
-    analysed_calls: pd.DataFrame  # staged calls in the window's analysed steps, with step_id
-    owned_ops: pd.DataFrame  # projected ops that start in the time the window owns
-    owned_calls: pd.DataFrame  # staged calls that start in the time the window owns
-
-
-Part = TypeVar("Part")  # what one window computes
-Merged = TypeVar("Merged")  # what the windows' parts merge to
-
-
-@dataclass(frozen=True, slots=True)
-class Metric(Generic[Part, Merged]):
-    """One per-window result: computed from each window's frames, merged over the windows."""
-
-    name: str
-    compute: Callable[[WindowFrames], Part]
-    merge: Callable[[list[Part]], Merged]
-
-
-_DECLARED: list[Metric[Any, Any]] = []
-
-
-def declare(
-    name: str,
-    compute: Callable[[WindowFrames], Part],
-    merge: Callable[[list[Part]], Merged],
-) -> Metric[Part, Merged]:
-    """Declare a metric: every window computes it, and the analysis merges it (METRICS)."""
-    metric = Metric(name, compute, merge)
-    if any(declared.name == name for declared in _DECLARED):
-        raise ValueError(f"metric {name} is declared twice")
-    _DECLARED.append(metric)
-    return metric
-
-
-@dataclass(frozen=True, slots=True)
-class MergedMetrics:
-    """Every declared metric merged over the windows; index it with the metric."""
-
-    by_name: Mapping[str, object]
-
-    def __getitem__(self, metric: Metric[Any, Merged]) -> Merged:
-        return cast(Merged, self.by_name[metric.name])
-
-
-def merge_parts(
-    metrics: tuple[Metric[Any, Any], ...], parts: Mapping[str, list[Any]]
-) -> MergedMetrics:
-    """Merge each metric's per-window parts by its rule."""
-    return MergedMetrics({metric.name: metric.merge(parts[metric.name]) for metric in metrics})
-
-
-# Merge rules. Each drops empty parts and gives int64 columns when every part is empty.
-
-
-def concatenated(columns: list[str]) -> Callable[[list[pd.DataFrame]], pd.DataFrame]:
-    """The parts' rows, window after window."""
-
-    def merge(frames: list[pd.DataFrame]) -> pd.DataFrame:
-        frames = [frame for frame in frames if len(frame)]
-        if not frames:
-            return pd.DataFrame({c: pd.Series(dtype="int64") for c in columns})
-        return pd.concat(frames, ignore_index=True)
-
-    return merge
-
-
-def summed(keys: list[str], values: list[str]) -> Callable[[list[pd.DataFrame]], pd.DataFrame]:
-    """The parts' values added up per key, sorted by key (categorical keys as text)."""
-
-    def merge(frames: list[pd.DataFrame]) -> pd.DataFrame:
-        frames = [frame for frame in frames if len(frame)]
-        if not frames:
-            return pd.DataFrame({c: pd.Series(dtype="int64") for c in [*keys, *values]})
-        frame = pd.concat(frames, ignore_index=True)
-        for key in keys:
-            if isinstance(frame[key].dtype, pd.CategoricalDtype):
-                frame[key] = frame[key].astype(str)
-        return frame.groupby(keys, sort=True)[values].sum().reset_index()
-
-    return merge
-
-
-def top_of(
-    merge: Callable[[list[pd.DataFrame]], pd.DataFrame],
-    top: Callable[[pd.DataFrame], pd.DataFrame],
-) -> Callable[[list[pd.DataFrame]], pd.DataFrame]:
-    """The top rows (by `top`) of the parts merged by `merge`."""
-    return lambda frames: top(merge(frames))
 
 
 def longest_gaps(gaps: pd.DataFrame, steps: pd.DataFrame, top: int = GAPS_KEPT) -> pd.DataFrame:
@@ -312,88 +200,6 @@ def _graph_setup_calls(frames: WindowFrames) -> pd.DataFrame:
     return calls.loc[setup, GRAPH_SETUP_COLUMNS].assign(**{NAME: lambda f: f[NAME].astype(str)})
 
 
-@dataclass(frozen=True, slots=True)
-class StepDetail:
-    """What a timeline picture of one step needs: its calls, ops and idle runs, and the GPU's
-    metric samples over it."""
-
-    calls: pd.DataFrame  # the step thread's staged calls overlapping the step
-    ops: pd.DataFrame  # the process's projected ops overlapping the step
-    idle_runs: pd.DataFrame  # step_id, start_ns, end_ns, cause
-    gpu_samples: GpuSamples | None = None  # None: the export has no GPU metrics
-
-
-def _step_details(frames: WindowFrames) -> dict[int, StepDetail]:
-    """The details of the window's steps that a timeline picked."""
-    steps = frames.steps
-    picked = steps[steps[STEP_ID].isin(frames.inputs.detail_step_ids)]
-    return {int(getattr(step, STEP_ID)): _step_detail(step, frames) for step in picked.itertuples()}
-
-
-def _step_detail(step: object, frames: WindowFrames) -> StepDetail:
-    staged, projected, idle_runs = frames.staged, frames.projected, frames.idle_runs
-    tid, pid = int(getattr(step, GLOBAL_TID)), int(getattr(step, PID))
-    start, end = int(getattr(step, START_NS)), int(getattr(step, END_NS))
-    calls = staged[
-        (staged[GLOBAL_TID] == tid) & (staged[END_NS] > start) & (staged[START_NS] < end)
-    ]
-    ops = projected[
-        (projected[PID] == pid) & (projected[END_NS] > start) & (projected[START_NS] < end)
-    ]
-    step_id = int(getattr(step, STEP_ID))
-    source = frames.inputs.gpu_metrics
-    return StepDetail(
-        calls=calls.copy(),
-        ops=ops.copy(),
-        idle_runs=idle_runs[idle_runs[STEP_ID] == step_id].copy(),
-        gpu_samples=None if source is None else source.samples(start, end),
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class FindingStep:
-    """The step where a finding (picks.Finding) is largest, its time there, and its detail."""
-
-    step_id: int
-    duration_ns: int
-    detail: StepDetail
-
-
-def _finding_steps(frames: WindowFrames) -> dict[str, FindingStep]:
-    """Per finding: the window's step where it is largest (at most one detail per finding)."""
-    ids = np.fromiter(frames.inputs.finding_step_ids, dtype=np.int64)
-    steps = frames.steps[np.isin(frames.steps[STEP_ID].to_numpy(), ids)]
-    if steps.empty:
-        return {}
-    by_id = steps.set_index(STEP_ID, drop=False)
-    return {
-        str(finding): FindingStep(
-            int(step_id), int(ns), _step_detail(next(by_id.loc[[step_id]].itertuples()), frames)
-        )
-        for finding, step_id, ns in largest_findings(
-            frames.ledger, steps[STEP_ID].to_numpy()
-        ).itertuples(index=False)
-    }
-
-
-def _largest(parts: list[dict[str, FindingStep]]) -> dict[str, FindingStep]:
-    """Per finding, the windows' largest (ties: the lowest step id, as in one window)."""
-    largest: dict[str, FindingStep] = {}
-    for part in parts:
-        for finding, found in part.items():
-            held = largest.get(finding)
-            if held is None or (found.duration_ns, -found.step_id) > (
-                held.duration_ns,
-                -held.step_id,
-            ):
-                largest[finding] = found
-    return largest
-
-
-def _union(parts: list[dict[int, StepDetail]]) -> dict[int, StepDetail]:
-    return {step_id: detail for part in parts for step_id, detail in part.items()}
-
-
 def _replay_models(frames: WindowFrames) -> dict[int, StepModel]:
     """The replay models of the window's steps that what-if replays, but for a step holding
     more than REPLAY_CALLS_MAX calls (a whole-process step of a large export, whose replay,
@@ -493,9 +299,9 @@ OP_DURATIONS = declare(
     merge_op_durations,
 )
 # the calls, ops and idle runs of the steps a timeline picked
-STEP_DETAILS = declare("step_details", _step_details, _union)
+STEP_DETAILS = declare("step_details", step_details, union_of_details)
 # per finding (picks.Finding): the step where it is largest, with its details
-FINDING_STEPS = declare("finding_steps", _finding_steps, _largest)
+FINDING_STEPS = declare("finding_steps", finding_steps, largest_finding_steps)
 # the replay models of the steps what-if replays (replay/model.py, whatif.py)
 REPLAY_MODELS = declare("replay_models", _replay_models, _union_models)
 
@@ -506,4 +312,4 @@ GPU_METRICS = declare(
     merge_gpu_metrics,
 )
 
-METRICS: tuple[Metric[Any, Any], ...] = tuple(_DECLARED)
+METRICS: tuple[Metric[Any, Any], ...] = declared()

@@ -1,8 +1,8 @@
 """Run the analyses in order: steps → stages → (per window) ledger and launches → merged totals.
 
-The step structure (range tree, steps, warm-up, stage map) is global and comes from the
-NVTX ranges alone; everything that reads ops and calls runs window by window (see
-windows.py) and is merged here into one Analysis.
+The step structure (range tree, steps, warm-up: structure.py; the stage map) is global and
+comes from the NVTX ranges alone; everything that reads ops and calls runs window by window
+(see windows.py, spans.py) and is merged here into one Analysis.
 """
 
 from __future__ import annotations
@@ -10,55 +10,35 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from trace_gaps.analysis.collectives import CollectiveMatch, match_collectives, user_collectives
-from trace_gaps.analysis.engine.metrics import MergedMetrics, WindowInputs
+from trace_gaps.analysis.engine.frames import WindowInputs
+from trace_gaps.analysis.engine.memory import memory_sources
+from trace_gaps.analysis.engine.metric import MergedMetrics
 from trace_gaps.analysis.engine.picks import StepPick, TimelineRequest, choose_steps
-from trace_gaps.analysis.engine.windows import (
-    RowStream,
-    WindowResults,
-    analyse_in_spans,
-    analyse_in_windows,
-    of_process,
-    plan_windows,
-    span_window_rows,
-    spans_can_run,
-)
+from trace_gaps.analysis.engine.spans import analyse_in_spans, span_window_rows, spans_can_run
+from trace_gaps.analysis.engine.streams import RowStream, of_process
+from trace_gaps.analysis.engine.structure import StepStructure, WholeRows, build_structure
+from trace_gaps.analysis.engine.windows import WindowResults, analyse_in_windows, plan_windows
 from trace_gaps.analysis.host import OsCallIndex, held_os_calls
 from trace_gaps.analysis.kinds import kind_table, of_one_kind, ordered_kinds
-from trace_gaps.analysis.ranges import build_range_tree, domain_names
 from trace_gaps.analysis.stages import StageMap, map_stages, stage_calls
 from trace_gaps.analysis.step_range import StepRange, restrict_steps
 from trace_gaps.analysis.steps import (
     IS_WARMUP,
     STEP_ID,
-    STEP_INDEX,
-    WARMUP_LENGTH_FACTOR,
     StepSelection,
-    choose_step_range,
-    cut_steps,
-    empty_steps,
-    mark_warmup,
-    suggest_skip,
-    whole_process_steps,
 )
 from trace_gaps.analysis.threads import borrowed_threads, lent_threads
-from trace_gaps.errors import NoAnalysedStepsError, ProcessNotFoundError, StepNotFoundError
 from trace_gaps.model import (
     API_CALL_COLUMNS,
-    CALL_CATEGORY,
-    DEVICE_ID,
     END_NS,
     GLOBAL_TID,
     GPU_OP_COLUMNS,
-    NAME,
-    OP_KIND,
     OS_CALL_COLUMNS,
-    PID,
     START_NS,
     ChunkSource,
     NeedsWholeTrace,
@@ -146,7 +126,7 @@ def analyse_trace(
     window_rows and chunk_rows cut the analysis as a streamed export is cut (for tests).
     on_steps: as analyse_rows'.
     """
-    sources = _memory_sources(trace, chunk_rows)
+    sources = memory_sources(trace, chunk_rows)
     return analyse_kinds(
         lambda chosen: analyse_rows(
             trace,
@@ -202,47 +182,16 @@ def analyse_rows(
     called with the steps (the Analysis' steps, warm-up marked) once they are cut, before
     any op or call is analysed.
     """
-    nvtx_ranges = trace.nvtx_ranges
     pid = options.process
-    if pid is not None:
-        known = sources.known_pids()
-        if pid not in known:
-            raise ProcessNotFoundError(
-                f"has no process {pid} with CUDA activity; pass one of these to "
-                f"--process: {', '.join(map(str, known)) or 'none'}",
-                path=trace.info.path,
-            )
-        nvtx_ranges = nvtx_ranges[nvtx_ranges[PID] == pid]
-    if options.domain is not None:
-        present = domain_names(nvtx_ranges)
-        wanted = "default" if options.domain.lower() == "default" else options.domain
-        if wanted not in present:
-            raise StepNotFoundError(
-                f"has no NVTX ranges in domain {options.domain!r}; pass one of these to "
-                f"--domain: {', '.join(present) or 'none'}",
-                path=trace.info.path,
-            )
-    range_tree = build_range_tree(nvtx_ranges, domain=options.domain)
-    selection = choose_step_range(range_tree, step_name=options.step_name)
-    steps = cut_steps(range_tree, selection)
-    if steps.empty:
-        # No step range: one step per process over all its rows, so all rows at once.
-        ops = _read_all(sources.ops, pid, GPU_OP_COLUMNS)
-        calls = _read_all((("CUDA API", sources.calls),), pid, API_CALL_COLUMNS)
-        steps = whole_process_steps(ops, calls)
-        op_chunks: list[tuple[str, Iterator[pd.DataFrame]]] | None = [
-            ("GPU ops", iter([ops.sort_values(START_NS, kind="stable")]))
-        ]
-        call_chunks: Iterator[pd.DataFrame] | None = iter(
-            [calls.sort_values(START_NS, kind="stable")]
-        )
-        rows, window_rows = len(ops) + len(calls), None
-    else:
-        steps = _mark_warmup(
-            steps, sources, options, trace.info.path, empty=empty_steps(range_tree, steps)
-        )
-        op_chunks, call_chunks = None, None  # read below, by this process or by spans
-        rows = sources.rows
+    structure = build_structure(
+        trace,
+        sources,
+        step_name=options.step_name,
+        process=pid,
+        domain=options.domain,
+        skip=options.skip,
+    )
+    steps = structure.steps
     if options.step_range is not None:
         steps = restrict_steps(steps, options.step_range)
     kinds = kind_table(steps)
@@ -251,7 +200,7 @@ def analyse_rows(
     if on_steps is not None:
         on_steps(steps)
     borrowed = borrowed_threads(steps, sources)
-    stage_map = map_stages(range_tree, steps, depth=options.depth, borrowed=borrowed)
+    stage_map = map_stages(structure.range_tree, steps, depth=options.depth, borrowed=borrowed)
     picked = tuple((request, choose_steps(steps, request)) for request in timelines)
     # Matched across every process, --process or not: a wait depends on the peers.
     if collectives is None:
@@ -271,39 +220,13 @@ def analyse_rows(
     )
     # Each call staged once, as read; a borrowed thread's as the step thread's.
     staging = functools.partial(_staged, borrowed=borrowed, stage_map=stage_map)
-    results = None
-    if sources.spans is not None and op_chunks is None and window_rows is not None:
-        spanned = plan_windows(steps, rows, span_window_rows(rows, jobs, window_rows))
-        if spans_can_run(jobs, spanned):
-            try:
-                results = analyse_in_spans(
-                    sources.spans, staging, pid, inputs, spanned, on_window, jobs
-                )
-            except NeedsWholeTrace:
-                results = None  # streamed in this process, which decides
-    if results is None:
-        results = analyse_in_windows(
-            [
-                RowStream(name, chunks, empty_frame(GPU_OP_COLUMNS))
-                for name, chunks in op_chunks or _chunks_of(sources.ops, pid)
-            ],
-            RowStream(
-                "CUDA API",
-                call_chunks or of_process(pid, sources.calls()),
-                empty_frame(API_CALL_COLUMNS),
-                staging,
-            ),
-            inputs,
-            plan_windows(steps, rows, window_rows),
-            sources.os_calls_near or held_os_calls(trace.os_calls),
-            on_window,
-            jobs=jobs,
-        )
+    results = _analyse_windows(
+        trace, sources, structure.whole, inputs, staging, pid, window_rows, on_window, jobs
+    )
     return _merge(
         trace,
         options,
-        selection,
-        range_tree,
+        structure,
         steps,
         stage_map,
         picked,
@@ -312,6 +235,56 @@ def analyse_rows(
         collectives,
         kinds,
         borrowed,
+    )
+
+
+def _analyse_windows(
+    trace: Trace,
+    sources: RowSources,
+    whole: WholeRows | None,
+    inputs: WindowInputs,
+    staging: Callable[[pd.DataFrame], pd.DataFrame],
+    pid: int | None,
+    window_rows: int | None,
+    on_window: Callable[[int, int], None] | None,
+    jobs: int,
+) -> WindowResults:
+    """Every window's metrics, merged: the windows in spans read by workers where those can
+    run (analyse_in_spans), else the rows streamed in this process (analyse_in_windows).
+    whole: the rows, read at once, of whole-process steps (one window, in this process)."""
+    steps = inputs.steps
+    op_chunks: list[tuple[str, Iterator[pd.DataFrame]]] | None = None
+    call_chunks: Iterator[pd.DataFrame] | None = None
+    rows = sources.rows
+    if whole is not None:
+        op_chunks = [("GPU ops", iter([whole.ops.sort_values(START_NS, kind="stable")]))]
+        call_chunks = iter([whole.calls.sort_values(START_NS, kind="stable")])
+        rows, window_rows = len(whole.ops) + len(whole.calls), None
+    if sources.spans is not None and op_chunks is None and window_rows is not None:
+        spanned = plan_windows(steps, rows, span_window_rows(rows, jobs, window_rows))
+        if spans_can_run(jobs, spanned):
+            try:
+                return analyse_in_spans(
+                    sources.spans, staging, pid, inputs, spanned, on_window, jobs
+                )
+            except NeedsWholeTrace:
+                pass  # streamed in this process, which decides
+    return analyse_in_windows(
+        [
+            RowStream(name, chunks, empty_frame(GPU_OP_COLUMNS))
+            for name, chunks in op_chunks or _chunks_of(sources.ops, pid)
+        ],
+        RowStream(
+            "CUDA API",
+            call_chunks or of_process(pid, sources.calls()),
+            empty_frame(API_CALL_COLUMNS),
+            staging,
+        ),
+        inputs,
+        plan_windows(steps, rows, window_rows),
+        sources.os_calls_near or held_os_calls(trace.os_calls),
+        on_window,
+        jobs=jobs,
     )
 
 
@@ -328,48 +301,6 @@ def _step_ids(
     )
 
 
-def _mark_warmup(
-    steps: pd.DataFrame,
-    sources: RowSources,
-    options: AnalysisOptions,
-    path: Path,
-    *,
-    empty: np.ndarray,
-) -> pd.DataFrame:
-    """mark_warmup, reading module loads only as far as the rule needs; refuses an empty run.
-
-    The rule marks a leading run of each thread's steps and judges whether loads are steady
-    state on the steps read, so the loads of the first 8, 16, 32, ... steps are read until
-    every thread's warm-up run is under a quarter of them (or every step is read).
-    """
-    if options.skip is not None:
-        marked = mark_warmup(steps, empty_frame(API_CALL_COLUMNS), skip=options.skip)
-    else:
-        count = 8
-        while True:
-            covered = steps[steps[STEP_INDEX] < count]
-            until = int(covered[END_NS].max())
-            loads = sources.module_loads(until)
-            if options.process is not None:
-                loads = loads[loads[PID] == options.process]
-            marked = mark_warmup(steps, loads, skip=None, known_until_ns=until, empty=empty)
-            warm = marked.groupby(GLOBAL_TID)[IS_WARMUP].sum()
-            if (warm * 4 < count).all() or count > marked[STEP_INDEX].max():
-                break
-            count *= 2
-    if len(marked) and marked[IS_WARMUP].all():
-        longest = int(marked.groupby(GLOBAL_TID).size().max())
-        rule = "the warm-up rule" if options.skip is None else f"--skip {options.skip}"
-        raise NoAnalysedStepsError(
-            f"all {len(marked)} steps are skipped as warm-up by {rule} (the longest thread "
-            f"has {longest}), so nothing is left to analyse; pass "
-            f"--skip {suggest_skip(marked)} (the leading steps longer than "
-            f"{WARMUP_LENGTH_FACTOR}x the median step) or leave --skip out",
-            path=path,
-        )
-    return marked
-
-
 def _staged(calls: pd.DataFrame, *, borrowed: dict[int, int], stage_map: StageMap) -> pd.DataFrame:
     """The calls staged (stage open on their thread); a borrowed thread's as its step
     thread's (threads.borrowed_threads)."""
@@ -382,19 +313,10 @@ def _chunks_of(
     return [(name, of_process(pid, chunks())) for name, chunks in sources]
 
 
-def _read_all(
-    sources: tuple[tuple[str, ChunkSource], ...], pid: int | None, columns: dict[str, str]
-) -> pd.DataFrame:
-    frames = [chunk for _, chunks in sources for chunk in of_process(pid, chunks())]
-    frames = [frame for frame in frames if len(frame)]
-    return pd.concat(frames, ignore_index=True) if frames else empty_frame(columns)
-
-
 def _merge(
     trace: Trace,
     options: AnalysisOptions,
-    selection: StepSelection,
-    range_tree: pd.DataFrame,
+    structure: StepStructure,
     steps: pd.DataFrame,
     stage_map: StageMap,
     picked: tuple[tuple[TimelineRequest, pd.DataFrame], ...],
@@ -406,8 +328,8 @@ def _merge(
 ) -> Analysis:
     return Analysis(
         options=options,
-        selection=selection,
-        range_tree=range_tree,
+        selection=structure.selection,
+        range_tree=structure.range_tree,
         steps=steps,
         stage_map=stage_map,
         metrics=results.metrics,
@@ -424,55 +346,3 @@ def _merge(
 
 def _earliest(ranges: pd.DataFrame) -> int:
     return int(ranges[START_NS].min()) if len(ranges) else np.iinfo(np.int64).max
-
-
-def _memory_sources(trace: Trace, chunk_rows: int | None) -> RowSources:
-    """A Trace's ops and calls as sorted chunks, as a streamed export would give them."""
-    ops = trace.gpu_ops.sort_values(START_NS, kind="stable", ignore_index=True)
-    calls = trace.api_calls.sort_values(START_NS, kind="stable", ignore_index=True)
-
-    def chunks(frame: pd.DataFrame) -> ChunkSource:
-        size = chunk_rows or max(len(frame), 1)
-        return lambda: (frame.iloc[i : i + size] for i in range(0, len(frame), size))
-
-    def trace_start() -> int:
-        starts = [int(f[START_NS].iloc[0]) for f in (ops, calls) if len(f)]
-        return min(starts) if starts else np.iinfo(np.int64).max
-
-    def device_ops() -> pd.DataFrame:
-        counts = trace.gpu_ops.groupby([PID, DEVICE_ID, OP_KIND], observed=True).size()
-        return counts.rename("ops").reset_index()
-
-    def known_pids() -> list[int]:
-        return sorted(int(p) for p in set(trace.gpu_ops[PID]) | set(trace.api_calls[PID]))
-
-    return RowSources(
-        ops=(("GPU ops", chunks(ops)),),
-        calls=chunks(calls),
-        rows=len(ops) + len(calls),
-        module_loads=lambda until_ns: trace.api_calls[trace.api_calls[START_NS] <= until_ns],
-        device_ops=device_ops,
-        trace_start_ns=trace_start,
-        known_pids=known_pids,
-        collectives=lambda chooser: _chosen_ops(trace.gpu_ops, chooser),
-        launches_per_thread=lambda from_ns, until_ns: _launches(calls, from_ns, until_ns),
-        gpu_metrics=trace.gpu_metrics,
-    )
-
-
-def _launches(calls: pd.DataFrame, from_ns: int, until_ns: int) -> pd.DataFrame:
-    starts = calls[START_NS].to_numpy()
-    launching = calls[CALL_CATEGORY].astype(str).str.startswith("launch").to_numpy()
-    picked = calls.loc[launching & (starts >= from_ns) & (starts <= until_ns)]
-    counts: pd.DataFrame = picked.groupby([PID, GLOBAL_TID]).size().rename("launches").reset_index()
-    return counts.astype("int64")
-
-
-def _chosen_ops(ops: pd.DataFrame, chooser: Callable[[pd.Index], np.ndarray]) -> pd.DataFrame:
-    """The ops whose names `chooser` picks, the names as text (chooser sees each name once)."""
-    category = ops[NAME].astype("category")
-    picked = np.flatnonzero(chooser(pd.Index(category.cat.categories.astype(str))))
-    chosen = ops.loc[
-        np.isin(category.cat.codes.to_numpy(), picked), [START_NS, END_NS, PID, DEVICE_ID]
-    ]
-    return chosen.assign(**{NAME: category[chosen.index].astype(str)})
