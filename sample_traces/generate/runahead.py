@@ -27,6 +27,9 @@ step is one NVTX range ``step``; the stages differ by scenario (``--scenario``):
     sync_graph      sync_eager with the forward replayed from a CUDA graph: the diff's
                     repeats; a larger --d-ff is a GPU regression (the MLP's kernels slower).
 
+``--dtype float32`` (default bfloat16) doubles the bytes every forward reads (weights and KV
+cache): the "before" of a pair whose after moves half the bytes (issue 41).
+
 ``--device cpu`` runs the same Python logic on the CPU (no NVTX, no graphs) as a dry run.
 """
 
@@ -280,6 +283,12 @@ def parse(argv=None):
     )
     ap.add_argument("--extra-host-ms", type=float, default=0.0, help="sync_*: a CPU stage")
     ap.add_argument(
+        "--dtype",
+        choices=("bfloat16", "float16", "float32"),
+        default="bfloat16",
+        help="weights, KV cache and activations on the GPU (float32 moves twice the bytes)",
+    )
+    ap.add_argument(
         "--profiler-range",
         action="store_true",
         help="call cudaProfilerStart/Stop around the loop (nsys --capture-range=cudaProfilerApi)",
@@ -297,7 +306,7 @@ def main(argv=None):
     device = torch.device(args.device)
     if device.type == "cuda":
         torch.cuda.set_device(0)
-    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    dtype = getattr(torch, args.dtype) if device.type == "cuda" else torch.float32
     nv = specdecode.Nvtx(device.type == "cuda")
     torch.manual_seed(args.seed)
     graph = args.scenario in ("ra_graph", "ra_graph_detok", "wt_graph", "sync_graph")
@@ -320,7 +329,7 @@ def main(argv=None):
         f"[{args.scenario}] steps={len(wall)} warmup={args.warmup} "
         f"measured_median_ms={meas[len(meas) // 2] * 1e3:.3f} mean_ms="
         f"{sum(meas) / len(meas) * 1e3:.3f} tokens={n} extra_host_ms={args.extra_host_ms} "
-        f"d_ff={args.d_ff} pid={os.getpid()}",
+        f"d_ff={args.d_ff} dtype={args.dtype} pid={os.getpid()}",
         flush=True,
     )
 

@@ -672,6 +672,12 @@ def main():
     ap.add_argument("--max-pos", type=int, default=1024)
     ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     ap.add_argument("--dry-run", action="store_true")
+    ap.add_argument(
+        "--profiler-range",
+        action="store_true",
+        help="call cudaProfilerStart/Stop around warm-up and served iterations "
+        "(nsys --capture-range=cudaProfilerApi: GPU metrics of the loop only)",
+    )
     args = ap.parse_args()
     if args.dry_run:
         dry_run(args)
@@ -686,6 +692,10 @@ def main():
     runner = Runner(args, lm, rope_tab, dt, dev)
     nv = args.nvtx
     counts = {"PREFILL": 0, "DECODE": 0}
+    ranged = args.profiler_range and args.device == "cuda"
+    if ranged:
+        torch.cuda.synchronize()
+        torch.cuda.profiler.start()
     t0 = time.perf_counter()
     with torch.inference_mode():
         # warm-up: a dummy request, one prefill then decodes, annotated like the rest
@@ -719,6 +729,8 @@ def main():
         if args.device == "cuda":
             torch.cuda.synchronize()
     t2 = time.perf_counter()
+    if ranged:
+        torch.cuda.profiler.stop()
     print(
         f"serving: warm-up {args.warmup} iterations {1e3 * (t1 - t0):.1f} ms; served {it} iterations "
         f"({counts}) in {1e3 * (t2 - t1):.1f} ms ({1e3 * (t2 - t1) / max(1, it):.2f} ms each); "
