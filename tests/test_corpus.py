@@ -102,6 +102,10 @@ STEP_NAMES = {
     for name in (
         "gm_sync_graph",
         "gm_ra_eager",
+        "gm_sync_fp32",
+        "gm_sync_bf16",
+        "gm_ra_graph_fp32",
+        "gm_ra_graph_bf16",
         "runahead_eager",
         "runahead_graph",
         "runahead_sync",

@@ -4,13 +4,15 @@
 #   bash sample_traces/generate/capture_41_42.sh      # SRC=dir of runahead.py etc. (default
 #                                                      # sample_traces/generate)
 #
-# 1. drift.tar.xz  diff's drift (issue 42): probe_dff.py picks the --d-ff whose forward is
-#                  slower by >= 8 % of the step; then, interleaved, the synchronous graph loop
-#                  unchanged (base_1..3) and with that wider MLP (gpuwide_1..3), 30 steps each.
+# 1. drift.tar.xz  diff's drift (issue 42): probe_gpu_regression.py picks a regression whose
+#                  forward is slower by about 7 % of the captured step (more KV cache slots,
+#                  --max-len: the attention kernels slower); then, interleaved, the synchronous
+#                  graph loop unchanged (base_1..3) and with it (gpureg_1..3), 30 steps each.
 # 2. gm.tar.xz     GPU metrics at 20 kHz, only the loop captured (issue 41): the run-ahead
 #                  graph loop in float32 then bfloat16 (half the bytes: gm_bytes_fp32/_bf16),
-#                  the serving loop (serving.py batch_names, gm_serving), and the synchronous
-#                  graph loop in float32 then bfloat16 (gm_sync_fp32/_bf16).
+#                  the serving loop (serving.py batch_names, 30 served iterations after
+#                  warm-up, gm_serving), and the synchronous graph loop in float32 then
+#                  bfloat16 (gm_sync_fp32/_bf16). PAIRS=0 leaves the fp32/bf16 pairs out.
 # Then, here: tar -xJf each; python3 sample_traces/generate/scrub.py */*.sqlite; xz -9.
 set -u
 S=${SRC:-sample_traces/generate}
@@ -34,19 +36,22 @@ c() {  # c DIR NAME SCRIPT NSYS_FLAGS -- ARGS...
     ls -l /tmp/$d/$n.sqlite 2>&1 | tail -1
 }
 R=$S/runahead.py
-timeout 90 python3 $S/probe_dff.py | tee /tmp/probe.txt
-DFF=$(sed -n 's/^d_ff=//p' /tmp/probe.txt); DFF=${DFF:-6656}
-echo "== GPU regression: --d-ff $DFF ($SECONDS s)"
+timeout 120 python3 $S/probe_gpu_regression.py | tee /tmp/probe.txt
+REG=$(sed -n 's/^ARGS=//p' /tmp/probe.txt); REG=${REG:---max-len 4096}
+echo "== GPU regression: $REG ($SECONDS s)"
 for i in 1 2 3; do
     c drift base_$i $R -- --scenario sync_graph --steps 30
-    c drift gpuwide_$i $R -- --scenario sync_graph --steps 30 --d-ff $DFF
+    # shellcheck disable=SC2086
+    c drift gpureg_$i $R -- --scenario sync_graph --steps 30 $REG
 done
 G=(--gpu-metrics-devices=all --gpu-metrics-frequency=20000 --capture-range=cudaProfilerApi --capture-range-end=stop)
-c gm gm_bytes_fp32 $R "${G[@]}" -- --scenario ra_graph --steps 24 --dtype float32 --profiler-range
-c gm gm_bytes_bf16 $R "${G[@]}" -- --scenario ra_graph --steps 24 --dtype bfloat16 --profiler-range
-c gm gm_serving $S/serving.py "${G[@]}" -- --convention batch_names --iterations 50 --profiler-range
-c gm gm_sync_fp32 $R "${G[@]}" -- --scenario sync_graph --steps 24 --dtype float32 --profiler-range
-c gm gm_sync_bf16 $R "${G[@]}" -- --scenario sync_graph --steps 24 --dtype bfloat16 --profiler-range
+c gm gm_serving $S/serving.py "${G[@]}" -- --convention batch_names --iterations 30 --profiler-range
+if [ "${PAIRS:-1}" = 1 ]; then
+    c gm gm_bytes_fp32 $R "${G[@]}" -- --scenario ra_graph --steps 24 --dtype float32 --profiler-range
+    c gm gm_bytes_bf16 $R "${G[@]}" -- --scenario ra_graph --steps 24 --dtype bfloat16 --profiler-range
+    c gm gm_sync_fp32 $R "${G[@]}" -- --scenario sync_graph --steps 24 --dtype float32 --profiler-range
+    c gm gm_sync_bf16 $R "${G[@]}" -- --scenario sync_graph --steps 24 --dtype bfloat16 --profiler-range
+fi
 for f in /tmp/gm/*.sqlite; do
     python3 - "$f" <<'PY'
 import sqlite3, sys
@@ -59,6 +64,6 @@ if "TARGET_INFO_GPU" in t:
     print(c.execute("select * from TARGET_INFO_GPU").fetchall())
 PY
 done
-echo "$DFF" > /tmp/drift/d_ff.txt; cp /tmp/probe.txt /tmp/drift/
+echo "$REG" > /tmp/drift/regression.txt; cp /tmp/probe.txt /tmp/drift/
 for d in drift gm; do tar -C /tmp -cf - $d | xz -T16 -6 > "$OUT/$d.tar.xz"; done
 ls -l "$OUT"; echo "== done in $SECONDS s"

@@ -675,7 +675,7 @@ def main():
     ap.add_argument(
         "--profiler-range",
         action="store_true",
-        help="call cudaProfilerStart/Stop around warm-up and served iterations "
+        help="call cudaProfilerStart/Stop around the served iterations (after warm-up) "
         "(nsys --capture-range=cudaProfilerApi: GPU metrics of the loop only)",
     )
     args = ap.parse_args()
@@ -693,9 +693,6 @@ def main():
     nv = args.nvtx
     counts = {"PREFILL": 0, "DECODE": 0}
     ranged = args.profiler_range and args.device == "cuda"
-    if ranged:
-        torch.cuda.synchronize()
-        torch.cuda.profiler.start()
     t0 = time.perf_counter()
     with torch.inference_mode():
         # warm-up: a dummy request, one prefill then decodes, annotated like the rest
@@ -710,6 +707,8 @@ def main():
                 run_iteration(plan, wsched, runner, nv, conv)
         if args.device == "cuda":
             torch.cuda.synchronize()
+        if ranged:
+            torch.cuda.profiler.start()
         t1 = time.perf_counter()
         sched = Scheduler(arrival_schedule(args.seed, args.requests, args.mean_gap), args.max_batch)
         it = 0
