@@ -147,6 +147,20 @@ PAIRS = [
         "wait_for_worker/sample",
         "a worker thread's forward as a CUDA graph",
     ),
+    (
+        "gm_sync_fp32",
+        "forward=gpu50",
+        "gm_sync_bf16",
+        "process_output",
+        "synchronous graph loop (H200, GPU metrics): fp32 -> bf16, half the DRAM bytes",
+    ),
+    (
+        "gm_ra_graph_fp32",
+        "forward=gpu50",
+        "gm_ra_graph_bf16",
+        "process_output",
+        "run-ahead graph loop (H200, GPU metrics): fp32 -> bf16, half the DRAM bytes",
+    ),
 ]
 
 
