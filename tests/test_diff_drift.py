@@ -3,6 +3,9 @@
 sample_traces/drift/: one synchronous decode (forward replayed from a CUDA graph) captured
 unchanged six times in a row on one H100 (same_1..6: 1.83 to 2.22 ms/step), with a CPU
 stage `postprocess` of 0.08 ms added (cpu5_1..3) and with an MLP 8 % wider (gpu5_1..3).
+And on one H200, interleaved: unchanged three times (h200_same_1..3) and with the MLP twice
+as wide three times (h200_mlp2x_1..3: +82 µs/step of GPU time, 3.7 to 3.9 % of the step),
+while the host ran up to twice as fast from one capture to the next.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import json
 from functools import cache
 
 import jsonschema
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -26,6 +30,8 @@ from trace_gaps.render.diff import render_diff_json, render_diff_markdown
 CAPTURES = drift_trace_paths()
 SAME = [f"same_{i}" for i in range(1, 7)]
 CPU = ["cpu5_1", "cpu5_2", "cpu5_3"]
+H200_SAME = ["h200_same_1", "h200_same_2", "h200_same_3"]
+H200_GPU = ["h200_mlp2x_1", "h200_mlp2x_2", "h200_mlp2x_3"]
 runner = CliRunner()
 
 
@@ -41,7 +47,9 @@ def one_a_side(before: str, after: str) -> Diff:
 
 
 def test_the_captures_ship_with_the_repo() -> None:
-    assert sorted(CAPTURES) == sorted([*SAME, *CPU, "gpu5_1", "gpu5_2", "gpu5_3"])
+    assert sorted(CAPTURES) == sorted(
+        [*SAME, *CPU, "gpu5_1", "gpu5_2", "gpu5_3", *H200_SAME, *H200_GPU]
+    )
 
 
 def test_no_unchanged_pair_trips_the_gate_though_the_step_time_alone_would() -> None:
@@ -125,6 +133,49 @@ def test_json_carries_the_split_and_validates_and_markdown_says_it_in_one_line()
     )
     lines = [line for line in render_diff_markdown(diff).splitlines() if "the machine" in line]
     assert len(lines) == 1 and lines[0].startswith("The code +")
+
+
+def gpu_busy_ns(name: str) -> float:
+    (process,) = run(name)[0].processes
+    return sum(s.busy_ns_per_step for s in process.stages)
+
+
+def test_h200_unchanged_pairs_name_no_code_change() -> None:
+    for before, after in itertools.permutations(H200_SAME, 2):
+        diff = one_a_side(before, after)
+        (process,) = diff.processes
+        assert process.drift is not None
+        assert process.drift.code.is_beyond_noise is False, (before, after)
+        assert abs(process.drift.code.change_pct or 0.0) < 1.5, (before, after)
+        assert not is_slower_than(diff, 3)
+
+
+def test_h200_gpu_regression_is_the_codes_though_the_host_hides_it_in_the_step_time() -> None:
+    added = np.mean([gpu_busy_ns(n) for n in H200_GPU]) - np.mean(
+        [gpu_busy_ns(n) for n in H200_SAME]
+    )
+    assert 70e3 < added < 95e3  # the wider MLP: +82 µs/step of GPU time, whatever the host
+    beyond = 0
+    for before in H200_SAME:
+        for after in H200_GPU:
+            diff = one_a_side(before, after)
+            (process,) = diff.processes
+            assert process.drift is not None
+            # Named the code's, at least two thirds of what the GPU added (the rest read as
+            # the GPU running x1.03 slower: the elementwise kernels the MLP shares names
+            # with grew); though the step time alone reads up to 17 % faster.
+            assert 2 / 3 * added < process.drift.code.change_ns < 1.3 * added, (before, after)
+            beyond += bool(process.drift.code.is_beyond_noise)
+    assert beyond >= 6  # 7 of the 9 pairs, one capture a side
+    diff = compare_runs(
+        [run(n) for n in H200_SAME], [run(n) for n in H200_GPU], (H200_SAME[0], H200_GPU[0])
+    )
+    assert diff.runs is not None and diff.code_runs is not None
+    assert diff.runs.change_ns < 0  # the raw step time over the runs: faster
+    assert diff.code_runs.is_beyond_noise is True
+    assert 0.5 * added < diff.code_runs.change_ns < 1.2 * added
+    # +2.4 %, 95 % CI +1.5 to +3.3 %: caught by a 1 % gate, not by a 3 % one.
+    assert is_slower_than(diff, 1) and not is_slower_than(diff, 3)
 
 
 @pytest.mark.parametrize(
