@@ -10,6 +10,9 @@ into three a side (`--repeats`); the gate on the code's part (the machine's drif
 and, for comparison, on the step time alone (as before the drift was measured). Then the
 corpus's checks: an unchanged eager decode captured three times (repeat_eager_1..3), and a
 graph → eager regression (whatif_plain_graph → whatif_plain_eager), one capture a side.
+Then the H200 set (one device call, interleaved): unchanged three times (h200_same_1..3) and
+with the MLP twice as wide (h200_mlp2x_1..3, +82 µs/step of GPU time); its 3-a-side row also
+says whether a 1 % gate trips.
 """
 
 from __future__ import annotations
@@ -138,10 +141,37 @@ def main() -> None:
         row("whatif_plain_graph → whatif_plain_eager (corpus)", 1, [one_a_side(graph, plain_eager)])
     )
 
+    h200_same = [f"h200_same_{i}" for i in range(1, 4)]
+    h200_gpu = [f"h200_mlp2x_{i}" for i in range(1, 4)]
+    print(
+        row(
+            "H200: unchanged → unchanged",
+            1,
+            [one_a_side(runs[b], runs[a]) for b, a in itertools.permutations(h200_same, 2)],
+        )
+    )
+    print(
+        row(
+            "H200: unchanged → MLP 2× wider",
+            1,
+            [one_a_side(runs[b], runs[a]) for b in h200_same for a in h200_gpu],
+        )
+    )
+    both = repeats(h200_same, h200_gpu)
+    print(row("H200: unchanged → MLP 2× wider", 3, [both]))
+    beyond = sum(
+        bool(one_a_side(runs[b], runs[a]).processes[0].drift.code.is_beyond_noise)  # type: ignore[union-attr]
+        for b in h200_same
+        for a in h200_gpu
+    )
+    print()
+    print(f"H200 MLP 2x wider, one a side: the code's part beyond noise in {beyond} of 9 pairs")
+    print(f"H200 MLP 2x wider, 3 a side: a 1 % gate {'trips' if is_slower_than(both, 1) else 'passes'}")
+
     # What the regressions are, measured on the captures: the CPU stage's share of the step
     # and the GPU time the wider MLP adds.
     print()
-    for name in (*cpu, *gpu):
+    for name in (*cpu, *gpu, *h200_gpu):
         (process,) = runs[name][0].processes
         stages = {s.name: s for s in process.stages}
         post = stages.get("postprocess")
@@ -152,7 +182,7 @@ def main() -> None:
             ns = post.busy_ns_per_step + post.idle_ns_per_step
             line += f", postprocess {ns / 1e3:.1f} µs/step ({100 * ns / step:.1f} % of the step)"
         print(line)
-    for name in same:
+    for name in (*same, *h200_same):
         (process,) = runs[name][0].processes
         busy = sum(s.busy_ns_per_step for s in process.stages)
         print(
