@@ -34,7 +34,7 @@ from trace_gaps.diff.repeats import RunSpread
 from trace_gaps.errors import TraceGapsError
 from trace_gaps.model import Bucket, CandidateStatus, Presence
 from trace_gaps.records import ProcessReport, Report
-from trace_gaps.report.verdicts import write_diff_verdict
+from trace_gaps.report.diff_verdicts import write_diff_verdict
 
 DIFF_SCHEMA_VERSION = 2  # 2: side.wall {mean_ns, ...}, was wall_ns {mean, ...}
 

@@ -21,14 +21,14 @@ from trace_gaps.render.console import (
 )
 from trace_gaps.render.json import render_json_value
 from trace_gaps.render.markdown import escape_markdown, render_table
-from trace_gaps.report.tables import LEFT, RIGHT, Table
-from trace_gaps.report.verdicts import (
+from trace_gaps.report.diff_verdicts import (
     describe_change,
     describe_mode_change,
     signed_ms,
     write_run_verdict,
     write_runs_verdict,
 )
+from trace_gaps.report.tables import LEFT, RIGHT, Table
 from trace_gaps.units import NS_PER_MS, NS_PER_US
 
 # Rows of the bucket and stage tables shown in text and Markdown (JSON has them all).

@@ -67,10 +67,11 @@ from trace_gaps.records import (
 from trace_gaps.records import Report as Report  # cli.py and bundle.py import it from here
 from trace_gaps.report.candidates import assemble_candidates
 from trace_gaps.report.findings import Finding
+from trace_gaps.report.headline import write_headline
 from trace_gaps.report.levers import NO_GPU_METRICS_WORDS, check_levers
 from trace_gaps.report.notes import write_note
 from trace_gaps.report.timeline import build_timelines
-from trace_gaps.report.verdicts import write_candidate, write_headline
+from trace_gaps.report.verdicts import write_candidate
 
 
 def build_report(
