@@ -12,7 +12,7 @@ from trace_gaps.analysis.engine.picks import StepPick, TimelineRequest
 from trace_gaps.analysis.engine.pipeline import AnalysisOptions
 from trace_gaps.records import Report
 from trace_gaps.render import render_json
-from trace_gaps.report.tables import evidence_lines
+from trace_gaps.report.evidence import evidence_lines
 from trace_gaps.run.multi import analyse_exports
 from trace_gaps.run.one import load_and_report
 from trace_gaps.units import format_duration

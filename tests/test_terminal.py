@@ -17,7 +17,7 @@ from trace_gaps.cli import app
 from trace_gaps.commands.options import text_terminal
 from trace_gaps.render.console import NOT_A_TERMINAL, Terminal, new_console, print_item
 from trace_gaps.render.text import render_text
-from trace_gaps.report.tables import evidence_lines
+from trace_gaps.report.evidence import evidence_lines
 
 runner = CliRunner()
 BOX = "┃│┏┡└"

@@ -40,8 +40,8 @@ from trace_gaps.records import Provenance
 from trace_gaps.render.json import render_json
 from trace_gaps.render.markdown import escape_markdown, render_markdown
 from trace_gaps.report.build import Report
+from trace_gaps.report.descriptions import process_title
 from trace_gaps.report.notes import unreliable_lines
-from trace_gaps.report.tables import process_title
 from trace_gaps.report.timeline import StepPick, TimelineRequest, finding_words
 
 if TYPE_CHECKING:

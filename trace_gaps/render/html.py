@@ -1,7 +1,7 @@
 """report.html: the bundle as one self-contained page, to attach to any tracker.
 
 The verdict first, then the pictures (inlined as data: URIs), the report in the outline's
-sections (render/outline.py: the same, in the same order, as text and Markdown), and the
+sections (report/outline.py: the same, in the same order, as text and Markdown), and the
 provenance with the capture settings last. A Content Security
 Policy of `default-src 'none'` (images from data: only, inline style) means the page loads
 nothing from anywhere: it opens offline, and no request leaves it. Every user string (range,
@@ -15,8 +15,9 @@ from collections.abc import Sequence
 from html import escape
 
 from trace_gaps.records import Provenance, Report
+from trace_gaps.report.descriptions import process_title
 from trace_gaps.report.outline import Block, Heading, Items, Level, Lines, Medium, Tone, outline
-from trace_gaps.report.tables import RIGHT, Table, process_title
+from trace_gaps.report.tables import RIGHT, Table
 
 _STYLE = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 1200px;

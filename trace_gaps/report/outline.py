@@ -17,22 +17,24 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from trace_gaps.records import Candidate, ProcessReport, Report
+from trace_gaps.report.descriptions import (
+    describe_export,
+    describe_steps,
+    graph_lines,
+    process_title,
+    replay_lines,
+)
+from trace_gaps.report.evidence import evidence_lines
 from trace_gaps.report.kernels import kernel_table
 from trace_gaps.report.notes import unreliable_lines
+from trace_gaps.report.rank_tables import cross_process_table
 from trace_gaps.report.tables import (
     Table,
     candidate_table,
-    cross_process_table,
-    describe_export,
-    describe_steps,
-    evidence_lines,
     gpu_metrics_table,
-    graph_lines,
     kinds_table,
     ledger_table,
     long_gap_table,
-    process_title,
-    replay_lines,
     stage_table,
     what_if_table,
 )
