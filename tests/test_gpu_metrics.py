@@ -18,8 +18,9 @@ from trace_gaps.analysis.replay.levers import Lever, LeverError, parse_levers
 from trace_gaps.figures import StageGpuMetrics
 from trace_gaps.model import Trace
 from trace_gaps.nsys.load import load_trace
-from trace_gaps.report.build import Report, at_speed_of_light, build_report
+from trace_gaps.report.build import Report, build_report
 from trace_gaps.report.findings import NEAR_PEAK_PCT, Case, bound_case
+from trace_gaps.report.pricing import at_speed_of_light
 from trace_gaps.report.verdicts import CAPTURE_METRICS_HINT
 from trace_gaps.run.one import analyse_export
 

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Callable, Sequence
-from typing import cast
+from collections.abc import Callable
 
-from trace_gaps.analysis.engine.metrics import GPU_METRICS, OP_DURATIONS, REPLAY_MODELS
+from trace_gaps.analysis.engine.metrics import OP_DURATIONS
 from trace_gaps.analysis.engine.pipeline import Analysis
 from trace_gaps.analysis.integrity import integrity_notes, unreliable_figures
 from trace_gaps.analysis.kernels import kernel_summary
@@ -19,20 +17,13 @@ from trace_gaps.analysis.kinds import (
     ordered_kinds,
 )
 from trace_gaps.analysis.ranks import build_ranks, unsplit_notes
-from trace_gaps.analysis.replay.chain import replay_step
-from trace_gaps.analysis.replay.joint import JointRun, joint_run
-from trace_gaps.analysis.replay.levers import Lever, LeverError, not_applicable, parse_levers
-from trace_gaps.analysis.replay.model import StepModel
+from trace_gaps.analysis.replay.joint import JointRun
+from trace_gaps.analysis.replay.levers import Lever
 from trace_gaps.analysis.replay.whatif import (
     check_replay,
-    ends,
-    models_of,
     pace_of,
-    predict,
-    predict_run,
-    priced_subset,
 )
-from trace_gaps.analysis.steps import IS_WARMUP, STEP_ID, STEP_KIND
+from trace_gaps.analysis.steps import STEP_KIND
 from trace_gaps.analysis.summary import (
     busy_ns_per_step,
     graph_facts,
@@ -45,21 +36,15 @@ from trace_gaps.analysis.summary import (
     summarise_stages,
     summarise_steps,
 )
-from trace_gaps.figures import SpeedOfLight, StageSummary, speed_of_light
+from trace_gaps.figures import speed_of_light
 from trace_gaps.model import (
-    END_NS,
     GLOBAL_TID,
     PID,
-    SPECIAL_STAGES,
-    START_NS,
-    GraphTraceMode,
     Trace,
 )
-from trace_gaps.parallel import forked_map
 from trace_gaps.records import (
     ExportSummary,
     KindRow,
-    Prediction,
     ProcessReport,
     RanksView,
     SlowestRank,
@@ -68,8 +53,15 @@ from trace_gaps.records import Report as Report  # cli.py and bundle.py import i
 from trace_gaps.report.candidates import assemble_candidates
 from trace_gaps.report.findings import Finding
 from trace_gaps.report.headline import write_headline
-from trace_gaps.report.levers import NO_GPU_METRICS_WORDS, check_levers
 from trace_gaps.report.notes import write_note
+from trace_gaps.report.pricing import (
+    Price,
+    at_speed_of_light,
+    at_the_limits,
+    checked_levers,
+    joint_run_of,
+    process_prices,
+)
 from trace_gaps.report.timeline import build_timelines
 from trace_gaps.report.verdicts import write_candidate
 
@@ -94,28 +86,12 @@ def build_report(
     what_if: levers ("verify_forward=graph,sample=nosync") to predict for every process;
     raises LeverError when they name no stage of the analysed steps or do not apply.
     """
-    levers = parse_levers(what_if) if what_if is not None else None
-    if levers:
-        # A lever need only change some kind's or process's steps; where it changes none,
-        # that section's prediction lists it as not applicable.
-        sections = [
-            (part.stage_map.names, list(part.metrics[REPLAY_MODELS].values()))
-            for part in analysis.by_kind()
-        ]
-        sol = next((lever for lever in levers if lever.kind == "sol"), None)
-        if sol is not None and all(
-            part.metrics[GPU_METRICS] is None for part in analysis.by_kind()
-        ):
-            raise LeverError(f"{sol.label} does not apply: {NO_GPU_METRICS_WORDS}")
-        # Each process's sol levers get their stages' speeds of light with its stage figures.
-        check_levers(
-            levers, [(names, models) for names, models in sections if models], speeds_known=False
-        )
+    levers = checked_levers(what_if, analysis)
     trace_start = analysis.trace_start_ns
     if ranks is None:
         ranks = build_ranks(analysis, trace.info.path.name)
     labels = labels or {}
-    joint = {id(part): _joint_run(part) for part in analysis.by_kind()}
+    joint = {id(part): joint_run_of(part) for part in analysis.by_kind()}
     processes = [
         _process_report(
             trace,
@@ -134,17 +110,8 @@ def build_report(
         for kind_analysis in analysis.by_kind()
         if (kind_analysis.steps[PID] == pid).any()
     ]
-    export = ExportSummary(
-        file=trace.info.path.name,
-        size_bytes=trace.info.size_bytes,
-        nsys_version=trace.info.nsys_version,
-        schema_version=trace.info.schema_version,
-        graph_trace_mode=trace.info.graph_trace_mode.value,
-        gpus=[f"{gpu.device_id}: {gpu.name}" for gpu in trace.info.gpus],
-        trace_start_ns=trace_start,
-    )
     return Report(
-        export=export,
+        export=export_summary(trace, trace_start),
         processes=processes,
         slowest_rank_by_stage=slowest_ranks(processes),
         notes=[
@@ -157,6 +124,19 @@ def build_report(
         ranks=ranks,
         kinds=kind_rows(analysis),
         unreliable=unreliable_figures(trace.info),
+    )
+
+
+def export_summary(trace: Trace, trace_start_ns: int) -> ExportSummary:
+    """What the report says of the export: its file, size, versions, graph mode and GPUs."""
+    return ExportSummary(
+        file=trace.info.path.name,
+        size_bytes=trace.info.size_bytes,
+        nsys_version=trace.info.nsys_version,
+        schema_version=trace.info.schema_version,
+        graph_trace_mode=trace.info.graph_trace_mode.value,
+        gpus=[f"{gpu.device_id}: {gpu.name}" for gpu in trace.info.gpus],
+        trace_start_ns=trace_start_ns,
     )
 
 
@@ -205,41 +185,8 @@ def _process_report(
 ) -> ProcessReport:
     frames = process_frames(analysis, pid)
     steps = summarise_steps(frames, analysis.selection)
-    kind_steps = set(analysis.steps[STEP_ID].tolist())  # a kind's section: its own steps
-    models = [m for m in models_of(analysis.metrics[REPLAY_MODELS], pid) if m.step_id in kind_steps]
-    names, mode = analysis.stage_map.names, trace.info.graph_trace_mode
     mean_ns = steps.wall.mean_ns
-    prices: dict[tuple[str, str], tuple[int, int] | None] = {}
-    priced = priced_subset(models)
-    base = [ends(replay_step(model)) for model in priced]
-
-    together = joint if joint is not None and pid in joint.pids else None
-
-    def price(pair: tuple[str, str]) -> tuple[int, int] | None:
-        try:
-            if together is not None:  # ranks in lockstep: what the lever saves the run
-                found = predict_run(
-                    together, pid, [Lever(*pair)], names, mode, mean_ns, with_ledger=False
-                )
-            else:
-                found = predict(
-                    priced,
-                    [Lever(*pair)],
-                    names,
-                    mode,
-                    mean_ns,
-                    with_ledger=False,
-                    base_walls=base,
-                )
-        except LeverError:
-            return None
-        return (found.predicted_ns, found.saving_ns)
-
-    def saving(stage: str, lever: str) -> tuple[int, int] | None:
-        if (stage, lever) not in prices:
-            prices[stage, lever] = price((stage, lever))
-        return prices[stage, lever]
-
+    prices = process_prices(analysis, pid, mean_ns, trace.info.graph_trace_mode, joint)
     stages = summarise_stages(frames)
     if levers:
         levers = at_speed_of_light(levers, stages)
@@ -249,9 +196,7 @@ def _process_report(
         (r for r in ranks.processes if r.pid == pid and r.label == (label or str(pid))), None
     )
 
-    def judge(
-        saving: Callable[[str, str], tuple[int, int] | None] | None,
-    ) -> list[Finding]:
+    def judge(saving: Callable[[str, str], Price | None]) -> list[Finding]:
         return assemble_candidates(
             frames,
             stages,
@@ -262,30 +207,25 @@ def _process_report(
             trace_start,
             top=top,
             waits=waits,
-            saving=saving if models else None,
+            saving=saving if prices.models else None,
         )
 
-    if models:
+    if prices.models:
         # Every lever the ranking may price (it asks for each one the others do not rule out:
         # all of them when each prices to None), priced at once on forked children.
         asked: list[tuple[str, str]] = []
         judge(lambda stage, lever: asked.append((stage, lever)))
-        pairs = list(dict.fromkeys(asked))
-        found = forked_map(price, pairs)
-        if found is not None:
-            prices.update(zip(pairs, found, strict=True))
-    judged = judge(saving)
-    pace = pace_of(priced, names, mean_ns, busy_ns_per_step(frames))
-    candidates = [write_candidate(finding, waits) for finding in judged]
+        prices.price_at_once(list(dict.fromkeys(asked)))
+    candidates = [write_candidate(finding, waits) for finding in judge(prices.saving)]
+    busy_ns = busy_ns_per_step(frames)
+    pace = pace_of(prices.priced, prices.names, mean_ns, busy_ns)
     step_name = analysis.selection.name
     if analysis.kind is not None:
         step_name = f"{step_name} ({kind_label(analysis.kind)} steps)"
     return ProcessReport(
         pid=pid,
         name=trace.processes.get(pid, ""),
-        headline=write_headline(
-            step_name, steps.wall.mean_ns, busy_ns_per_step(frames), candidates, pace
-        ),
+        headline=write_headline(step_name, mean_ns, busy_ns, candidates, pace),
         steps=steps,
         ledger=ledger_entries(frames),
         stages=stages,
@@ -296,120 +236,17 @@ def _process_report(
         step_ledger=step_ledger_entries(frames) if step_ledger else [],
         label=label,
         kind=analysis.kind or "",
-        replay=check_replay(models) if models else None,
+        replay=check_replay(prices.models) if prices.models else None,
         # The levers priced on the candidates' steps: one lever, one price, in the ranked
         # table, the headline and --what-if.
-        what_if=(
-            predict_run(together, pid, levers, names, mode, mean_ns, strict=False)
-            if together is not None
-            else _what_if(models, priced, base, levers, names, mode, mean_ns)
+        what_if=prices.predict(levers) if levers and prices.models else None,
+        kernels=kernel_summary(
+            analysis.metrics[OP_DURATIONS], pid, prices.names, steps.steps_analysed
         )
-        if levers and models
-        else None,
-        kernels=kernel_summary(analysis.metrics[OP_DURATIONS], pid, names, steps.steps_analysed)
         if analysis.options.kernel_summary
         else None,
-        speed_of_light=_at_the_limits(
-            speed_of_light(stages, steps.wall.mean_ns, busy_ns_per_step(frames)),
-            stages,
-            lambda sols: (
-                predict_run(
-                    together, pid, sols, names, mode, mean_ns, with_ledger=False, strict=False
-                )
-                if together is not None
-                else _what_if(models, priced, base, sols, names, mode, mean_ns, with_ledger=False)
-            ),
-            names,
-            models,
-        ),
+        speed_of_light=at_the_limits(speed_of_light(stages, mean_ns, busy_ns), stages, prices),
         pace=pace,
-    )
-
-
-def _joint_run(analysis: Analysis) -> JointRun | None:
-    """The joint replay of the analysis's ranks where they meet at matched collectives, for
-    steps that are iterations (a step range or cycle; a whole process as one step is not
-    one of a loop's iterations)."""
-    if analysis.selection.name is None:
-        return None
-    steps = analysis.steps[~analysis.steps[IS_WARMUP]]
-    means = (steps[END_NS] - steps[START_NS]).groupby(steps[PID]).mean().round()
-    return joint_run(
-        analysis.metrics[REPLAY_MODELS],
-        analysis.collectives,
-        {int(cast(int, pid)): int(ns) for pid, ns in means.items()},
-    )
-
-
-def _what_if(
-    models: list[StepModel],
-    priced: list[StepModel],
-    base: list[tuple[int, int]],
-    levers: list[Lever],
-    names: tuple[str, ...],
-    mode: GraphTraceMode,
-    mean_ns: int,
-    *,
-    with_ledger: bool = True,
-) -> Prediction:
-    """--what-if priced on the candidates' steps (one lever, one price in the ranked table,
-    the headline and here), or on every replayed step where a lever changes only steps
-    outside them."""
-    if any(
-        not_applicable(lever, names, priced) is not None
-        and not_applicable(lever, names, models) is None
-        for lever in levers
-    ):
-        return predict(models, levers, names, mode, mean_ns, strict=False, with_ledger=with_ledger)
-    return predict(
-        priced,
-        levers,
-        names,
-        mode,
-        mean_ns,
-        strict=False,
-        base_walls=base,
-        with_ledger=with_ledger,
-    )
-
-
-def at_speed_of_light(levers: list[Lever], stages: Sequence[StageSummary]) -> list[Lever]:
-    """The levers, each sol lever given what its stage's ops scale by: the stage's speed of
-    light over its GPU busy time (left None where the stage has no GPU metrics)."""
-    scales = {
-        stage.name: stage.gpu_metrics.sol_ns_per_step / stage.busy_ns_per_step
-        for stage in stages
-        if stage.gpu_metrics is not None and stage.busy_ns_per_step > 0
-    }
-    return [
-        dataclasses.replace(lever, op_scale=scales.get(lever.stage))
-        if lever.kind == "sol"
-        else lever
-        for lever in levers
-    ]
-
-
-def _at_the_limits(
-    sol: SpeedOfLight | None,
-    stages: Sequence[StageSummary],
-    predict_levers: Callable[[list[Lever]], Prediction],
-    names: tuple[str, ...],
-    models: list[StepModel],
-) -> SpeedOfLight | None:
-    """The step's speed of light with the step predicted with every stage's GPU work at its
-    speed of light (--what-if of every stage's sol lever, priced as --what-if prices it)."""
-    if sol is None or not models:
-        return sol
-    levers = at_speed_of_light(
-        [Lever(stage.name, "sol") for stage in stages if stage.name not in SPECIAL_STAGES],
-        stages,
-    )
-    pulled = [lever for lever in levers if not_applicable(lever, names, models) is None]
-    if not pulled:
-        return sol
-    found = predict_levers(pulled)
-    return dataclasses.replace(
-        sol, predicted_step_ns=found.predicted_ns, levers=[lever.label for lever in pulled]
     )
 
 
