@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 import trace_gaps.diff.side_runner as side_runner
 import trace_gaps.parallel as parallel
-import trace_gaps.report.build as report_module
+import trace_gaps.report.pricing as pricing_module
 from tests.conftest import ROOT
 from tests.conftest import SAMPLE_TRACES as SAMPLES
 from trace_gaps.analysis.engine.pipeline import AnalysisOptions
@@ -322,7 +322,7 @@ def test_a_report_priced_on_children_is_the_report_priced_here(
         return found
 
     monkeypatch.setattr(parallel, "usable_cores", lambda: 4)
-    monkeypatch.setattr(report_module, "forked_map", counted)
+    monkeypatch.setattr(pricing_module, "forked_map", counted)
     assert render_json(build_report(trace, analysis)) == here
     assert children and all(children), "the levers were not priced on children"
 
