@@ -131,18 +131,57 @@ def build_overview(
     """
     tree = build_range_tree(trace.nvtx_ranges)
     selection = choose_step_range(tree, step_name=None)
-    steps = cut_steps(tree, selection)
-    if not steps.empty:
-        until = int(steps[END_NS].max())
-        loads = module_loads(until) if module_loads is not None else None
-        empty = empty_steps(tree, steps)
-        if loads is None:
-            steps = mark_warmup(steps, trace.api_calls.iloc[:0], skip=None, empty=empty)
-        else:
-            steps = mark_warmup(steps, loads, skip=None, known_until_ns=until, empty=empty)
-    devices = devices or {}
+    steps = _analysed_steps(trace, tree, cut_steps(tree, selection), module_loads)
+    ranges, range_names = _range_names(tree, max_ranges)
+    threads = _threads(trace, calls_per_thread)
+    info = trace.info
+    return Overview(
+        file=info.path.name,
+        size_bytes=info.size_bytes,
+        nsys_version=info.nsys_version,
+        schema_version=info.schema_version,
+        graph_trace_mode=info.graph_trace_mode.value,
+        capture_settings=shareable_settings(info.capture_settings, include_command=include_command),
+        gpus=[f"{gpu.device_id}: {gpu.name}" for gpu in info.gpus],
+        processes={
+            str(pid): name
+            for pid, name in sorted(trace.processes.items())
+            if pid in set(active_pids)
+        },
+        threads=threads,
+        row_counts=row_counts,
+        ranges=ranges,
+        range_names=range_names,
+        step_range=selection.name,
+        step_reason=selection.reason,
+        process_steps=_process_steps(steps, active_pids, devices or {}),
+        domains=nvtx_domains(trace.nvtx_ranges),
+    )
+
+
+def _analysed_steps(
+    trace: Trace,
+    tree: pd.DataFrame,
+    steps: pd.DataFrame,
+    module_loads: Callable[[int], pd.DataFrame] | None,
+) -> pd.DataFrame:
+    """The steps with their warm-up marked by the default rule (as `analyze` without --skip)."""
+    if steps.empty:
+        return steps
+    until = int(steps[END_NS].max())
+    loads = module_loads(until) if module_loads is not None else None
+    empty = empty_steps(tree, steps)
+    if loads is None:
+        return mark_warmup(steps, trace.api_calls.iloc[:0], skip=None, empty=empty)
+    return mark_warmup(steps, loads, skip=None, known_until_ns=until, empty=empty)
+
+
+def _process_steps(
+    steps: pd.DataFrame, active_pids: list[int], devices: dict[int, list[int]]
+) -> list[ProcessSteps]:
+    """Per process with work, steps or GPUs: its steps analysed and skipped, and its GPUs."""
     step_pids = set(steps[PID].tolist()) if not steps.empty else set()
-    process_steps = [
+    return [
         ProcessSteps(
             pid=pid,
             steps=int((steps[PID] == pid).sum()) if pid in step_pids else 0,
@@ -155,6 +194,10 @@ def build_overview(
         )
         for pid in sorted(set(active_pids) | step_pids | set(devices))
     ]
+
+
+def _range_names(tree: pd.DataFrame, max_ranges: int) -> tuple[list[RangeName], int]:
+    """The max_ranges most frequent NVTX range names, and how many distinct names there are."""
     parent_names = tree[NAME].to_numpy()[tree[PARENT].clip(lower=0).to_numpy()]
     tree = tree.assign(parent_name=pd.Series(parent_names).where(tree[PARENT].to_numpy() >= 0, ""))
     grouped = tree.assign(duration=tree[END_NS] - tree[START_NS]).groupby(NAME)
@@ -177,6 +220,11 @@ def build_overview(
         )
         for name, row in stats.iterrows()
     ]
+    return ranges, range_names
+
+
+def _threads(trace: Trace, calls_per_thread: pd.Series) -> list[ThreadInfo]:
+    """The threads that made CUDA calls or NVTX ranges, with their names and counts."""
     calls = calls_per_thread
     nvtx = trace.nvtx_ranges.groupby(GLOBAL_TID).size()
     active = sorted(set(calls.index) | set(nvtx.index))
@@ -185,7 +233,7 @@ def build_overview(
         if not trace.threads.empty
         else pd.Series(dtype=object)
     )
-    threads = [
+    return [
         ThreadInfo(
             pid=(int(t) >> 24) & 0xFFFFFF,
             tid=int(t) & 0xFFFFFF,
@@ -195,29 +243,6 @@ def build_overview(
         )
         for t in active
     ]
-    info = trace.info
-    return Overview(
-        file=info.path.name,
-        size_bytes=info.size_bytes,
-        nsys_version=info.nsys_version,
-        schema_version=info.schema_version,
-        graph_trace_mode=info.graph_trace_mode.value,
-        capture_settings=shareable_settings(info.capture_settings, include_command=include_command),
-        gpus=[f"{gpu.device_id}: {gpu.name}" for gpu in info.gpus],
-        processes={
-            str(pid): name
-            for pid, name in sorted(trace.processes.items())
-            if pid in set(active_pids)
-        },
-        threads=threads,
-        row_counts=row_counts,
-        ranges=ranges,
-        range_names=range_names,
-        step_range=selection.name,
-        step_reason=selection.reason,
-        process_steps=process_steps,
-        domains=nvtx_domains(trace.nvtx_ranges),
-    )
 
 
 def nvtx_domains(nvtx_ranges: pd.DataFrame) -> list[DomainInfo]:
