@@ -144,10 +144,9 @@ def execution_mode(graph_ops: int, eager_ops: int) -> ExecutionMode:
 
 @dataclass(frozen=True, slots=True)
 class Column:
-    """One column of the per-stage table: header, cell text from the figure's value,
-    alignment, and place (columns are shown by `at`)."""
+    """One column of the per-stage table: header, cell text from the figure's value, and
+    alignment (its place: report/tables.py STAGE_TABLE)."""
 
-    at: int
     header: str
     cell: Callable[[Any], str]
     align: str = RIGHT
@@ -187,8 +186,8 @@ def _count(value: float) -> str:
     return f"{value:g}"
 
 
-def _launch_column(at: int, kind: OpKind, header: str) -> Column:
-    return Column(at, header, lambda launches: f"{launches[kind.value]:g}")
+def _launch_column(kind: OpKind, header: str) -> Column:
+    return Column(header, lambda launches: f"{launches[kind.value]:g}")
 
 
 def _unexpected_words(calls: dict[str, float]) -> str:
@@ -218,14 +217,14 @@ class StageSummary:
         "the stage: an NVTX range name, normalised",
         lambda s: s.name,
         reduced=NONE,
-        columns=(Column(0, "stage", str, LEFT),),
+        columns=(Column("stage", str, LEFT),),
     )
     execution: str = figure(
         "graph | eager | mixed | none",
         "how its ops were launched: graph (all from graph launches), eager (none), mixed, none (no op)",
         lambda s: execution_mode(s.total(Total.GRAPH_OPS), s.total(Total.EAGER_OPS)).value,
         reduced=OVER_STEPS,
-        columns=(Column(1, "mode", str, LEFT),),
+        columns=(Column("mode", str, LEFT),),
     )
     busy_ns_per_step: int = figure(
         "ns/step", "GPU busy time charged to the stage (the ledger)", lambda s: s.busy_ns_per_step
@@ -238,10 +237,10 @@ class StageSummary:
         "launch calls by what they launch (a graph launch replays a graph)",
         lambda s: {kind.value: s.per_step(total) for kind, total in LAUNCH_TOTALS.items()},
         columns=(
-            _launch_column(2, OpKind.KERNEL, "kernels"),
-            _launch_column(3, OpKind.MEMCPY, "memcpy"),
-            _launch_column(4, OpKind.MEMSET, "memset"),
-            _launch_column(5, OpKind.GRAPH, "graph replays"),
+            _launch_column(OpKind.KERNEL, "kernels"),
+            _launch_column(OpKind.MEMCPY, "memcpy"),
+            _launch_column(OpKind.MEMSET, "memset"),
+            _launch_column(OpKind.GRAPH, "graph replays"),
         ),
     )
     eager_launches_per_step: float = figure(
@@ -253,14 +252,14 @@ class StageSummary:
         "ns/step",
         "time inside launch calls, all of it (GPU busy or idle)",
         lambda s: s.ns_per_step(Total.LAUNCH_API_NS),
-        columns=(Column(7, "launch calls ms", format_ms),),
+        columns=(Column("launch calls ms", format_ms),),
     )
     queue_delay_mean_ns_per_launch: int = figure(
         "ns/launch",
         "mean over the launches of (first op start - call end), when positive",
         _queue_delay_per_launch,
         reduced=OVER_STEPS,
-        columns=(Column(8, "queue µs/launch", lambda ns: f"{ns / 1_000:.1f}"),),
+        columns=(Column("queue µs/launch", lambda ns: f"{ns / 1_000:.1f}"),),
     )
     queue_delay_sum_ns_per_step: int = figure(
         "ns/step",
@@ -276,13 +275,13 @@ class StageSummary:
         "calls/step",
         "host syncs: synchronize and wait calls, blocking copies",
         lambda s: s.per_step(Total.SYNCS),
-        columns=(Column(9, "syncs", _count),),
+        columns=(Column("syncs", _count),),
     )
     sync_ns_per_step: int = figure(
         "ns/step",
         "time inside those syncs",
         lambda s: s.ns_per_step(Total.SYNC_NS),
-        columns=(Column(10, "sync ms", format_ms),),
+        columns=(Column("sync ms", format_ms),),
     )
     unexpected_calls_per_step: dict[str, float] = figure(
         f"{_UNEXPECTED_KEYS}: calls/step",
@@ -290,7 +289,7 @@ class StageSummary:
         lambda s: {
             category.value: s.per_step(count) for category, (count, _) in UNEXPECTED_TOTALS.items()
         },
-        columns=(Column(12, "unexpected work", _unexpected_words, LEFT),),
+        columns=(Column("unexpected work", _unexpected_words, LEFT),),
     )
     unexpected_ns_per_step: int = figure(
         "ns/step",
@@ -313,7 +312,7 @@ class StageSummary:
         "ops per graph launch, where the export has node rows (null: no graph launch)",
         _nodes_per_replay,
         reduced=OVER_STEPS,
-        columns=(Column(6, "nodes/replay", lambda n: "" if n is None else f"{n:g}"),),
+        columns=(Column("nodes/replay", lambda n: "" if n is None else f"{n:g}"),),
     )
     launch_spacing_ns: int | None = figure(
         "ns",
@@ -332,7 +331,7 @@ class StageSummary:
         "gaps/step",
         "long host gaps",
         lambda s: per_step(s.long_gaps, s.steps),
-        columns=(Column(11, "long host gaps", _count),),
+        columns=(Column("long host gaps", _count),),
     )
     long_gap_idle_ns_per_step: int = figure(
         "ns/step",
@@ -519,9 +518,8 @@ def summarise_stage(stage: StageInputs) -> StageSummary:
 
 
 def stage_columns() -> list[tuple[Figure, Column]]:
-    """The per-stage table's columns, in their places, each with its figure."""
-    columns = [(f, column) for f in STAGE_FIGURES.values() for column in f.columns]
-    return sorted(columns, key=lambda pair: pair[1].at)
+    """The per-stage table's columns, each with its figure, in the figures' order."""
+    return [(f, column) for f in STAGE_FIGURES.values() for column in f.columns]
 
 
 def figures_doc() -> str:

@@ -217,9 +217,30 @@ def ledger_table(process: ProcessReport) -> Table:
     )
 
 
+# The per-stage table's columns, left to right, by header: each is declared with its figure
+# (figures.py, figure(columns=…)) and placed here; a new one goes where it reads best.
+STAGE_TABLE = (
+    "stage",
+    "mode",
+    "kernels",
+    "memcpy",
+    "memset",
+    "graph replays",
+    "nodes/replay",
+    "launch calls ms",
+    "queue µs/launch",
+    "syncs",
+    "sync ms",
+    "long host gaps",
+    "unexpected work",
+)
+
+
 def stage_table(process: ProcessReport) -> Table:
-    """Launch economics per stage: the figures declared with a column (figures.py)."""
-    columns = stage_columns()
+    """Launch economics per stage: the figures declared with a column (figures.py), in
+    STAGE_TABLE's order."""
+    declared = {column.header: (figure, column) for figure, column in stage_columns()}
+    columns = [declared[header] for header in STAGE_TABLE]
     stages = sorted(process.stages, key=lambda s: -(s.busy_ns_per_step + s.idle_ns_per_step))
     return Table(
         title=(
