@@ -1,4 +1,4 @@
-"""Text, Markdown and report.html draw one outline (issue 43): each draws render/outline.py,
+"""Text, Markdown and report.html draw one outline (issue 43): each draws report/outline.py,
 and each section's first words are found, in the outline's order for its medium, in its
 output. Markdown and HTML carry the same sections in the same order; the terminal's order
 differs where the outline says so (issue 44: the verdicts a line each and the ledger under
@@ -19,6 +19,7 @@ from tests.conftest import (
     SAMPLE_TRACES,
     sample_trace_paths,
     shipped_report,
+    shipped_trace,
     sweep,
 )
 from trace_gaps.analysis.engine.pipeline import AnalysisOptions, analyse_trace
@@ -26,12 +27,13 @@ from trace_gaps.nsys.load import load_trace
 from trace_gaps.records import Report
 from trace_gaps.render.console import UNBOUNDED, Terminal
 from trace_gaps.render.html import render_page
-from trace_gaps.render.markdown import render_markdown
+from trace_gaps.render.markdown import render_block, render_markdown
 from trace_gaps.render.text import render_text
 from trace_gaps.report.build import build_report
 from trace_gaps.report.notes import unreliable_lines
 from trace_gaps.report.outline import Heading, Items, Lines, Medium, Section, outline
 from trace_gaps.report.tables import Table
+from trace_gaps.run.multi import analyse_exports
 
 SAMPLES = sweep(sample_trace_paths(), REPRESENTATIVE_SAMPLES)
 PROBE = 30  # a section is found by the first characters of its first block
@@ -117,6 +119,36 @@ def test_the_multi_rank_run_has_one_set_of_sections_per_rank_and_the_ranks_table
     assert names.count("title") == len(report.processes) == 2
     assert "ranks" in names
     assert_same_sections(report)
+
+
+def test_two_exports_of_one_run_carry_the_same_sections_in_all_three() -> None:
+    """tp_rank0 and tp_rank1, one rank each, analysed as one run."""
+    paths = [shipped_trace("tp_rank0"), shipped_trace("tp_rank1")]
+    report = analyse_exports(paths, AnalysisOptions()).report
+    names = [s.name for s in outline(report)]
+    assert report.other_exports and names.count("title") == len(report.processes) == 2
+    assert "ranks" in names
+    assert_same_sections(report)
+
+
+def test_a_section_skipped_or_moved_is_caught() -> None:
+    """The comparison fails where a renderer leaves a section out or draws it elsewhere."""
+    report = build(SAMPLE_TRACES / "spec_eager.sqlite", what_if="verify_forward=graph")
+    sections = outline(report, Medium.DOCUMENT)
+    names = [s.name for s in sections]
+
+    def drawn(order: list[Section]) -> str:
+        blocks = [
+            line for section in order for block in section.blocks for line in render_block(block)
+        ]
+        return html.unescape(re.sub(r"\\(.)", r"\1", "\n".join(blocks)))
+
+    assert sections_found(drawn(sections), sections) == names
+    replay = names.index("replay")
+    skipped = sections[:replay] + sections[replay + 1 :]
+    assert sections_found(drawn(skipped), sections) != names
+    moved = [*skipped, sections[replay]]
+    assert sections_found(drawn(moved), sections) != names
 
 
 def test_only_text_has_the_first_screen_and_the_verdicts_in_full_and_ends_with_the_recap() -> None:
