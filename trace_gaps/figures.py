@@ -3,7 +3,7 @@
 A figure's declaration (`figure(...)` on its field) says everything about it: its unit, how
 it is computed from the stage's inputs (totals summed per window over the analysed steps,
 the ledger's means, the launch spacing) and reduced over the steps, its doc line, and its
-columns in the per-stage table. The table (render/tables.py), the JSON and its Schema
+columns in the per-stage table. The table (report/tables.py), the JSON and its Schema
 (asdict and schema.py read the fields), the diff's stage sides (changes.py) and the list in
 docs/json.md (`figures_doc`) are made from these declarations. To add a figure: compute its
 input per window (a metric, analysis/metrics.py), give it to StageInputs, and declare it here.
