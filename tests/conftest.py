@@ -205,7 +205,7 @@ def assert_matches_schema(text: str, kind: str = "report") -> None:
 
 @pytest.fixture(autouse=True)
 def no_terminal_width_from_the_runner(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Text output takes its width from COLUMNS when set (commands/options.text_terminal), and
+    """Text output takes its width from COLUMNS when set (commands/output_options.text_terminal), and
     pytest-xdist's workers start with COLUMNS=80: tests see the stable width of a pipe, as
     `pytest -n 0` does, unless they set COLUMNS themselves."""
     monkeypatch.delenv("COLUMNS", raising=False)

@@ -253,7 +253,7 @@ ANALYSIS_COMMANDS = [
 def test_every_analysis_command_offers_every_analysis_option(path):
     from typer.main import get_command
 
-    from trace_gaps.commands.options import ANALYSIS_OPTIONS
+    from trace_gaps.commands.analysis_options import ANALYSIS_OPTIONS
 
     command = get_command(app)
     for name in path:
@@ -274,7 +274,7 @@ def test_the_analysis_options_become_one_analysis_options():
     import typer
 
     from trace_gaps.analysis.engine.pipeline import AnalysisOptions
-    from trace_gaps.commands.options import analysis_options
+    from trace_gaps.commands.analysis_options import analysis_options
 
     received = []
     probe = typer.Typer()
@@ -299,7 +299,7 @@ def test_the_offered_options_become_analysis_options_too():
 
     from trace_gaps.analysis.engine.pipeline import AnalysisOptions
     from trace_gaps.analysis.step_range import StepRange
-    from trace_gaps.commands.options import analysis_options
+    from trace_gaps.commands.analysis_options import analysis_options
 
     received = []
     probe = typer.Typer()

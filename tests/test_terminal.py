@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from tests.conftest import SAMPLE_TRACES
 from tests.test_samples import sample_report
 from trace_gaps.cli import app
-from trace_gaps.commands.options import text_terminal
+from trace_gaps.commands.output_options import text_terminal
 from trace_gaps.render.console import NOT_A_TERMINAL, Terminal, new_console, print_item
 from trace_gaps.render.text import render_text
 from trace_gaps.report.evidence import evidence_lines

@@ -15,9 +15,9 @@ from typer.core import TyperGroup
 
 from trace_gaps import __version__
 from trace_gaps.commands import analyze, diff, export, info, mcp, plot, report
-from trace_gaps.commands.options import HELP_OPTIONS
+from trace_gaps.commands.arguments import HELP_OPTIONS
 from trace_gaps.commands.usage import choice_error, name_values, plain_help
-from trace_gaps.errors import SlowerError, TraceGapsError, UsageError
+from trace_gaps.errors import NotAnalysedError, SlowerError, TraceGapsError, UsageError
 from trace_gaps.streams import (
     keep_descriptor_2_open,
     say,
@@ -40,8 +40,9 @@ def user_errors() -> Iterator[None]:
     try:
         yield
     except TraceGapsError as error:
-        # One line whatever the message quotes (range names may hold newlines).
-        say("error: " + " ".join(str(error).split()))
+        if not isinstance(error, NotAnalysedError):  # that one named its exports already
+            # One line whatever the message quotes (range names may hold newlines).
+            say("error: " + " ".join(str(error).split()))
         code = next((c for kind, c in EXIT_CODES.items() if isinstance(error, kind)), 1)
         raise typer.Exit(code) from None
     except OSError as error:

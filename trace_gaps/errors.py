@@ -41,6 +41,11 @@ class SlowerError(TraceGapsError):
     """diff --fail-if-slower: the step time grew beyond the gate (the CI's verdict)."""
 
 
+class NotAnalysedError(TraceGapsError):
+    """Some exports of a run could not be analysed: each was named on stderr with its reason
+    (streams.say_not_analysed), so the CLI says nothing more, and exits 1."""
+
+
 class NotAnExportError(TraceGapsError):
     """The file is not a readable Nsight Systems SQLite export."""
 

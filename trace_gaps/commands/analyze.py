@@ -8,24 +8,20 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from trace_gaps.commands.analyze_run import analyze_run
-from trace_gaps.commands.options import (
-    ExportsArg,
-    JobsOpt,
-    NoColorOpt,
-    QuietOpt,
-    SchedulerOpt,
+from trace_gaps.commands.analysis_options import (
+    CommandOption,
     TopOpt,
-    analysis_options,
-    capped_jobs,
-    text_terminal,
+    offered_options,
+    with_options,
 )
-from trace_gaps.errors import TraceGapsError, UsageError, about_file
+from trace_gaps.commands.analyze_one import analyze_one, check_analyze, check_analyze_run
+from trace_gaps.commands.analyze_run import analyze_run
+from trace_gaps.commands.arguments import ExportsArg
+from trace_gaps.commands.output_options import NoColorOpt, QuietOpt, ReportOutput
+from trace_gaps.commands.worker_options import JobsOpt, SchedulerOpt
 from trace_gaps.formats import Format
 from trace_gaps.inputs import given_exports, resolve_export
 from trace_gaps.output import refuse_inputs_as_outputs
-from trace_gaps.progress import progress
-from trace_gaps.streams import say, write_output
 
 if TYPE_CHECKING:
     from trace_gaps.analysis.engine.pipeline import AnalysisOptions
@@ -40,7 +36,14 @@ WhatIfOpt = Annotated[
 ]
 
 
-@analysis_options(offer=("steps", "kernels"))
+# The options both surfaces take (the MCP tools take them too, mcp/parameters.py).
+ANALYZE_OPTIONS = (
+    *offered_options(offer=("steps", "kernels")),
+    CommandOption("top", TopOpt, 10),
+)
+
+
+@with_options(ANALYZE_OPTIONS)
 def analyze(
     *,
     exports: ExportsArg = None,
@@ -48,7 +51,7 @@ def analyze(
         bool, typer.Option("--demo", help="Analyse the sample trace shipped with trace-gaps.")
     ] = False,
     options: AnalysisOptions,
-    top: TopOpt = 10,
+    top: int,
     fmt: Annotated[Format, typer.Option("--format", "-f", help="Output format.")] = Format.TEXT,
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="Write here instead of stdout.")
@@ -60,65 +63,14 @@ def analyze(
     no_color: NoColorOpt = False,
 ) -> None:
     """Per-step, per-stage ledger of GPU busy and idle time, and the ranked bottlenecks."""
-    from trace_gaps.analysis.replay.levers import LeverError, parse_levers
-
-    if what_if is not None:
-        try:
-            parse_levers(what_if)
-        except LeverError as error:
-            raise UsageError(f"--what-if: {error}") from error
-    if options.kernel_summary and fmt is Format.CSV:
-        raise UsageError(
-            "--kernels has no CSV form (the CSV is the ledger); use -f text, md or json."
-        )
+    check_analyze(options, fmt=fmt, what_if=what_if)
     paths = given_exports(exports, demo, verb="analyses")
-    outputs = [] if output is None else [output]
-    refuse_inputs_as_outputs(outputs, paths)
+    refuse_inputs_as_outputs([] if output is None else [output], paths)
+    shown = ReportOutput(fmt=fmt, output=output, quiet=quiet, no_color=no_color)
     if len(paths) > 1 or scheduler is not None:
-        if demo:
-            raise UsageError("--scheduler needs exports, not --demo.")
-        if what_if is not None:
-            raise UsageError("--what-if predicts one export at a time: give one.")
-        if jobs is not None and scheduler is not None:
-            raise UsageError("give --jobs or --scheduler, not both.")
-        analyze_run(
-            paths,
-            options,
-            top=top,
-            fmt=fmt,
-            output=output,
-            quiet=quiet,
-            jobs=jobs,
-            scheduler=scheduler,
-            no_color=no_color,
-        )
+        check_analyze_run(demo=demo, what_if=what_if, jobs=jobs, scheduler=scheduler)
+        analyze_run(paths, options, top=top, jobs=jobs, scheduler=scheduler, shown=shown)
         return
-    from trace_gaps.render import report_pieces
-    from trace_gaps.report.build import build_report
-    from trace_gaps.run.one import analyse_export
-
     path = resolve_export(paths[0] if paths else None, demo)
-    refuse_inputs_as_outputs(outputs, [path])
-    # The progress bar is cleared before anything is written.
-    with progress(quiet) as shown, about_file(path):
-        shown(f"reading {path.name}")
-        trace, analysis = analyse_export(
-            path,
-            options,
-            on_window=lambda done, total: shown(f"analysing {path.name}", done, total),
-            jobs=capped_jobs(jobs, quiet=quiet),
-        )
-        shown("ranking candidates")
-        # Only the JSON report holds every step's ledger (40,000 entries at 1,700 steps).
-        try:
-            report = build_report(
-                trace, analysis, top=top, step_ledger=fmt is Format.JSON, what_if=what_if
-            )
-        except LeverError as error:
-            raise TraceGapsError(f"--what-if: {error}") from error
-        terminal = text_terminal(output, no_color=no_color)
-        named = "--demo" if demo else shlex.quote(str(paths[0]))
-        text = report_pieces(report, fmt, terminal, export_argument=named)
-    if not quiet and analysis.window_pool.slower_than_one_process():
-        say(analysis.window_pool.note(f"the {analysis.windows} windows"))
-    write_output(text, output, quiet=quiet, styled=fmt is Format.TEXT and terminal.color)
+    named = "--demo" if demo else shlex.quote(str(paths[0]))
+    analyze_one(path, options, top=top, what_if=what_if, jobs=jobs, named=named, shown=shown)

@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from trace_gaps.commands.options import NoColorOpt, QuietOpt, analysis_options, text_terminal
+from trace_gaps.commands.analysis_options import analysis_options
+from trace_gaps.commands.output_options import NoColorOpt, QuietOpt, text_terminal
 from trace_gaps.errors import SlowerError
 from trace_gaps.formats import DiffFormat, Format
 from trace_gaps.inputs import expand_exports, resolve_export

@@ -7,13 +7,9 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from trace_gaps.commands.options import (
-    HELP_OPTIONS,
-    ExportsArg,
-    QuietOpt,
-    TopOpt,
-    analysis_options,
-)
+from trace_gaps.commands.analysis_options import TopOpt, analysis_options
+from trace_gaps.commands.arguments import HELP_OPTIONS, ExportsArg
+from trace_gaps.commands.output_options import QuietOpt
 from trace_gaps.inputs import given_exports, resolve_export
 from trace_gaps.output import refuse_inputs_as_outputs
 from trace_gaps.streams import write_output

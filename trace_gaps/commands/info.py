@@ -6,7 +6,8 @@ from typing import Annotated
 
 import typer
 
-from trace_gaps.commands.options import ExportArg, QuietOpt, text_terminal
+from trace_gaps.commands.arguments import ExportArg
+from trace_gaps.commands.output_options import QuietOpt, text_terminal
 from trace_gaps.errors import about_file
 from trace_gaps.formats import Format, InfoFormat
 from trace_gaps.inputs import resolve_export

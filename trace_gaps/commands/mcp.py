@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from trace_gaps.commands.options import QuietOpt
+from trace_gaps.commands.output_options import QuietOpt
 
 
 def mcp(quiet: QuietOpt = False) -> None:

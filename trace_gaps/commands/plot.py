@@ -8,7 +8,9 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from trace_gaps.commands.options import HELP_OPTIONS, ExportArg, QuietOpt, analysis_options
+from trace_gaps.commands.analysis_options import analysis_options
+from trace_gaps.commands.arguments import HELP_OPTIONS, ExportArg
+from trace_gaps.commands.output_options import QuietOpt
 from trace_gaps.commands.pictures import check_image_path, image_source, zoom_window
 from trace_gaps.errors import UsageError
 from trace_gaps.streams import save_figure

@@ -7,7 +7,10 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from trace_gaps.commands.options import ExportsArg, QuietOpt, TopOpt, analysis_options
+from trace_gaps.commands.analysis_options import TopOpt, analysis_options
+from trace_gaps.commands.arguments import ExportsArg
+from trace_gaps.commands.output_options import QuietOpt
+from trace_gaps.errors import NotAnalysedError
 from trace_gaps.inputs import given_exports, resolve_export
 from trace_gaps.output import refuse_inputs_as_outputs
 from trace_gaps.streams import say, say_not_analysed
@@ -72,5 +75,5 @@ def report(
     for written in write_bundle(shown, provenances, output, force=force):
         if not quiet:
             say(f"wrote {written}")
-    if failed:
-        raise typer.Exit(1)  # the others reported; the failed ones named above
+    if failed:  # the others reported; the failed ones named above
+        raise NotAnalysedError(f"{len(failed)} of the run's exports not analysed")

@@ -1,69 +1,21 @@
-"""The options several commands share, each declared once; the analysis options become one
-AnalysisOptions in one place (analysis_options)."""
+"""The options of the analysis, each declared once; they become one AnalysisOptions in one
+place (analysis_options), and the MCP tools' parameters (mcp/parameters.py) from the same
+declarations."""
 
 from __future__ import annotations
 
 import functools
 import inspect
-import os
-import sys
-from collections.abc import Callable
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from trace_gaps.streams import say
-
 if TYPE_CHECKING:  # the analysis imports pandas: not for --help
     from trace_gaps.analysis.step_range import StepRange
-    from trace_gaps.render.console import Terminal
 
-HELP_OPTIONS = {"help_option_names": ["-h", "--help"]}
-
-ExportArg = Annotated[
-    Path | None,
-    typer.Argument(help="File from `nsys export --type sqlite`.", show_default=False),
-]
-ExportsArg = Annotated[
-    list[Path] | None,
-    typer.Argument(
-        help="File(s) from `nsys export --type sqlite`. Several (or a quoted glob): the "
-        "exports of one run, one per rank or node, analysed as one.",
-        show_default=False,
-    ),
-]
-QuietOpt = Annotated[
-    bool, typer.Option("--quiet", "-q", help="No progress bar and no 'wrote FILE' lines on stderr.")
-]
-NoColorOpt = Annotated[
-    bool,
-    typer.Option(
-        "--no-color",
-        help="No colour in text output, even on a terminal (as NO_COLOR=1 in the environment).",
-    ),
-]
 TopOpt = Annotated[int, typer.Option("--top", min=1, help="How many candidates to rank.")]
-JobsOpt = Annotated[
-    int | None,
-    typer.Option(
-        "--jobs",
-        "-j",
-        min=1,
-        help="Worker processes. One export: its windows of steps are analysed on them while "
-        "it is read (default: one per core up to 4; none on 2 cores or fewer). Several: "
-        "an export per worker of a local Dask cluster (pip install 'trace-gaps\\[dask]').",
-    ),
-]
-SchedulerOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--scheduler",
-        help="Run on this dask.distributed scheduler (tcp://host:8786); workers need "
-        "trace-gaps and the exports at the same paths.",
-    ),
-]
 
 
 def check_patterns(patterns: list[str] | None) -> list[str] | None:
@@ -79,13 +31,20 @@ def check_patterns(patterns: list[str] | None) -> list[str] | None:
 
 
 @dataclass(frozen=True, slots=True)
-class AnalysisOption:
-    """One option of the analysis: its parameter (typer names the option after it), its
-    default, and the AnalysisOptions field it sets, through convert."""
+class CommandOption:
+    """One option of a command, declared once for both surfaces: its parameter (typer names
+    the option after it, the MCP tool's parameter is named for it) and its default."""
 
     name: str
     annotation: Any  # Annotated[type, typer.Option(...)]
     default: Any
+
+
+@dataclass(frozen=True, slots=True)
+class AnalysisOption(CommandOption):
+    """An option of the analysis: a command option that sets a field of AnalysisOptions,
+    through convert."""
+
     field: str
     convert: Callable[[Any], Any] = lambda value: value
     # Offered to every command with an `options` parameter; the others only where a command
@@ -222,18 +181,36 @@ ANALYSIS_OPTIONS = (
 Command = Callable[..., Any]
 
 
+def offered_options(*, offer: tuple[str, ...] = (), **own: Any) -> tuple[AnalysisOption, ...]:
+    """The analysis options a command takes: the shared ones, and those of offer (the options
+    not shared that it takes too, by name); own: an option's annotation for this command (its
+    help worded for it), by name."""
+    return tuple(
+        replace(o, annotation=own.get(o.name, o.annotation))
+        for o in ANALYSIS_OPTIONS
+        if o.shared or o.name in offer
+    )
+
+
 def analysis_options(*, offer: tuple[str, ...] = (), **own: Any) -> Callable[[Command], Command]:
     """Give a command the analysis options where its keyword `options` stands; the command
-    gets them as one AnalysisOptions. offer: the options not shared that it takes too, by
-    name. own: an option's annotation for this command (its help worded for it), by name."""
-    offered = tuple(o for o in ANALYSIS_OPTIONS if o.shared or o.name in offer)
+    gets them as one AnalysisOptions (offer and own: as offered_options)."""
+    return with_options(offered_options(offer=offer, **own))
 
-    def parameter_of(option: AnalysisOption) -> inspect.Parameter:
+
+def with_options(declared: Sequence[CommandOption]) -> Callable[[Command], Command]:
+    """Give a command the declared options where its keyword `options` stands: the analysis
+    options become one AnalysisOptions, each other option reaches the command's keyword of
+    its name (which the command declares without a default)."""
+    by_name = {o.name for o in declared}
+    analysed = [o for o in declared if isinstance(o, AnalysisOption)]
+
+    def parameter_of(option: CommandOption) -> inspect.Parameter:
         return inspect.Parameter(
             option.name,
             inspect.Parameter.KEYWORD_ONLY,
             default=option.default,
-            annotation=own.get(option.name, option.annotation),
+            annotation=option.annotation,
         )
 
     def decorate(command: Command) -> Command:
@@ -242,15 +219,15 @@ def analysis_options(*, offer: tuple[str, ...] = (), **own: Any) -> Callable[[Co
         parameters: list[inspect.Parameter] = []
         for parameter in signature.parameters.values():
             if parameter.name == "options":
-                parameters.extend(parameter_of(option) for option in offered)
-            else:
+                parameters.extend(parameter_of(option) for option in declared)
+            elif parameter.name not in by_name:
                 parameters.append(parameter)
 
         @functools.wraps(command)
         def run(**given: Any) -> Any:
             from trace_gaps.analysis.engine.pipeline import AnalysisOptions
 
-            chosen = {o.field: o.convert(given.pop(o.name)) for o in offered}
+            chosen = {o.field: o.convert(given.pop(o.name)) for o in analysed}
             return command(**given, options=AnalysisOptions(**chosen))
 
         run.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
@@ -258,39 +235,3 @@ def analysis_options(*, offer: tuple[str, ...] = (), **own: Any) -> Callable[[Co
         return run
 
     return decorate
-
-
-def capped_jobs(jobs: int | None, *, quiet: bool) -> int | None:
-    """--jobs, at most one worker per core this process may use (more only share the cores,
-    each with its own memory): said on stderr when it is cut."""
-    from trace_gaps.parallel import usable_cores
-
-    cores = usable_cores()
-    if jobs is None or jobs <= cores:
-        return jobs
-    if not quiet:
-        say(f"note: --jobs {jobs} capped at {cores}, the cores this machine gives trace-gaps")
-    return cores
-
-
-NARROWEST = 40  # columns
-
-
-def text_terminal(output: Path | None, *, no_color: bool) -> Terminal:
-    """What text output is drawn for: COLUMNS when set, else the terminal's width (rich's
-    detection) when stdout is one, else a stable width (a pipe or -o file reads the same
-    everywhere); colour only on a terminal, and never with --no-color or NO_COLOR."""
-    from rich.console import Console
-
-    from trace_gaps.render.console import NOT_A_TERMINAL, Terminal
-
-    stdout = Console(file=sys.stdout)
-    on_terminal = output is None and stdout.is_terminal
-    if not on_terminal and not os.environ.get("COLUMNS", "").isdigit():
-        return NOT_A_TERMINAL
-    color = on_terminal and stdout.color_system is not None
-    return Terminal(
-        # Narrower than a table's key columns draws nothing readable (COLUMNS=0 included).
-        width=max(stdout.width, NARROWEST),
-        color=color and not no_color and not os.environ.get("NO_COLOR"),
-    )
