@@ -195,7 +195,7 @@ def test_a_package_planted_in_the_working_folder_is_not_run(tmp_path):
 
 
 def test_the_child_environment_keeps_the_working_folder_off_the_path():
-    from trace_gaps.mcp.server import child_environment
+    from trace_gaps.mcp.command_line import child_environment
 
     environment = {"HOME": "/home/a", "PYTHONPATH": os.pathsep.join(["", "/opt/lib", ".", "src"])}
     assert child_environment(environment) == {
@@ -240,7 +240,7 @@ def test_a_report_named_like_a_glob_is_refused_as_the_command_would_read_it(tmp_
     """issue 45: `y[1].bin` (a report) beside `y1.bin` (what the glob matches): the command
     reads the file named, so the server checks it, not only the glob's matches."""
     from trace_gaps.errors import TraceGapsError
-    from trace_gaps.mcp.server import refuse_reports
+    from trace_gaps.mcp.command_line import refuse_reports
     from trace_gaps.nsys.convert import REPORT_MAGIC
 
     shutil.copy(SAMPLE_TRACES / "plain_decode.sqlite", tmp_path / "y1.bin")

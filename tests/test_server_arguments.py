@@ -153,7 +153,7 @@ def test_no_more_than_two_commands_run_at_once(monkeypatch):
     import threading
     import time
 
-    from trace_gaps.mcp import server
+    from trace_gaps.mcp import command_line as tool_command_line
 
     running, most = [0], [0]
     lock = threading.Lock()
@@ -167,15 +167,16 @@ def test_no_more_than_two_commands_run_at_once(monkeypatch):
             running[0] -= 1
         return subprocess.CompletedProcess(args, 0, "{}", "")
 
-    monkeypatch.setattr(server.subprocess, "run", command_line)
+    monkeypatch.setattr(tool_command_line.subprocess, "run", command_line)
     threads = [
-        threading.Thread(target=server.run_command, args=("info", [], [EXPORT])) for _ in range(8)
+        threading.Thread(target=tool_command_line.run_command, args=("info", [], [EXPORT]))
+        for _ in range(8)
     ]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    assert most[0] == server.CONCURRENT_COMMANDS == 2
+    assert most[0] == tool_command_line.CONCURRENT_COMMANDS == 2
 
 
 INITIALIZE = (
