@@ -1,4 +1,4 @@
-"""The MCP tools' answers (answers.py): each small enough for an agent to read whole, on every
+"""The MCP tools' answers (answers.py, bounds.py): each small enough for an agent to read whole, on every
 real capture, and the long lists paged or cut with a note, never silently."""
 
 from __future__ import annotations
@@ -8,14 +8,14 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPRESENTATIVE_SAMPLES, sample_trace_paths, shipped_json, sweep
-from trace_gaps.mcp import answers
+from trace_gaps.mcp import answers, bounds
 
 
 @pytest.mark.parametrize("path", sweep(sample_trace_paths(), REPRESENTATIVE_SAMPLES), ids=str)
 def test_the_overview_is_under_4_kb_and_each_drill_down_under_16_kb(path: Path):
     report = shipped_json(path, "--kernels")
     overview = answers.overview_answer(report)
-    assert answers.size_of(overview) <= answers.OVERVIEW_BYTES
+    assert bounds.size_of(overview) <= bounds.OVERVIEW_BYTES
     # Every section is there, with its headline and at least its first verdict (several
     # ranks or kinds: fewer verdicts each, said in `cut`).
     assert len(overview["sections"]) == len(report["processes"])
@@ -37,7 +37,7 @@ def test_the_overview_is_under_4_kb_and_each_drill_down_under_16_kb(path: Path):
         first = next(r["step_index"] for r in process["step_rows"] if not r["is_warmup"])
         drill_downs.append(answers.step_answer(report, index=first, section=section))
         for answer in drill_downs:
-            assert answers.size_of(answer) <= answers.ANSWER_BYTES
+            assert bounds.size_of(answer) <= bounds.ANSWER_BYTES
 
 
 def test_a_page_says_where_the_next_one_starts():
@@ -67,8 +67,8 @@ def test_a_question_the_report_cannot_answer_names_what_it_holds():
 
 def test_an_answer_too_big_is_cut_by_its_longest_list_and_says_so():
     answer = {"small": [1, 2], "big": [{"name": "x" * 100} for _ in range(400)]}
-    fitted = answers.fit(answer, 4_000)
-    assert answers.size_of(fitted) <= 4_000
+    fitted = bounds.fit(answer, 4_000)
+    assert bounds.size_of(fitted) <= 4_000
     assert len(fitted["small"]) == 2
     assert fitted["cut"][0] == {"path": "big", "kept": 200, "of": 400}
     assert fitted["cut"][-1]["kept"] == len(fitted["big"])
@@ -76,10 +76,10 @@ def test_an_answer_too_big_is_cut_by_its_longest_list_and_says_so():
 
 def test_ns_become_ms_and_long_names_are_shortened_in_the_middle():
     name = "void gemm<" + "T," * 400 + ">"
-    assert answers.compact({"wall_ns": 1_234_567, "ns_per_step": 2_000, "name": name, "x": []}) == {
+    assert bounds.compact({"wall_ns": 1_234_567, "ns_per_step": 2_000, "name": name, "x": []}) == {
         "wall_ms": 1.235,
         "ms_per_step": 0.002,
-        "name": answers.short_name(name),
+        "name": bounds.short_name(name),
     }
-    assert len(answers.short_name(name)) == answers.NAME_CHARS
+    assert len(bounds.short_name(name)) == bounds.NAME_CHARS
     assert answers.spans([0, 1, 2, 5, 7, 8]) == "0-2, 5, 7-8"
