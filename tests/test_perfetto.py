@@ -27,10 +27,9 @@ from trace_gaps.render.perfetto import (
     OP_CATEGORY,
     STAGE_CATEGORY,
     STEP_CATEGORY,
-    clocked_reports,
     render_perfetto,
-    steps_request,
 )
+from trace_gaps.run.timelines import clocked_reports, steps_request
 
 runner = CliRunner()
 Event = dict[str, object]

@@ -49,7 +49,8 @@ def export_perfetto(
 
     Steps, stages, CUDA calls, GPU ops, idle, top candidates; exports on one clock.
     """
-    from trace_gaps.render.perfetto import clocked_reports, render_perfetto, steps_request
+    from trace_gaps.render.perfetto import render_perfetto
+    from trace_gaps.run.timelines import clocked_reports, steps_request
 
     paths = given_exports(exports, demo, verb="exports")
     refuse_inputs_as_outputs([output], paths)

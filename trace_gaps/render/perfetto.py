@@ -3,10 +3,10 @@
 Built from the Report's step timelines (timeline.py), so the slices are the stages, calls,
 ops and idle causes the ledger counted, nothing read again from the export. Only the steps
 a TimelineRequest picks are written (`--steps A:B`, by default the first DEFAULT_STEPS of
-each process's step thread): the timelines hold their ops as Python lists, which is
-linear in the steps chosen and bounded whatever the export's size.
+each process's step thread: run/timelines.py): the timelines hold their ops as Python lists,
+which is linear in the steps chosen and bounded whatever the export's size.
 
-Per process (one per rank; several exports on export 0's clock, as multi.py puts their
+Per process (one per rank; several exports on export 0's clock, as run/multi.py puts their
 timelines), the tracks are:
 
     <step thread>        steps, and inside them the stages (innermost, as charged)
@@ -30,17 +30,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
-from dataclasses import replace
-from pathlib import Path
 
 from trace_gaps import __version__
-from trace_gaps.analysis.engine.picks import StepPick, TimelineRequest, choose_request
-from trace_gaps.analysis.engine.pipeline import AnalysisOptions
-from trace_gaps.errors import TraceGapsError, about_file
 from trace_gaps.records import GpuMetricLane, ProcessReport, Report, Spans, StepTimeline
-from trace_gaps.report.build import build_report
 
-DEFAULT_STEPS = 20
 STEP_CATEGORY = "step"
 STAGE_CATEGORY = "stage"
 API_CATEGORY = "cuda_api"
@@ -55,34 +48,6 @@ NAME_CHARS_MAX = 1_000
 
 # Pseudo-threads of a process are numbered above any Linux tid (at most 2^22).
 _PSEUDO_TID = 1 << 24
-
-
-def steps_request(steps: str | None) -> TimelineRequest:
-    """Steps A to B-1 ("A:B") of every process's step thread; by default the first
-    DEFAULT_STEPS."""
-    if steps is None:
-        return TimelineRequest(StepPick.RANGE, first=0, stop=DEFAULT_STEPS, all_processes=True)
-    return replace(choose_request(steps=steps), all_processes=True)
-
-
-def clocked_reports(
-    paths: Sequence[Path], options: AnalysisOptions, request: TimelineRequest, *, top: int = 10
-) -> list[Report]:
-    """Each export analysed with the request's timelines; several as one run (multi.py), their
-    timelines' starts counted from export 0's trace start on the common clock."""
-    if len(paths) == 1:
-        from trace_gaps.run.one import analyse_export
-
-        with about_file(paths[0]):
-            trace, analysis = analyse_export(paths[0], options, timelines=(request,))
-            return [build_report(trace, analysis, top=top)]
-    from trace_gaps.run.multi import analyse_exports
-
-    result = analyse_exports(paths, options, top=top, timelines=(request,))
-    if result.failed:
-        failed, message = result.failed[0]
-        raise TraceGapsError(f"{failed}: not analysed: {message}")
-    return result.reports
 
 
 def trace_events(reports: Sequence[Report]) -> dict[str, object]:

@@ -1,0 +1,44 @@
+"""Exports analysed with the timelines of the steps to draw (export perfetto): one export,
+or several as one run with their timelines on export 0's clock."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+from trace_gaps.analysis.engine.picks import StepPick, TimelineRequest, choose_request
+from trace_gaps.analysis.engine.pipeline import AnalysisOptions
+from trace_gaps.errors import TraceGapsError, about_file
+from trace_gaps.records import Report
+from trace_gaps.report.build import build_report
+
+DEFAULT_STEPS = 20
+
+
+def steps_request(steps: str | None) -> TimelineRequest:
+    """Steps A to B-1 ("A:B") of every process's step thread; by default the first
+    DEFAULT_STEPS."""
+    if steps is None:
+        return TimelineRequest(StepPick.RANGE, first=0, stop=DEFAULT_STEPS, all_processes=True)
+    return replace(choose_request(steps=steps), all_processes=True)
+
+
+def clocked_reports(
+    paths: Sequence[Path], options: AnalysisOptions, request: TimelineRequest, *, top: int = 10
+) -> list[Report]:
+    """Each export analysed with the request's timelines; several as one run (run/multi.py), their
+    timelines' starts counted from export 0's trace start on the common clock."""
+    if len(paths) == 1:
+        from trace_gaps.run.one import analyse_export
+
+        with about_file(paths[0]):
+            trace, analysis = analyse_export(paths[0], options, timelines=(request,))
+            return [build_report(trace, analysis, top=top)]
+    from trace_gaps.run.multi import analyse_exports
+
+    result = analyse_exports(paths, options, top=top, timelines=(request,))
+    if result.failed:
+        failed, message = result.failed[0]
+        raise TraceGapsError(f"{failed}: not analysed: {message}")
+    return result.reports
