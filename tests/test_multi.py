@@ -13,7 +13,8 @@ from typer.testing import CliRunner
 from tests.conftest import PEER_TRACES, shipped_trace
 from trace_gaps.analysis.engine.pipeline import AnalysisOptions
 from trace_gaps.cli import app
-from trace_gaps.run.multi import align, analyse_exports, read_side
+from trace_gaps.run.alignment import align, read_side
+from trace_gaps.run.multi import analyse_exports
 
 runner = CliRunner()
 

@@ -14,7 +14,8 @@ from tests.conftest import PEER_TRACES, shipped_trace
 from tests.test_multi import SHIFT_NS, split_process
 from trace_gaps.analysis.engine.pipeline import AnalysisOptions
 from trace_gaps.cli import app
-from trace_gaps.run.multi import analyse_exports, read_side, run_apart_reason
+from trace_gaps.run.alignment import read_side, run_apart_reason
+from trace_gaps.run.multi import analyse_exports
 
 runner = CliRunner()
 

@@ -39,7 +39,7 @@ class Report:
     # Figures made unreliable by damaged rows (integrity.UNRELIABLE_SHARE): flagged, not dropped.
     unreliable: list[UnreliableFigures] = field(default_factory=list)
     # Of the exports given together, those analysed apart (not of the first one's run:
-    # multi.run_apart_reason), each on its own clock; None when every export is one run.
+    # run/alignment.run_apart_reason), each on its own clock; None when every export is one run.
     apart_exports: list[str] | None = None
 
 
