@@ -48,32 +48,33 @@ def report(
         check_bundle_folder,
         write_bundle,
     )
+    from trace_gaps.run.timelines import pictured_run
 
     bundle_files = [output, *(output / name for name in BUNDLE_FILES)]
     paths = given_exports(exports, demo, verb="reports")
     refuse_inputs_as_outputs(bundle_files, paths)
     check_bundle_folder(output, force=force)
-    failed: list[tuple[Path, str]] = []
-    if len(paths) > 1:
-        from trace_gaps.duplicates import refuse_duplicate_exports
-        from trace_gaps.run.multi import analyse_exports
-
-        resolved = [resolve_export(path, False) for path in paths]
-        refuse_inputs_as_outputs(bundle_files, resolved)
-        refuse_duplicate_exports(resolved)
-        result = analyse_exports(resolved, options, top=top, timelines=BUNDLE_VIEWS)
-        say_not_analysed(result.failed)
-        shown, infos, failed = result.report, result.infos, result.failed
-    else:
-        from trace_gaps.run.one import load_and_report
-
-        path = resolve_export(paths[0] if paths else None, demo)
-        refuse_inputs_as_outputs(bundle_files, [path])
-        trace, shown = load_and_report(path, options, top=top, timelines=BUNDLE_VIEWS)
-        infos = [trace.info]
-    provenances = [build_provenance(i, include_command=include_command) for i in infos]
-    for written in write_bundle(shown, provenances, output, force=force):
+    resolved = resolved_exports(paths, demo, bundle_files)
+    run = pictured_run(resolved, options, top=top, timelines=BUNDLE_VIEWS)
+    say_not_analysed(run.failed)
+    provenances = [build_provenance(i, include_command=include_command) for i in run.infos]
+    for written in write_bundle(run.report, provenances, output, force=force):
         if not quiet:
             say(f"wrote {written}")
-    if failed:  # the others reported; the failed ones named above
-        raise NotAnalysedError(f"{len(failed)} of the run's exports not analysed")
+    if run.failed:  # the others reported; the failed ones named above
+        raise NotAnalysedError(f"{len(run.failed)} of the run's exports not analysed")
+
+
+def resolved_exports(paths: list[Path], demo: bool, bundle_files: list[Path]) -> list[Path]:
+    """The exports to report on (the shipped sample with --demo), none of them an output, none
+    given twice."""
+    from trace_gaps.duplicates import refuse_duplicate_exports
+
+    if len(paths) <= 1:
+        path = resolve_export(paths[0] if paths else None, demo)
+        refuse_inputs_as_outputs(bundle_files, [path])
+        return [path]
+    resolved = [resolve_export(path, False) for path in paths]
+    refuse_inputs_as_outputs(bundle_files, resolved)
+    refuse_duplicate_exports(resolved)
+    return resolved

@@ -1,15 +1,17 @@
-"""Exports analysed with the timelines of the steps to draw (export perfetto): one export,
-or several as one run with their timelines on export 0's clock."""
+"""Exports analysed with the timelines of the steps to draw: for export perfetto, a report
+per export, several on export 0's clock (clocked_reports); for report's bundle, one report of
+the run and the exports that failed (pictured_run)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from trace_gaps.analysis.engine.picks import StepPick, TimelineRequest, choose_request
 from trace_gaps.analysis.engine.pipeline import AnalysisOptions
 from trace_gaps.errors import TraceGapsError, about_file
+from trace_gaps.model import ExportInfo
 from trace_gaps.records import Report
 from trace_gaps.report.build import build_report
 
@@ -42,3 +44,31 @@ def clocked_reports(
         failed, message = result.failed[0]
         raise TraceGapsError(f"{failed}: not analysed: {message}")
     return result.reports
+
+
+@dataclass(frozen=True, slots=True)
+class PicturedRun:
+    """One report of the exports that could be analysed, their infos, and those that failed."""
+
+    report: Report
+    infos: list[ExportInfo]
+    failed: list[tuple[Path, str]]
+
+
+def pictured_run(
+    paths: Sequence[Path],
+    options: AnalysisOptions,
+    *,
+    top: int,
+    timelines: tuple[TimelineRequest, ...],
+) -> PicturedRun:
+    """One export's report, or several as one run (run/multi.py), with the timelines asked."""
+    if len(paths) > 1:
+        from trace_gaps.run.multi import analyse_exports
+
+        result = analyse_exports(paths, options, top=top, timelines=timelines)
+        return PicturedRun(result.report, result.infos, result.failed)
+    from trace_gaps.run.one import load_and_report
+
+    trace, report = load_and_report(paths[0], options, top=top, timelines=timelines)
+    return PicturedRun(report, [trace.info], [])
