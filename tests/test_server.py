@@ -252,3 +252,25 @@ def test_a_report_named_like_a_glob_is_refused_as_the_command_would_read_it(tmp_
     with pytest.raises(TraceGapsError, match="is an Nsight Systems report"):
         refuse_reports([str(tmp_path / "y*.bin")])  # a glob matching the report
     assert sorted(p.name for p in tmp_path.iterdir()) == ["y1.bin", "y[1].bin"]
+
+
+def test_the_tools_take_the_options_the_commands_declare():
+    """One list of options, both surfaces: the analysis tools take analyze's declared options
+    (but --kernels, always on), diff takes diff's, in their order and with their help."""
+    from trace_gaps.commands.analyze import ANALYZE_OPTIONS
+    from trace_gaps.commands.diff import DIFF_OPTIONS
+    from trace_gaps.mcp.tools import TOOLS
+
+    taken = {tool.name: [p.name for p in tool.taken] for tool in TOOLS}
+    analysis = [o.name for o in ANALYZE_OPTIONS if o.name != "kernels"]
+    assert analysis == ["step", "skip", "steps", "depth", "kind", "domain", "process"] + [
+        "collective",
+        "top",
+    ]
+    for name in ("overview", "candidates", "stage", "step", "kernels", "what_if", "notes"):
+        assert taken[name] == analysis
+    assert taken["diff"] == [o.name for o in DIFF_OPTIONS]
+    assert taken["diff"][-3:] == ["process_before", "process_after", "repeats"]
+    assert taken["info"] == []
+    flags = {p.name: p.flag for tool in TOOLS for p in tool.taken}
+    assert flags["step"] == "--step" and flags["process_before"] == "--process-before"
