@@ -14,10 +14,11 @@ from typer._click.exceptions import NoSuchOption
 from typer.core import TyperGroup
 
 from trace_gaps import __version__
-from trace_gaps.commands import analyze, diff, export, info, mcp, plot, report
+from trace_gaps.commands import analyze, diff, export, info, plot, report
 from trace_gaps.commands.arguments import HELP_OPTIONS
 from trace_gaps.commands.usage import choice_error, name_values, plain_help
 from trace_gaps.errors import NotAnalysedError, SlowerError, TraceGapsError, UsageError
+from trace_gaps.mcp.command import mcp
 from trace_gaps.streams import (
     keep_descriptor_2_open,
     say,
@@ -110,7 +111,7 @@ app.command("analyze")(analyze.analyze)
 app.command("info")(info.info)
 app.command("diff")(diff.diff)
 app.command("report")(report.report)
-app.command("mcp")(mcp.mcp)
+app.command("mcp")(mcp)
 app.add_typer(plot.app, name="plot")
 app.add_typer(export.app, name="export")
 

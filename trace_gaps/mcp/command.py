@@ -1,4 +1,6 @@
-"""`trace-gaps mcp`: the commands as tools of an MCP server on stdio (server.py)."""
+"""`trace-gaps mcp`: the commands as tools of an MCP server on stdio (server.py). Here, beside
+the server, not in commands/: the server is built on the commands (their declared options),
+so the command that starts it sits above them, as cli.py does."""
 
 from __future__ import annotations
 
