@@ -120,14 +120,7 @@ def integrity_notes(trace: Trace, analysis: Analysis) -> list[NoteFacts]:
     if ExportLack.NVTX in info.lacks:
         notes.append(note_of(NoteCode.NO_NVTX, Severity.PARTIAL, [Figures.STEPS]))
     elif analysis.selection.name is None:
-        notes.append(
-            note_of(
-                NoteCode.NO_STEP_RANGE,
-                Severity.INFO,
-                [Figures.STEPS],
-                reason=analysis.selection.reason,
-            )
-        )
+        notes.append(note_of(NoteCode.NO_STEP_RANGE, Severity.INFO, [Figures.STEPS]))
     if ExportLack.CUDA_API in info.lacks:
         notes.append(note_of(NoteCode.NO_CUDA_API, Severity.UNRELIABLE, [Figures.LAUNCHES]))
     device_ops = analysis.device_ops

@@ -21,17 +21,19 @@ from trace_gaps.model import (
     START_NS,
     CallCategory,
 )
+from trace_gaps.records import SkipReason, StepChoice, StepFound
 
 STEP_ID = "step_id"
 STEP_INDEX = "index"  # position of the step among its thread's steps, from 0
 IS_WARMUP = "is_warmup"
-SKIP_REASON = "skip_reason"
+SKIP_REASON = "skip_reason"  # a SkipReason code
 RANGE_ROW = "range_row"  # the step's row in the range tree; -1 for a whole-process step
 LOADS = "loads"  # code loads (MODULE_LOAD calls) of the process during the step; -1: not read
 WARMUP_RULE = "warmup_rule"  # per thread: loads | steady_loads | length_only | skip
 STEP_KIND = "kind"  # the step's phase word (PREFILL, DECODE, ...), "" when it has none
 
 MIN_REPEATS = 3
+CYCLE_SUFFIX = " (cycle)"  # after the name of the range that starts a cycle step
 WARMUP_LENGTH_FACTOR = 3
 STEADY_LOAD_FRACTION = 0.5  # loads in more than this share of steps are steady state
 MIN_ANALYSED_FRACTION = 0.5  # the default rule analyses at least this share of each thread
@@ -57,7 +59,7 @@ class StepSelection:
     """Which NVTX ranges are the steps, and why."""
 
     name: str | None  # None: no step range, each process is analysed as one whole-trace step
-    reason: str
+    reason: StepChoice
     alternatives: tuple[tuple[str, int], ...] = ()  # other candidate names with their counts
     members: tuple[str, ...] = ()  # the range names (as recorded) whose instances are steps
     cycle: bool = False  # steps are cycles from one instance of `members` to the next
@@ -85,15 +87,9 @@ def choose_step_range(range_tree: pd.DataFrame, *, step_name: str | None) -> Ste
     families = pd.unique(range_tree.loc[keys == best, NAME])
     shown = str(families[0]) if len(families) == 1 else best
     alternatives = tuple((str(n), int(c)) for n, c in candidates["count"].iloc[1:4].items())
-    return StepSelection(
-        shown,
-        f"found: the most frequent NVTX range{' family' if len(members) > 1 else ''} "
-        f"({int(candidates['count'].iloc[0])} instances"
-        + (f" of {len(members)} names" if len(members) > 1 else "")
-        + ") that repeats, is not nested in another repeating range and contains other ranges",
-        alternatives,
-        members,
-    )
+    instances = int(candidates["count"].iloc[0])
+    found = StepChoice(StepFound.MOST_FREQUENT, instances, len(members))
+    return StepSelection(shown, found, alternatives, members)
 
 
 def _given(range_tree: pd.DataFrame, step_name: str) -> StepSelection:
@@ -122,10 +118,8 @@ def _given(range_tree: pd.DataFrame, step_name: str) -> StepSelection:
     shown = members[0] if len(members) == 1 else step_name
     if len(members) > 1 and len(families_picked) == 1:
         shown = str(families_picked[0])
-    names = f" of {len(members)} names" if len(members) > 1 else ""
-    return StepSelection(
-        shown, f"given with --step ({int(picked.sum())} instances{names})", members=members
-    )
+    given = StepChoice(StepFound.GIVEN, int(picked.sum()), len(members))
+    return StepSelection(shown, given, members=members)
 
 
 def _step_keys(range_tree: pd.DataFrame) -> np.ndarray:
@@ -174,27 +168,15 @@ def choose_cycle(range_tree: pd.DataFrame) -> StepSelection:
     counts = top[NAME].value_counts()
     repeating = counts[counts >= MIN_REPEATS]
     if len(repeating) < 2:
-        return StepSelection(
-            None,
-            "no NVTX range repeats at least 3 times around other ranges, and no sequence "
-            "of sibling ranges repeats: each process is analysed as one step spanning its "
-            "GPU work. Pass --step NAME to choose a range.",
-        )
+        return StepSelection(None, StepChoice(StepFound.NONE))
     first_seen = top.groupby(NAME)[START_NS].min()
     order = pd.DataFrame({"count": repeating, "first": first_seen.reindex(repeating.index)})
     order = order.sort_values(["count", "first"], ascending=[False, True], kind="stable")
     best = str(order.index[0])
     members = tuple(sorted(pd.unique(top.loc[top[NAME] == best, RAW_NAME]).astype(str)))
-    others = ", ".join(repr(str(n)) for n in order.index[1:4])
-    return StepSelection(
-        f"{best} (cycle)",
-        f"found: no range encloses an iteration, so a step is the cycle from one "
-        f"{best!r} range to the next on its thread ({int(order['count'].iloc[0])} "
-        f"instances; the sequence also repeats {others}); time in the cycle outside every "
-        "range is its own stage",
-        members=members,
-        cycle=True,
-    )
+    others = [str(n) for n in order.index[1:4]]
+    found = StepChoice(StepFound.CYCLE, int(order["count"].iloc[0]), len(members), others)
+    return StepSelection(f"{best}{CYCLE_SUFFIX}", found, members=members, cycle=True)
 
 
 def cut_steps(range_tree: pd.DataFrame, selection: StepSelection) -> pd.DataFrame:
@@ -292,7 +274,7 @@ def _number_steps(steps: pd.DataFrame) -> pd.DataFrame:
     steps[STEP_ID] = np.arange(len(steps), dtype=np.int64)
     steps[STEP_INDEX] = steps.groupby(GLOBAL_TID).cumcount().astype("int64")
     steps[IS_WARMUP] = False
-    steps[SKIP_REASON] = ""
+    steps[SKIP_REASON] = SkipReason.ANALYSED.value
     steps[LOADS] = np.int64(-1)
     steps[WARMUP_RULE] = ""
     steps[STEP_KIND] = ""
@@ -333,7 +315,7 @@ def mark_warmup(
         return steps  # cut_steps gave it the LOADS and WARMUP_RULE columns already
     if skip is not None:
         is_warmup = steps[STEP_INDEX].to_numpy() < skip
-        reasons = np.where(is_warmup, "--skip", "")
+        reasons = np.where(is_warmup, SkipReason.GIVEN_SKIP.value, SkipReason.ANALYSED.value)
         return steps.assign(
             **{
                 IS_WARMUP: is_warmup,
@@ -365,10 +347,10 @@ def mark_warmup(
         is_warmup,
         np.where(
             (loads > 0) & (rule == "loads"),
-            "loads CUDA modules",
-            f"longer than {WARMUP_LENGTH_FACTOR}x the median",
+            SkipReason.LOADS_MODULES.value,
+            SkipReason.LONGER_THAN_MEDIAN.value,
         ),
-        "",
+        SkipReason.ANALYSED.value,
     )
     return steps.assign(
         **{IS_WARMUP: is_warmup, SKIP_REASON: reasons, LOADS: loads, WARMUP_RULE: rule}

@@ -14,7 +14,17 @@ from dataclasses import replace
 from trace_gaps.analysis.kinds import kind_label
 from trace_gaps.model import NO_LAUNCH_CALL, OTHER_THREAD
 from trace_gaps.nsys.queries import KERNEL_TABLE, NVTX_TABLE
-from trace_gaps.records import Figures, Note, NoteCode, NoteFacts, NoteNumber, UnreliableFigures
+from trace_gaps.records import (
+    Figures,
+    Note,
+    NoteCode,
+    NoteFacts,
+    NoteNumber,
+    StepChoice,
+    StepFound,
+    UnreliableFigures,
+)
+from trace_gaps.report.step_reasons import describe_step_choice
 from trace_gaps.units import format_duration
 
 Numbers = dict[str, NoteNumber]
@@ -358,7 +368,10 @@ WORDS: dict[NoteCode, Callable[[Numbers], str]] = {
         "stages; each process is analysed as one step. Capture with --trace=cuda,nvtx and "
         "annotate the decode loop."
     ),
-    NoteCode.NO_STEP_RANGE: lambda n: f"No step range, whole-trace analysis: {n['reason']}",
+    NoteCode.NO_STEP_RANGE: _fixed(
+        "No step range, whole-trace analysis: "
+        + describe_step_choice(StepChoice(StepFound.NONE), None)
+    ),
     NoteCode.NO_CUDA_API: _fixed(
         "No CUDA API table: ops cannot be joined to their launching calls, so every op is "
         f"charged to {NO_LAUNCH_CALL} and all idle time to host."
