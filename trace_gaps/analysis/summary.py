@@ -42,7 +42,8 @@ from trace_gaps.analysis.long_gaps import (
 )
 from trace_gaps.analysis.ranges import open_range_path
 from trace_gaps.analysis.stages import STAGE
-from trace_gaps.analysis.steps import IS_WARMUP, SKIP_REASON, STEP_ID, STEP_INDEX, StepSelection
+from trace_gaps.analysis.step_choice import StepSelection
+from trace_gaps.analysis.steps import IS_WARMUP, SKIP_REASON, STEP_ID, STEP_INDEX
 from trace_gaps.figures import (
     StageGpuInputs,
     StageInputs,

@@ -15,10 +15,10 @@ from trace_gaps.analysis.ranges import (
     build_range_tree,
     is_library_domain,
 )
+from trace_gaps.analysis.step_choice import choose_step_range
 from trace_gaps.analysis.steps import (
     IS_WARMUP,
     STEP_KIND,
-    choose_step_range,
     cut_steps,
     empty_steps,
     mark_warmup,

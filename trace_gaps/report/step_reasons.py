@@ -1,9 +1,11 @@
 """How the steps were found and why some were skipped, in words: the step range's StepChoice
-and each SkipReason code (analysis/steps.py and step_range.py give the codes and numbers)."""
+and each SkipReason code (analysis/step_choice.py, steps.py and step_range.py give the codes
+and numbers)."""
 
 from __future__ import annotations
 
-from trace_gaps.analysis.steps import CYCLE_SUFFIX, MIN_REPEATS, WARMUP_LENGTH_FACTOR
+from trace_gaps.analysis.step_choice import CYCLE_SUFFIX, MIN_REPEATS
+from trace_gaps.analysis.steps import WARMUP_LENGTH_FACTOR
 from trace_gaps.records import SkipReason, StepChoice, StepFound
 
 
