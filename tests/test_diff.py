@@ -438,7 +438,7 @@ def test_a_candidate_whose_buckets_all_stay_within_noise_is_unchanged(export_bui
 
 
 def test_a_change_below_the_display_resolution_is_never_printed_as_plus_zero():
-    from trace_gaps.render.diff import Unit
+    from trace_gaps.render.diff_tables import Unit
 
     ms = Unit("ms", 1_000_000)
     assert ms.signed(4_000) == "< 0.01" and ms.signed(-4_000) == "< 0.01"
@@ -448,7 +448,7 @@ def test_a_change_below_the_display_resolution_is_never_printed_as_plus_zero():
 
 def test_a_mixed_stage_is_shown_by_graph_launches_nodes_kernels_and_copies():
     from trace_gaps.diff.changes import StageSide
-    from trace_gaps.render.diff import _mode
+    from trace_gaps.render.diff_tables import _mode
 
     mixed = StageSide(
         ns_per_step=1,
