@@ -438,7 +438,7 @@ def test_a_candidate_whose_buckets_all_stay_within_noise_is_unchanged(export_bui
 
 
 def test_a_change_below_the_display_resolution_is_never_printed_as_plus_zero():
-    from trace_gaps.render.diff import Unit
+    from trace_gaps.render.diff_tables import Unit
 
     ms = Unit("ms", 1_000_000)
     assert ms.signed(4_000) == "< 0.01" and ms.signed(-4_000) == "< 0.01"
@@ -448,7 +448,7 @@ def test_a_change_below_the_display_resolution_is_never_printed_as_plus_zero():
 
 def test_a_mixed_stage_is_shown_by_graph_launches_nodes_kernels_and_copies():
     from trace_gaps.diff.changes import StageSide
-    from trace_gaps.render.diff import _mode
+    from trace_gaps.render.diff_tables import _mode
 
     mixed = StageSide(
         ns_per_step=1,
@@ -473,8 +473,9 @@ def test_the_bucket_table_leaves_out_changes_that_print_as_zero(eager_and_graph)
 def test_bucket_tables_made_beside_each_side_give_the_same_diff():
     # A diff's sides make their step bucket tables where they are analysed (side_runner.py);
     # the diff made from them is the one made from the reports alone.
-    from trace_gaps.diff.build import ComparedSide, diff_sides, step_bucket_tables
+    from trace_gaps.diff.build import ComparedSide, diff_sides
     from trace_gaps.diff.side_runner import without_tabled_steps
+    from trace_gaps.diff.step_tables import step_bucket_tables
     from trace_gaps.render.diff import render_diff_json
 
     samples = {p.stem: p for p in sample_trace_paths()}
@@ -498,8 +499,8 @@ def test_a_sides_tables_from_its_analysis_are_those_of_its_report(path):
     # A diff's side of one export makes its tables from the analysis' ledger frame and
     # sends a report without step ledger entries (side_runner.run_side): the tables must be
     # the ones made from the entries, row order (the walls'), columns and dtypes included.
-    from trace_gaps.diff.build import step_bucket_tables
     from trace_gaps.diff.side_runner import analysis_bucket_tables
+    from trace_gaps.diff.step_tables import step_bucket_tables
 
     trace = load_trace(path)
     analysis = analyse_trace(trace, AnalysisOptions())

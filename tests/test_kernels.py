@@ -34,6 +34,7 @@ from trace_gaps.cli import app
 from trace_gaps.model import NAME, OP_KIND, PID
 from trace_gaps.nsys.load import load_trace
 from trace_gaps.records import KernelRow
+from trace_gaps.report.descriptions import describe_steps
 
 runner = CliRunner()
 STATS = SAMPLE_TRACES / "nsys_stats"
@@ -150,11 +151,13 @@ def test_steps_a_to_b_analyse_steps_a_to_b_minus_one(export_builder):
     (process,) = report_of(path, skip=1, step_range=parse("0:2")).processes
     # Step 0 stays warm-up inside the range; step 2 is left out by it.
     assert [(r.step_index, r.is_warmup, r.skip_reason) for r in process.step_rows] == [
-        (0, True, "--skip"),
+        (0, True, "given_skip"),
         (1, False, ""),
-        (2, True, "outside --steps 0:2"),
+        (2, True, "outside_steps"),
     ]
-    assert process.steps.skip_reasons == {"--skip": 1, "outside --steps 0:2": 1}
+    assert process.steps.skip_reasons == {"given_skip": 1, "outside_steps": 1}
+    assert process.steps.index_range == "0:2"
+    assert "2 skipped (1 --skip, 1 outside --steps 0:2)" in describe_steps(process)[0]
 
 
 def parse(text: str):  # type: ignore[no-untyped-def]

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from trace_gaps.diff.build import _beyond, practical_threshold_ns
 from trace_gaps.diff.changes import NsInterval
+from trace_gaps.diff.noise import is_beyond, practical_threshold_ns
 
 
 def test_the_practical_threshold_is_one_percent_of_the_step_and_at_least_10_us():
@@ -14,6 +14,6 @@ def test_the_practical_threshold_is_one_percent_of_the_step_and_at_least_10_us()
 
 def test_a_change_whose_interval_excludes_zero_but_is_tiny_is_not_beyond_noise():
     step = 10_000_000
-    assert not _beyond(NsInterval(20_000, 40_000), 30_000, step)  # 0.3 % of the step
-    assert _beyond(NsInterval(150_000, 250_000), 200_000, step)  # 2 %
-    assert not _beyond(NsInterval(-50_000, 450_000), 200_000, step)  # interval holds 0
+    assert not is_beyond(NsInterval(20_000, 40_000), 30_000, step)  # 0.3 % of the step
+    assert is_beyond(NsInterval(150_000, 250_000), 200_000, step)  # 2 %
+    assert not is_beyond(NsInterval(-50_000, 450_000), 200_000, step)  # interval holds 0

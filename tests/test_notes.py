@@ -19,7 +19,7 @@ from trace_gaps.report.notes import WORDS, about_export, unreliable_lines, write
 # Numbers of each code as the analysis gives them (analysis/integrity.py, multi.py).
 EXAMPLES: dict[NoteCode, dict[str, NoteNumber]] = {
     NoteCode.NO_NVTX: {},
-    NoteCode.NO_STEP_RANGE: {"reason": "no NVTX range repeats 3 times."},
+    NoteCode.NO_STEP_RANGE: {},
     NoteCode.NO_CUDA_API: {},
     NoteCode.GRAPH_LEVEL_TRACE: {"graph_replays": 40},
     NoteCode.OVERLAPPING_STEP_RANGES: {"overlapping": 2, "instances": 9, "step": "decode_step"},

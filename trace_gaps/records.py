@@ -19,7 +19,9 @@ from trace_gaps.figures import StageSummary as StageSummary
 SCHEMA_VERSION = 3  # 2: keys renamed to one rule (docs/json.md, "Naming"); 3: notes as records
 # Fields (`X | None`, by name) that an option asks for: left out of the JSON where None, not
 # null, so that a report without the option is unchanged; optional in the Schema.
-OMITTED_WHEN_NONE = frozenset({"kernels", "gpu_metrics", "speed_of_light", "pace", "apart_exports"})
+OMITTED_WHEN_NONE = frozenset(
+    {"kernels", "gpu_metrics", "speed_of_light", "pace", "apart_exports", "index_range"}
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,12 +261,44 @@ class StepSummary:
     """Which range is the step, how many were analysed and skipped, and their wall time."""
 
     name: str | None
-    reason: str
+    reason: StepChoice
     steps_analysed: int
     steps_skipped: int
-    skip_reasons: dict[str, int]
+    skip_reasons: dict[str, int]  # SkipReason code: steps skipped for it
     threads: int
     wall: WallStats
+    index_range: str | None = None  # --steps A:B as normalised ("3:6"); None without
+
+
+class StepFound(StrEnum):
+    """How the step range was found (its words: report/step_reasons.py)."""
+
+    GIVEN = "given"  # named with --step
+    MOST_FREQUENT = "most_frequent"  # the most frequent repeating outer range (or family)
+    CYCLE = "cycle"  # no range encloses an iteration: the cycle of repeating sibling ranges
+    NONE = "none"  # no step range: each process is one step spanning its GPU work
+
+
+class SkipReason(StrEnum):
+    """Why a step is skipped, "" where it is analysed (words: report/step_reasons.py).
+
+    The codes sort as their words do, so that a report lists them in the same order."""
+
+    ANALYSED = ""
+    GIVEN_SKIP = "given_skip"  # among the first N of its thread, --skip N
+    LOADS_MODULES = "loads_modules"  # warm-up: it loads CUDA modules
+    LONGER_THAN_MEDIAN = "longer_than_median"  # warm-up: WARMUP_LENGTH_FACTOR x the median
+    OUTSIDE_STEPS = "outside_steps"  # its index is outside --steps A:B
+
+
+@dataclass(frozen=True, slots=True)
+class StepChoice:
+    """How the step range was chosen: a code, and the numbers its words are written from."""
+
+    code: StepFound
+    instances: int = 0  # ranges (cycles) found of the step range
+    names: int = 0  # the distinct range names among them (several: a family)
+    also_repeating: list[str] = field(default_factory=list)  # a cycle's next repeating ranges
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,7 +27,7 @@ from trace_gaps.analysis.collectives import (
 )
 from trace_gaps.analysis.engine.metrics import PEER_IDLE
 from trace_gaps.analysis.engine.pipeline import Analysis
-from trace_gaps.analysis.integrity import note_of
+from trace_gaps.analysis.note_facts import note_of
 from trace_gaps.analysis.stages import ThreadStages
 from trace_gaps.analysis.steps import IS_WARMUP
 from trace_gaps.analysis.summary import UNSPLIT_SHARE_OF_STEP

@@ -3,7 +3,7 @@
 A step's index is its position on its thread, from 0, warm-up included: the index that
 `plot timeline --step-index`, `plot --steps` and the JSON's `step_index` use. The range
 is intersected with the warm-up rule (or --skip): a warm-up step inside it stays skipped,
-and a step outside it is skipped with the reason `outside --steps A:B`.
+and a step outside it is skipped with the reason SkipReason.OUTSIDE_STEPS (`outside --steps A:B`).
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import pandas as pd
 
 from trace_gaps.analysis.steps import IS_WARMUP, SKIP_REASON, STEP_INDEX
 from trace_gaps.errors import UsageError
+from trace_gaps.records import SkipReason
 
-OUTSIDE = "outside --steps"  # the skip reason of the steps it leaves out, before the range
 _RANGE = re.compile(r"\s*(\d*)\s*:\s*(\d*)\s*")
 
 
@@ -54,8 +54,8 @@ def parse_step_range(text: str) -> StepRange:
 
 
 def restrict_steps(steps: pd.DataFrame, step_range: StepRange) -> pd.DataFrame:
-    """The steps with those outside the range marked skipped (IS_WARMUP), reason `outside
-    --steps A:B`; a UsageError when no analysed step is left in it."""
+    """The steps with those outside the range marked skipped (IS_WARMUP), reason
+    SkipReason.OUTSIDE_STEPS; a UsageError when no analysed step is left in it."""
     outside = ~step_range.holds(steps[STEP_INDEX].to_numpy())
     analysed = ~steps[IS_WARMUP].to_numpy()
     if analysed.any() and not (analysed & ~outside).any():
@@ -70,7 +70,7 @@ def restrict_steps(steps: pd.DataFrame, step_range: StepRange) -> pd.DataFrame:
         **{
             IS_WARMUP: ~analysed | newly,
             SKIP_REASON: np.where(
-                newly, f"{OUTSIDE} {step_range.label}", steps[SKIP_REASON].to_numpy()
+                newly, SkipReason.OUTSIDE_STEPS.value, steps[SKIP_REASON].to_numpy()
             ),
         }
     )

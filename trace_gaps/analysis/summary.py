@@ -42,7 +42,8 @@ from trace_gaps.analysis.long_gaps import (
 )
 from trace_gaps.analysis.ranges import open_range_path
 from trace_gaps.analysis.stages import STAGE
-from trace_gaps.analysis.steps import IS_WARMUP, SKIP_REASON, STEP_ID, STEP_INDEX, StepSelection
+from trace_gaps.analysis.step_choice import StepSelection
+from trace_gaps.analysis.steps import IS_WARMUP, SKIP_REASON, STEP_ID, STEP_INDEX
 from trace_gaps.figures import (
     StageGpuInputs,
     StageInputs,
@@ -134,8 +135,11 @@ def summarise_stages(frames: ProcessFrames) -> list[StageSummary]:
     ]
 
 
-def summarise_steps(frames: ProcessFrames, selection: StepSelection) -> StepSummary:
-    """Which range is the step, how many steps were analysed and skipped, and their wall time."""
+def summarise_steps(
+    frames: ProcessFrames, selection: StepSelection, *, index_range: str | None = None
+) -> StepSummary:
+    """Which range is the step, how many steps were analysed and skipped, and their wall time.
+    index_range: the --steps A:B the steps were restricted to, if any."""
     skipped = frames.steps[frames.steps[IS_WARMUP]]
     return StepSummary(
         name=selection.name,
@@ -147,6 +151,7 @@ def summarise_steps(frames: ProcessFrames, selection: StepSelection) -> StepSumm
         },
         threads=int(frames.steps[GLOBAL_TID].nunique()),
         wall=_wall_stats(frames.walls()),
+        index_range=index_range,
     )
 
 

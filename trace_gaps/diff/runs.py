@@ -12,7 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from trace_gaps.analysis.engine.pipeline import AnalysisOptions
-from trace_gaps.diff.build import ComparedSide, Diff, diff_sides, practical_threshold_ns
+from trace_gaps.diff.build import ComparedSide, Diff, diff_sides
 from trace_gaps.diff.drift import (
     ProcessSpeed,
     SideSpeeds,
@@ -23,6 +23,7 @@ from trace_gaps.diff.drift import (
     measuring,
     process_speeds,
 )
+from trace_gaps.diff.noise import practical_threshold_ns
 from trace_gaps.diff.repeats import RunSpread, captured_together, run_spread
 from trace_gaps.errors import TraceGapsError
 from trace_gaps.nsys.head import capture_window

@@ -25,9 +25,10 @@ from trace_gaps.analysis.engine.pipeline import Analysis, AnalysisOptions
 from trace_gaps.analysis.ledger import BUCKET, CAUSE, DURATION_NS
 from trace_gaps.analysis.stages import STAGE
 from trace_gaps.analysis.steps import IS_WARMUP, STEP_ID
-from trace_gaps.diff.build import ComparedSide, StepBuckets, bucket_table, step_bucket_tables
+from trace_gaps.diff.build import ComparedSide
 from trace_gaps.diff.drift import compared_steps, measuring, process_speeds
 from trace_gaps.diff.side_draws import BeforeSideDraws, DrawRelay, after_side_means
+from trace_gaps.diff.step_tables import StepBuckets, bucket_table, step_bucket_tables
 from trace_gaps.errors import TraceGapsError, about_file
 from trace_gaps.inputs import resolve_export
 from trace_gaps.model import END_NS, PID, START_NS

@@ -25,7 +25,9 @@ from trace_gaps.records import (
     Prediction,
     Report,
     Severity,
+    SkipReason,
     StepLedgerEntry,
+    StepSummary,
 )
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
@@ -55,6 +57,7 @@ DICT_KEYS: dict[tuple[type, str], list[str]] = {
     (StageSummary, "unexpected_calls_per_step"): _UNEXPECTED,
     (Evidence, "unexpected_calls_per_step"): _UNEXPECTED,
     (Evidence, "idle_by_cause_ns_per_step"): [cause.value for cause in IdleCause],
+    (StepSummary, "skip_reasons"): [reason.value for reason in SkipReason if reason.value],
 }
 
 # Integer fields with bounds (docs/what-if.md: a prediction is above zero, a saving never

@@ -184,7 +184,10 @@ def _process_report(
     joint: JointRun | None = None,
 ) -> ProcessReport:
     frames = process_frames(analysis, pid)
-    steps = summarise_steps(frames, analysis.selection)
+    step_range = analysis.options.step_range
+    steps = summarise_steps(
+        frames, analysis.selection, index_range=step_range.label if step_range else None
+    )
     mean_ns = steps.wall.mean_ns
     prices = process_prices(analysis, pid, mean_ns, trace.info.graph_trace_mode, joint)
     stages = summarise_stages(frames)

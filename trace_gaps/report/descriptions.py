@@ -4,10 +4,10 @@ the what-if replay's check, the CUDA graphs, and a process's title."""
 from __future__ import annotations
 
 from trace_gaps.analysis.kinds import kind_label
-from trace_gaps.analysis.step_range import OUTSIDE
 from trace_gaps.figures import SpeedOfLight
-from trace_gaps.records import ExportSummary, ProcessReport, Report
+from trace_gaps.records import ExportSummary, ProcessReport, Report, SkipReason
 from trace_gaps.report.levers import IGNORED
+from trace_gaps.report.step_reasons import describe_skip_reason, describe_step_choice
 from trace_gaps.units import format_duration
 
 
@@ -56,13 +56,17 @@ def describe_steps(process: ProcessReport) -> list[str]:
     name = steps.name if steps.name else "whole process (no step range)"
     skipped = ""
     if steps.steps_skipped:
-        reasons = ", ".join(f"{count} {reason}" for reason, count in steps.skip_reasons.items())
+        reasons = ", ".join(
+            f"{count} {describe_skip_reason(reason, steps.index_range)}"
+            for reason, count in steps.skip_reasons.items()
+        )
         # Not all warm-up where --steps left steps out.
-        why = "" if any(r.startswith(OUTSIDE) for r in steps.skip_reasons) else " as warm-up"
+        why = "" if SkipReason.OUTSIDE_STEPS in steps.skip_reasons else " as warm-up"
         skipped = f", {steps.steps_skipped} skipped{why} ({reasons})"
     wall = steps.wall
+    found = describe_step_choice(steps.reason, steps.name).rstrip(".")
     return [
-        f"Step: {name} — {steps.steps_analysed} analysed{skipped}; {steps.reason.rstrip('.')}.",
+        f"Step: {name} — {steps.steps_analysed} analysed{skipped}; {found}.",
         f"Step wall time: mean {format_duration(wall.mean_ns)}, p50 {format_duration(wall.p50_ns)}, "
         f"p90 {format_duration(wall.p90_ns)}, max {format_duration(wall.max_ns)}.",
         *speed_of_light_lines(process),

@@ -3,7 +3,8 @@ the `Unreliable:` lines of the figures damaged rows make unreliable.
 
 The analysis finds the facts (records.NoteFacts: code, severity, figures, numbers); report
 building calls write_note, so text, Markdown, HTML and the JSON carry these same sentences.
-This is the one place that names the export's tables to the reader.
+This is the one place that names the export's tables to the reader; the words of the notes
+on several exports are in export_notes.py.
 """
 
 from __future__ import annotations
@@ -14,10 +15,19 @@ from dataclasses import replace
 from trace_gaps.analysis.kinds import kind_label
 from trace_gaps.model import NO_LAUNCH_CALL, OTHER_THREAD
 from trace_gaps.nsys.queries import KERNEL_TABLE, NVTX_TABLE
-from trace_gaps.records import Figures, Note, NoteCode, NoteFacts, NoteNumber, UnreliableFigures
+from trace_gaps.records import (
+    Figures,
+    Note,
+    NoteCode,
+    NoteFacts,
+    StepChoice,
+    StepFound,
+    UnreliableFigures,
+)
+from trace_gaps.report.export_notes import collectives_unsplit, exports_aligned, exports_apart
+from trace_gaps.report.note_numbers import Numbers, int_of, items_of
+from trace_gaps.report.step_reasons import describe_step_choice
 from trace_gaps.units import format_duration
-
-Numbers = dict[str, NoteNumber]
 
 
 def write_note(facts: NoteFacts) -> Note:
@@ -35,40 +45,21 @@ def about_export(note: Note, file: str) -> Note:
     return replace(note, text=f"{file}: {note.text}")
 
 
-def _int(numbers: Numbers, key: str) -> int:
-    value = numbers[key]
-    if not isinstance(value, int):
-        raise TypeError(f"note number {key!r} is {value!r}, not an int")
-    return value
-
-
-def _float(numbers: Numbers, key: str) -> float:
-    value = numbers[key]
-    if not isinstance(value, int | float):
-        raise TypeError(f"note number {key!r} is {value!r}, not a number")
-    return value
-
-
-def _list(numbers: Numbers, key: str) -> tuple[int | str, ...]:
-    value = numbers[key]
-    if not isinstance(value, tuple):
-        raise TypeError(f"note number {key!r} is {value!r}, not a tuple")
-    return value
-
-
 def _share(numbers: Numbers, rows: str, of_rows: str) -> str:
     """ " (12.5 % of 800 rows)", or "" where the table's rows are not known."""
-    of = _int(numbers, of_rows)
+    of = int_of(numbers, of_rows)
     if not of:
         return ""
-    return f" ({100 * _int(numbers, rows) / of:.3g} % of {of} rows)"
+    return f" ({100 * int_of(numbers, rows) / of:.3g} % of {of} rows)"
 
 
 def _listed(numbers: Numbers) -> str:
     """ "cuda (12), nccl (3)": the domains with their range counts."""
     return ", ".join(
         f"{name} ({count})"
-        for name, count in zip(_list(numbers, "domains"), _list(numbers, "ranges"), strict=True)
+        for name, count in zip(
+            items_of(numbers, "domains"), items_of(numbers, "ranges"), strict=True
+        )
     )
 
 
@@ -77,7 +68,7 @@ def _thread(tid: object, name: object) -> str:
 
 
 def _lost_launch_records(n: Numbers) -> str:
-    stages = ", ".join(repr(stage) for stage in _list(n, "stages"))
+    stages = ", ".join(repr(stage) for stage in items_of(n, "stages"))
     return (
         f"{n['missing']} of {n['launches']} launch calls in analysed steps have no GPU op in the "
         "export: their records were lost (the program died before nsys flushed them, its "
@@ -87,7 +78,7 @@ def _lost_launch_records(n: Numbers) -> str:
 
 
 def _nsys_lost_events(n: Numbers) -> str:
-    quoted = "; ".join(f"'{' '.join(str(m).split())}'" for m in _list(n, "messages")[:3])
+    quoted = "; ".join(f"'{' '.join(str(m).split())}'" for m in items_of(n, "messages")[:3])
     return f"nsys reported lost events during the capture: {quoted}."
 
 
@@ -174,7 +165,7 @@ def _domains_left_out(n: Numbers) -> str:
 
 def _processes_without_steps(n: Numbers) -> str:
     return (
-        f"Processes {', '.join(map(str, _list(n, 'pids')))} ran GPU ops but have no "
+        f"Processes {', '.join(map(str, items_of(n, 'pids')))} ran GPU ops but have no "
         f"{n['step']} steps; they are not in the report."
     )
 
@@ -182,7 +173,9 @@ def _processes_without_steps(n: Numbers) -> str:
 def _launching_thread_borrowed(n: Numbers) -> str:
     launching = ", ".join(
         _thread(tid, name)
-        for tid, name in zip(_list(n, "launching_tids"), _list(n, "launching_threads"), strict=True)
+        for tid, name in zip(
+            items_of(n, "launching_tids"), items_of(n, "launching_threads"), strict=True
+        )
     )
     return (
         f"The step ranges are on thread {_thread(n['step_tid'], n['step_thread'])}, which "
@@ -193,7 +186,7 @@ def _launching_thread_borrowed(n: Numbers) -> str:
 
 
 def _step_kinds(n: Numbers) -> str:
-    kinds = ", ".join(kind_label(str(kind)) for kind in _list(n, "kinds"))
+    kinds = ", ".join(kind_label(str(kind)) for kind in items_of(n, "kinds"))
     return (
         f"Steps come in kinds ({kinds}: the phase word in a step's name or in a range inside "
         "it); each kind is analysed on its own, never averaged with another. Pick one with "
@@ -202,7 +195,7 @@ def _step_kinds(n: Numbers) -> str:
 
 
 def _unmatched_collectives(n: Numbers) -> str:
-    share = 100 * _int(n, "unmatched") / max(_int(n, "instances"), 1)
+    share = 100 * int_of(n, "unmatched") / max(int_of(n, "instances"), 1)
     return (
         f"{n['unmatched']} of {n['instances']} collective instances ({share:.0f} %) could not be "
         "matched across processes (a participant lacks the k-th collective of the family, or "
@@ -213,7 +206,7 @@ def _unmatched_collectives(n: Numbers) -> str:
 
 def _several_processes(n: Numbers) -> str:
     gpus: dict[int | str, list[int | str]] = {}
-    for pid, gpu in zip(_list(n, "pids"), _list(n, "gpus"), strict=True):
+    for pid, gpu in zip(items_of(n, "pids"), items_of(n, "gpus"), strict=True):
         gpus.setdefault(pid, []).append(gpu)
     placed = "; ".join(f"{pid} on GPU {', '.join(map(str, ids))}" for pid, ids in gpus.items())
     return f"{len(gpus)} processes ran GPU work ({placed}): each has its own ledger; " + (
@@ -244,7 +237,7 @@ def _warmup_length_only(n: Numbers) -> str:
 def _time_window_export(n: Numbers) -> str:
     windows = ", ".join(
         f"{key}={value}"
-        for key, value in zip(_list(n, "settings"), _list(n, "values"), strict=True)
+        for key, value in zip(items_of(n, "settings"), items_of(n, "values"), strict=True)
     )
     return (
         f"The export holds only a time window of the capture ({windows}): ops near its edges "
@@ -262,88 +255,10 @@ def _older_schema(n: Numbers) -> str:
 
 def _profiler_overhead_in_steps(n: Numbers) -> str:
     return (
-        f"{n['rows']} profiler-overhead rows ({format_duration(_int(n, 'duration_ns'))}) fall "
+        f"{n['rows']} profiler-overhead rows ({format_duration(int_of(n, 'duration_ns'))}) fall "
         "inside analysed steps: that host time is the profiler's, not the program's, and "
         "shows up as host idle time."
     )
-
-
-def _exports_aligned(n: Numbers) -> str:
-    offsets = ", ".join(
-        f"{file} {_ms(offset)} ms"
-        for file, offset in zip(_list(n, "files"), _list(n, "offsets_ns"), strict=False)
-    )
-    text = f"{len(_list(n, 'files'))} exports on one clock ({n['method']}): {offsets}"
-    if "residual_p50_ns" in n:
-        text += (
-            f"; residual end mismatch of shared collectives p50 "
-            f"{_int(n, 'residual_p50_ns') / 1e3:.1f} µs, p99 {_int(n, 'residual_p99_ns') / 1e3:.1f} µs "
-            f"over {n['shared_instances']} instances"
-        )
-    if "drift_ns_per_s" in n:
-        text += f"; remaining drift {_float(n, 'drift_ns_per_s') / 1e3:.2f} µs/s (not corrected)"
-    return text + "."
-
-
-def _exports_apart(n: Numbers) -> str:
-    reason = str(n["reason"])
-    if reason == "no_collectives":
-        why = f"no collective kernel in {n['without']}, so no shared collective aligns the clocks"
-    elif reason == "no_shared_family":
-        why = (
-            f"no shared collective: {n['first']} runs {', '.join(map(str, _list(n, 'families')))}, "
-            f"{n['file']} {', '.join(map(str, _list(n, 'other_families')))}"
-        )
-    elif reason == "counts":
-        why = (
-            f"the collectives disagree: {n['count']} {n['family']} instances in {n['first']}, "
-            f"{n['other_count']} in {n['file']}"
-        )
-    else:
-        why = (
-            f"the collectives disagree: once aligned, the ends of their {n['shared_instances']} "
-            f"shared instances differ by p50 {format_duration(_int(n, 'residual_p50_ns'))} "
-            f"(one run's agree within {format_duration(_int(n, 'tolerance_ns'))})"
-        )
-    return (
-        f"{n['file']} is not of {n['first']}'s run ({why}): analysed apart, on its own clock, "
-        "its collectives matched among its own processes only."
-    )
-
-
-def _collectives_unsplit(n: Numbers) -> str:
-    names = ", ".join(map(str, _list(n, "names")[:2]))
-    add = f" (trace-gaps analyze '{n['exports_to_add']}')" if n["exports_to_add"] else ""
-    bound = _int(n, "wait_lower_bound_ns_per_step")
-    waiting = (
-        f"at least {format_duration(bound)}/step of it is waiting"
-        if bound >= 0
-        else "how much of it is waiting is unknown"
-    )
-    text = (
-        f"Process {n['process']}: its {_float(n, 'collectives_per_step'):g} collectives per step "
-        f"({names}) have no participant in this analysis: the other ranks' exports are "
-        f"missing; pass them with this one{add}. {format_duration(_int(n, 'collective_ns_per_step'))}"
-        f"/step of its GPU busy time is these collective kernels, whose wait for the other "
-        f"ranks and transfer one export cannot split ({waiting}). Levers the missing ranks "
-        "decide are not priced: ontime (the wait is unknown), GPU work faster (gpuN) on a "
-        "stage whose busy time is mostly collectives (their time is mostly waiting)"
-    )
-    if _int(n, "peers_decide_levers"):
-        return text + (
-            " and every other lever of this process, as it waits a tenth of its step or more: "
-            "made faster, it arrives earlier and waits longer unless the other ranks change "
-            "too, so its candidates are ranked by the time they explain (--what-if still "
-            "replays this export alone, its collectives as long as measured)."
-        )
-    return text + (
-        "; its other levers are priced with each collective as long as measured, as if the "
-        "other ranks gained as much."
-    )
-
-
-def _ms(offset_ns: int | str) -> str:
-    return f"{int(offset_ns) / 1e6:+.3f}"
 
 
 def _fixed(text: str) -> Callable[[Numbers], str]:
@@ -358,7 +273,10 @@ WORDS: dict[NoteCode, Callable[[Numbers], str]] = {
         "stages; each process is analysed as one step. Capture with --trace=cuda,nvtx and "
         "annotate the decode loop."
     ),
-    NoteCode.NO_STEP_RANGE: lambda n: f"No step range, whole-trace analysis: {n['reason']}",
+    NoteCode.NO_STEP_RANGE: _fixed(
+        "No step range, whole-trace analysis: "
+        + describe_step_choice(StepChoice(StepFound.NONE), None)
+    ),
     NoteCode.NO_CUDA_API: _fixed(
         "No CUDA API table: ops cannot be joined to their launching calls, so every op is "
         f"charged to {NO_LAUNCH_CALL} and all idle time to host."
@@ -428,9 +346,9 @@ WORDS: dict[NoteCode, Callable[[Numbers], str]] = {
         f"Process {n['pid']} runs ops on {n['gpus']} GPUs: its ledger counts the GPU as busy "
         "when any of them runs an op."
     ),
-    NoteCode.EXPORTS_ALIGNED: _exports_aligned,
-    NoteCode.EXPORTS_APART: _exports_apart,
-    NoteCode.COLLECTIVES_UNSPLIT: _collectives_unsplit,
+    NoteCode.EXPORTS_ALIGNED: exports_aligned,
+    NoteCode.EXPORTS_APART: exports_apart,
+    NoteCode.COLLECTIVES_UNSPLIT: collectives_unsplit,
     NoteCode.WAITS_WITHIN_CLOCK_ERROR: lambda n: (
         f"{n['waits']} waits across exports no longer than the alignment's p99 residual were "
         "not attributed: they cannot be told apart from clock error."

@@ -15,16 +15,17 @@ from trace_gaps.analysis.ranges import (
     build_range_tree,
     is_library_domain,
 )
+from trace_gaps.analysis.step_choice import choose_step_range
 from trace_gaps.analysis.steps import (
     IS_WARMUP,
     STEP_KIND,
-    choose_step_range,
     cut_steps,
     empty_steps,
     mark_warmup,
 )
 from trace_gaps.model import DOMAIN, END_NS, GLOBAL_TID, NAME, PID, START_NS, Trace
 from trace_gaps.privacy import shareable_settings
+from trace_gaps.report.step_reasons import describe_step_choice
 
 # Lines of a list the text shows before "… N more" (JSON has every item).
 TEXT_SETTINGS = 40
@@ -153,7 +154,7 @@ def build_overview(
         ranges=ranges,
         range_names=range_names,
         step_range=selection.name,
-        step_reason=selection.reason,
+        step_reason=describe_step_choice(selection.reason, selection.name),
         process_steps=_process_steps(steps, active_pids, devices or {}),
         domains=nvtx_domains(trace.nvtx_ranges),
     )

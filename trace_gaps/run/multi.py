@@ -25,7 +25,7 @@ from typing import Any
 from trace_gaps.analysis.collectives import CollectiveMatch
 from trace_gaps.analysis.engine.picks import StepPick, TimelineRequest
 from trace_gaps.analysis.engine.pipeline import Analysis, AnalysisOptions
-from trace_gaps.analysis.integrity import note_of
+from trace_gaps.analysis.note_facts import note_of
 from trace_gaps.analysis.ranks import RankSource, build_ranks_across
 from trace_gaps.errors import TraceGapsError, about_file
 from trace_gaps.model import END_NS, START_NS, ExportInfo, Trace

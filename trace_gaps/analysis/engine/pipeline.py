@@ -26,11 +26,11 @@ from trace_gaps.analysis.engine.windows import WindowResults, analyse_in_windows
 from trace_gaps.analysis.host import OsCallIndex, held_os_calls
 from trace_gaps.analysis.kinds import kind_table, of_one_kind, ordered_kinds
 from trace_gaps.analysis.stages import StageMap, map_stages, stage_calls
+from trace_gaps.analysis.step_choice import StepSelection
 from trace_gaps.analysis.step_range import StepRange, restrict_steps
 from trace_gaps.analysis.steps import (
     IS_WARMUP,
     STEP_ID,
-    StepSelection,
 )
 from trace_gaps.analysis.threads import borrowed_threads, lent_threads
 from trace_gaps.model import (

@@ -15,12 +15,11 @@ import pandas as pd
 
 from trace_gaps.analysis.engine.streams import of_process
 from trace_gaps.analysis.ranges import build_range_tree, domain_names
+from trace_gaps.analysis.step_choice import StepSelection, choose_step_range
 from trace_gaps.analysis.steps import (
     IS_WARMUP,
     STEP_INDEX,
     WARMUP_LENGTH_FACTOR,
-    StepSelection,
-    choose_step_range,
     cut_steps,
     empty_steps,
     mark_warmup,
