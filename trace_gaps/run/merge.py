@@ -7,7 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from trace_gaps.analysis.engine.pipeline import Analysis
-from trace_gaps.analysis.integrity import note_of
+from trace_gaps.analysis.note_facts import note_of
 from trace_gaps.model import PID
 from trace_gaps.records import Figures, NoteCode, NoteFacts, NoteNumber, RanksView, Report, Severity
 from trace_gaps.report.build import slowest_ranks
