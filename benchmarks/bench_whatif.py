@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -33,6 +35,7 @@ from trace_gaps.analysis.replay.codes import SYNC  # noqa: E402
 from trace_gaps.analysis.replay.joint import joint_run, run_walls  # noqa: E402
 from trace_gaps.analysis.replay.levers import parse_levers  # noqa: E402
 from trace_gaps.analysis.replay.model import StepModel  # noqa: E402
+from trace_gaps.analysis.replay.shapes import REPLAY_ERRORS, StepShape, step_shape  # noqa: E402
 from trace_gaps.analysis.replay.whatif import (  # noqa: E402
     check_replay,
     ends,
@@ -186,6 +189,24 @@ def host_ns(models: list[StepModel], names: tuple[str, ...], stage: str) -> floa
     return total / len(models)
 
 
+def shape_of(trace: Trace, analysis: Analysis) -> StepShape:
+    """The before's step shape, as the report finds it for its first process."""
+    report = build_report(trace, analysis)
+    ranks = (
+        len(joint.pids)
+        if (
+            joint := joint_run(
+                analysis.metrics[REPLAY_MODELS], analysis.collectives, process_means(analysis)
+            )
+        )
+        is not None
+        else 1
+    )
+    return step_shape(
+        report.processes[0].pace, ranks=ranks, worker_thread=bool(analysis.borrowed_threads)
+    )
+
+
 def process_means(analysis: Analysis) -> dict[int, int]:
     steps = analysis.steps[~analysis.steps["is_warmup"]]
     means = (steps["end_ns"] - steps["start_ns"]).groupby(steps["pid"]).mean()
@@ -222,7 +243,32 @@ def predict_at_speed(trace: Trace, analysis: Analysis, levers: str, ratio: float
     return int(mean_step(analysis) * np.mean(walls) / replayed)
 
 
-def main() -> None:
+@dataclass(frozen=True)
+class PairResult:
+    """One real pair: the before's shape, what --what-if predicted, what the after measured."""
+
+    shape: StepShape
+    measured_before_ns: int
+    predicted_ns: int
+    measured_after_ns: int
+    host_before_ns: float  # the unchanged stage's host time per step, before and after
+    host_after_ns: float
+    at_speed_ns: int  # the prediction at the after's host speed
+
+    @property
+    def error_pct(self) -> float:
+        return 100 * (self.predicted_ns - self.measured_after_ns) / self.measured_after_ns
+
+    @property
+    def at_speed_error_pct(self) -> float:
+        return 100 * (self.at_speed_ns - self.measured_after_ns) / self.measured_after_ns
+
+
+Analysed = Callable[[str], tuple[Trace, Analysis]]
+
+
+def analysed_once() -> Analysed:
+    """Each capture of the pairs analysed once, by name."""
     cache: dict[str, tuple[Trace, Analysis]] = {}
 
     def get(name: str) -> tuple[Trace, Analysis]:
@@ -230,33 +276,62 @@ def main() -> None:
             cache[name] = analyse_export(find(name), AnalysisOptions(), jobs=1)
         return cache[name]
 
-    print(
-        "| before | levers | after | measured before (ms) | predicted (ms) | measured after (ms) "
-        "| error | unchanged stage's host time (ms) | at the after's host speed (ms) | error "
-        "| the fix |"
+    return get
+
+
+def evaluate(before: str, levers: str, after: str, unchanged: str, get: Analysed) -> PairResult:
+    trace, analysis = get(before)
+    models = list(analysis.metrics[REPLAY_MODELS].values())
+    # What the user reads: --what-if's prediction (the first section's; ranks in
+    # lockstep share one).
+    found = build_report(trace, analysis, what_if=levers).processes[0].what_if
+    assert found is not None
+    _, after_analysis = get(after)
+    host_before = host_ns(models, analysis.stage_map.names, unchanged)
+    after_models = list(after_analysis.metrics[REPLAY_MODELS].values())
+    host_after = host_ns(after_models, after_analysis.stage_map.names, unchanged)
+    return PairResult(
+        shape=shape_of(trace, analysis),
+        measured_before_ns=mean_step(analysis),
+        predicted_ns=found.predicted_ns,
+        measured_after_ns=mean_step(after_analysis),
+        host_before_ns=host_before,
+        host_after_ns=host_after,
+        at_speed_ns=predict_at_speed(trace, analysis, levers, host_after / host_before),
     )
-    print("|---|---|---|---:|---:|---:|---:|---|---:|---:|---|")
+
+
+def main() -> None:
+    get = analysed_once()
+    print(
+        "| before | shape | levers | after | measured before (ms) | predicted (ms) "
+        "| measured after (ms) | error | unchanged stage's host time (ms) "
+        "| at the after's host speed (ms) | error | the fix |"
+    )
+    print("|---|---|---|---|---:|---:|---:|---:|---|---:|---:|---|")
+    errors: dict[StepShape, list[tuple[float, float]]] = {}
     for before, levers, after, unchanged, what in PAIRS:
-        trace, analysis = get(before)
-        models = list(analysis.metrics[REPLAY_MODELS].values())
-        # What the user reads: --what-if's prediction (the first section's; ranks in
-        # lockstep share one).
-        found = build_report(trace, analysis, what_if=levers).processes[0].what_if
-        assert found is not None
-        after_trace, after_analysis = get(after)
-        measured = mean_step(after_analysis)
-        error = 100 * (found.predicted_ns - measured) / measured
-        host_before = host_ns(models, analysis.stage_map.names, unchanged)
-        after_models = list(after_analysis.metrics[REPLAY_MODELS].values())
-        host_after = host_ns(after_models, after_analysis.stage_map.names, unchanged)
-        ratio = host_after / host_before
-        at_speed = predict_at_speed(trace, analysis, levers, ratio)
-        speed_error = 100 * (at_speed - measured) / measured
+        r = evaluate(before, levers, after, unchanged, get)
+        errors.setdefault(r.shape, []).append((r.error_pct, r.at_speed_error_pct))
+        ratio = r.host_after_ns / r.host_before_ns
         print(
-            f"| {before} | `{levers}` | {after} | {mean_step(analysis) / 1e6:.2f} | "
-            f"{found.predicted_ns / 1e6:.2f} | {measured / 1e6:.2f} | {error:+.1f} % | "
-            f"{unchanged} {host_before / 1e6:.2f} → {host_after / 1e6:.2f} (×{ratio:.2f}) | "
-            f"{at_speed / 1e6:.2f} | {speed_error:+.1f} % | {what} |"
+            f"| {before} | {r.shape} | `{levers}` | {after} | {r.measured_before_ns / 1e6:.2f} | "
+            f"{r.predicted_ns / 1e6:.2f} | {r.measured_after_ns / 1e6:.2f} | "
+            f"{r.error_pct:+.1f} % | {unchanged} {r.host_before_ns / 1e6:.2f} → "
+            f"{r.host_after_ns / 1e6:.2f} (×{ratio:.2f}) | {r.at_speed_ns / 1e6:.2f} | "
+            f"{r.at_speed_error_pct:+.1f} % | {what} |"
+        )
+    print()
+    print("| shape | pairs | largest error | at the after's host speed | declared (shapes.py) |")
+    print("|---|---:|---:|---:|---|")
+    for shape in StepShape:
+        found_errors = errors.get(shape, [])
+        raw = max((abs(e) for e, _ in found_errors), default=0.0)
+        fair = max((abs(e) for _, e in found_errors), default=0.0)
+        declared = REPLAY_ERRORS[shape]
+        print(
+            f"| {shape} | {len(found_errors)} | {raw:.1f} % | {fair:.1f} % | {declared.pairs} "
+            f"pairs, within {declared.within_pct} % ({declared.drifted_pct} % drifted) |"
         )
     if "--pairs" in sys.argv[1:]:
         return
@@ -267,7 +342,7 @@ def main() -> None:
     print("|---|---:|---:|---:|---:|---:|---:|")
     paths = sorted(SAMPLES.glob("*.sqlite")) + corpus_trace_paths()
     for path in paths:
-        trace, analysis = cache.get(path.stem) or analyse_export(path, AnalysisOptions(), jobs=1)
+        trace, analysis = analyse_export(path, AnalysisOptions(), jobs=1)
         everything = analysis.metrics[REPLAY_MODELS]
         for pid in sorted({m.pid for m in everything.values()}):
             began = time.perf_counter()
