@@ -166,7 +166,9 @@ def main() -> None:
     )
     print()
     print(f"H200 MLP 2x wider, one a side: the code's part beyond noise in {beyond} of 9 pairs")
-    print(f"H200 MLP 2x wider, 3 a side: a 1 % gate {'trips' if is_slower_than(both, 1) else 'passes'}")
+    print(
+        f"H200 MLP 2x wider, 3 a side: a 1 % gate {'trips' if is_slower_than(both, 1) else 'passes'}"
+    )
 
     # What the regressions are, measured on the captures: the CPU stage's share of the step
     # and the GPU time the wider MLP adds.

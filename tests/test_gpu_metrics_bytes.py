@@ -19,7 +19,10 @@ import pytest
 
 from tests.conftest import shipped_json, shipped_trace
 
-PAIRS = {"sync": ("gm_sync_fp32", "gm_sync_bf16"), "ra_graph": ("gm_ra_graph_fp32", "gm_ra_graph_bf16")}
+PAIRS = {
+    "sync": ("gm_sync_fp32", "gm_sync_bf16"),
+    "ra_graph": ("gm_ra_graph_fp32", "gm_ra_graph_bf16"),
+}
 DTYPE_BYTES = {"fp32": 4, "bf16": 2}
 
 # runahead.py's model (specdecode.make_target): 8 layers, d_model 1536, SwiGLU d_ff 4096,

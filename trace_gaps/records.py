@@ -487,6 +487,13 @@ class ReplayCheck:
     measured_ns: int
     replayed_ns: int
     error_pct: float  # (replayed − measured) / measured, in %
+    # How far predictions were from real "after" captures on this shape of step
+    # (analysis/replay/shapes.py): real pairs 0 where none has checked it, and then the
+    # candidates are ranked by the time they explain, not by their saving.
+    shape: str = ""
+    real_pairs: int = 0
+    within_pct: float = 0.0  # the largest error at the after's host speed, %
+    drifted_pct: float = 0.0  # the largest error as captured, the host's drift included, %
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,8 +19,8 @@ from trace_gaps.analysis.kinds import (
 from trace_gaps.analysis.ranks import build_ranks, unsplit_notes
 from trace_gaps.analysis.replay.joint import JointRun
 from trace_gaps.analysis.replay.levers import Lever
+from trace_gaps.analysis.replay.shapes import replay_trust
 from trace_gaps.analysis.replay.whatif import (
-    check_replay,
     pace_of,
 )
 from trace_gaps.analysis.steps import STEP_KIND
@@ -199,6 +199,12 @@ def _process_report(
         (r for r in ranks.processes if r.pid == pid and r.label == (label or str(pid))), None
     )
 
+    pace = pace_of(prices.priced, prices.names, mean_ns, busy_ns_per_step(frames))
+    trust = replay_trust(analysis, pid, pace, joint)
+    # Where no real pair has checked the replay on this shape of step, its savings do not rank
+    # the candidates: the time each explains does.
+    ranked_by_saving = bool(prices.models) and trust.covered
+
     def judge(saving: Callable[[str, str], Price | None]) -> list[Finding]:
         return assemble_candidates(
             frames,
@@ -210,10 +216,10 @@ def _process_report(
             trace_start,
             top=top,
             waits=waits,
-            saving=saving if prices.models else None,
+            saving=saving if ranked_by_saving else None,
         )
 
-    if prices.models:
+    if ranked_by_saving:
         # Every lever the ranking may price (it asks for each one the others do not rule out:
         # all of them when each prices to None), priced at once on forked children.
         asked: list[tuple[str, str]] = []
@@ -221,14 +227,14 @@ def _process_report(
         prices.price_at_once(list(dict.fromkeys(asked)))
     candidates = [write_candidate(finding, waits) for finding in judge(prices.saving)]
     busy_ns = busy_ns_per_step(frames)
-    pace = pace_of(prices.priced, prices.names, mean_ns, busy_ns)
     step_name = analysis.selection.name
     if analysis.kind is not None:
         step_name = f"{step_name} ({kind_label(analysis.kind)} steps)"
+    replay = trust.checked(prices.models) if prices.models else None
     return ProcessReport(
         pid=pid,
         name=trace.processes.get(pid, ""),
-        headline=write_headline(step_name, mean_ns, busy_ns, candidates, pace),
+        headline=write_headline(step_name, mean_ns, busy_ns, candidates, pace, replay),
         steps=steps,
         ledger=ledger_entries(frames),
         stages=stages,
@@ -239,7 +245,7 @@ def _process_report(
         step_ledger=step_ledger_entries(frames) if step_ledger else [],
         label=label,
         kind=analysis.kind or "",
-        replay=check_replay(prices.models) if prices.models else None,
+        replay=replay,
         # The levers priced on the candidates' steps: one lever, one price, in the ranked
         # table, the headline and --what-if.
         what_if=prices.predict(levers) if levers and prices.models else None,

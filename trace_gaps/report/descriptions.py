@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from trace_gaps.analysis.kinds import kind_label
 from trace_gaps.figures import SpeedOfLight
-from trace_gaps.records import ExportSummary, ProcessReport, Report, SkipReason
+from trace_gaps.records import ExportSummary, ProcessReport, ReplayCheck, Report, SkipReason
 from trace_gaps.report.levers import IGNORED
 from trace_gaps.report.step_reasons import describe_skip_reason, describe_step_choice
 from trace_gaps.units import format_duration
@@ -121,8 +121,36 @@ def replay_lines(process: ProcessReport) -> list[str]:
         f"What-if: {check.steps} steps replayed from their calls, ops and streams: "
         f"{format_duration(check.replayed_ns)}/step against {format_duration(check.measured_ns)} "
         f"measured ({check.error_pct:+.2f} %). A saving is the replayed step minus the replayed "
-        f"step with the lever pulled. The model ignores {IGNORED}."
+        f"step with the lever pulled. The model ignores {IGNORED}.",
+        _real_pairs_line(check),
     ]
+
+
+# The step shapes of analysis/replay/shapes.py, as the replay line names them.
+SHAPE_WORDS = {
+    "synchronous": "synchronous loops (the host waits for each step's GPU work)",
+    "run_ahead": "run-ahead loops that their GPU paces",
+    "host_paced": "run-ahead loops that their host paces",
+    "worker_thread": "loops that launch from a worker thread",
+    "ranks": "ranks replayed together",
+}
+
+
+def _real_pairs_line(check: ReplayCheck) -> str:
+    """How far predictions were from real "after" captures on this shape of step, or why the
+    candidates are ranked by the time they explain."""
+    shape = SHAPE_WORDS.get(check.shape, check.shape)
+    if not check.real_pairs:
+        return (
+            f"No real before/after pair has checked the replay on {shape}: the candidates are "
+            "ranked by the time they explain, not by what their levers save."
+        )
+    pairs = "pair" if check.real_pairs == 1 else "pairs"
+    return (
+        f'On {shape}, predictions came within {check.within_pct:g} % of the real "after" '
+        f"of {check.real_pairs} {pairs} at the after's host speed ({check.drifted_pct:g} % as "
+        "captured, the host's own drift included; docs/what-if.md)."
+    )
 
 
 def graph_lines(process: ProcessReport) -> list[str]:

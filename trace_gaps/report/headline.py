@@ -10,7 +10,7 @@ from trace_gaps.report.levers import lever_words
 from trace_gaps.units import format_duration
 
 if TYPE_CHECKING:
-    from trace_gaps.records import Candidate, Pace
+    from trace_gaps.records import Candidate, Pace, ReplayCheck
 
 
 def write_headline(
@@ -19,9 +19,10 @@ def write_headline(
     busy_ns: int,
     candidates: list[Candidate],
     pace: Pace | None = None,
+    replay: ReplayCheck | None = None,
 ) -> str:
     """One line: step time, GPU busy %, what paces a run-ahead loop, the biggest lever with
-    its ms/step, and why."""
+    its ms/step (and how far the replay was from real pairs of this shape), and why."""
     step = step_name or "step"
     busy = 100 * busy_ns / wall_mean_ns if wall_mean_ns else 0.0
     line = f"{step} {format_duration(wall_mean_ns)}/step, GPU busy {busy:.1f} %"
@@ -36,7 +37,7 @@ def write_headline(
         return (
             f"{line}; biggest saving: {top.stage} {lever_words(top.lever)} saves "
             f"{format_duration(top.saving_ns)}/step ({share:.0f} % of the step; predicted "
-            f"{format_duration(top.predicted_step_ns)}/step) — {top.why}"
+            f"{format_duration(top.predicted_step_ns)}/step{_pairs_words(replay)}) — {top.why}"
         )
     top = max(candidates, key=lambda c: (c.lever_ns_per_step, -c.rank))
     share = 100 * top.lever_ns_per_step / wall_mean_ns if wall_mean_ns else 0.0
@@ -45,6 +46,14 @@ def write_headline(
         f"{line}; biggest lever: {top.stage} {what}, {format_duration(top.lever_ns_per_step)}/step "
         f"({share:.0f} % of the step) — {top.why}"
     )
+
+
+def _pairs_words(replay: ReplayCheck | None) -> str:
+    """How far the replay was from real "after" captures of this shape of step."""
+    if replay is None or not replay.real_pairs:
+        return ""
+    pairs = "pair" if replay.real_pairs == 1 else "pairs"
+    return f", ±{replay.within_pct:g} % at the same host speed on {replay.real_pairs} real {pairs}"
 
 
 def pace_words(pace: Pace) -> str:

@@ -10,10 +10,14 @@ ranked by the time they explain, and the report says why.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
-from trace_gaps.records import Pace
+from trace_gaps.analysis.engine.pipeline import Analysis
+from trace_gaps.analysis.replay.joint import JointRun
+from trace_gaps.analysis.replay.model import StepModel
+from trace_gaps.analysis.replay.whatif import check_replay
+from trace_gaps.records import Pace, ReplayCheck
 
 
 class StepShape(StrEnum):
@@ -43,6 +47,17 @@ class ShapeError:
         """Whether a real pair has checked the replay on this shape."""
         return self.pairs > 0
 
+    def checked(self, models: list[StepModel]) -> ReplayCheck:
+        """The unchanged replay of these steps against their measured time, with this shape's
+        error on real pairs."""
+        return replace(
+            check_replay(models),
+            shape=self.shape.value,
+            real_pairs=self.pairs,
+            within_pct=self.within_pct,
+            drifted_pct=self.drifted_pct,
+        )
+
 
 # Measured by benchmarks/bench_whatif.py on the pairs it lists (tests/test_replay_shapes.py
 # checks every pair against its shape's bound, and that no bound is looser than its pairs).
@@ -69,3 +84,13 @@ def step_shape(pace: Pace | None, *, ranks: int, worker_thread: bool) -> StepSha
     if pace is None:
         return StepShape.SYNCHRONOUS
     return StepShape.HOST_PACED if pace.paced_by == "host" else StepShape.RUN_AHEAD
+
+
+def replay_trust(
+    analysis: Analysis, pid: int, pace: Pace | None, joint: JointRun | None
+) -> ShapeError:
+    """What real pairs say of the replay on this process's shape of step."""
+    ranks = len(joint.pids) if joint is not None and pid in joint.pids else 1
+    # A global thread id holds its process id above its 24 low bits.
+    worker = any((tid >> 24) & 0xFFFFFF == pid for tid in analysis.borrowed_threads.values())
+    return REPLAY_ERRORS[step_shape(pace, ranks=ranks, worker_thread=worker)]
