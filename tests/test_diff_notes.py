@@ -1,10 +1,10 @@
-"""The diff's notes in words (report/diff_notes.py): one sentence per code."""
+"""The diff's notes in words (diff/notes.py): one sentence per code."""
 
 from __future__ import annotations
 
 import pytest
 
-from trace_gaps.report.diff_notes import DiffNote, DiffNoteCode, write_diff_note
+from trace_gaps.diff.notes import DiffNote, DiffNoteCode, write_diff_note
 
 EXAMPLES = [
     (

@@ -19,7 +19,7 @@ import sys
 import warnings
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from trace_gaps.errors import TraceGapsError
 from trace_gaps.interrupts import last_resort, signals_held
@@ -222,13 +222,16 @@ def write_text_atomically(output: Path, text: str | list[str]) -> None:
     write_atomically(output, write)
 
 
+# User strings ($ in Scala or JVM names, `Main$$anonfun$main$1`) are drawn as written:
+# no mathtext parsing, no LaTeX, whatever the user's matplotlibrc says.
+LITERAL_TEXT: dict[Any, Any] = {"text.parse_math": False, "text.usetex": False}
+
+
 def write_figure_atomically(output: Path, figure: Figure) -> None:
     """write_atomically for a figure, its format (png, svg) chosen by the file's suffix."""
 
     def write(handle: BinaryIO) -> None:
         from matplotlib import rc_context  # imported here: start-up stays fast
-
-        from trace_gaps.plot.palette import LITERAL_TEXT
 
         with rc_context(LITERAL_TEXT), warnings.catch_warnings():  # tick labels: user strings
             # A name's character the font lacks is drawn as a box; matplotlib's warning about

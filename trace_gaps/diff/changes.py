@@ -1,7 +1,7 @@
 """What changed between two analyses, as the diff states it: step time, (stage, bucket), stage.
 
 The diff's vocabulary, apart from its assembly (diff.py), so that the verdict sentences
-(report/diff_verdicts.py) can read these changes without importing the diff.
+(diff/verdicts.py) can read these changes without importing the diff.
 """
 
 from __future__ import annotations

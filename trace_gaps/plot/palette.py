@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import zlib
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -20,9 +19,6 @@ from trace_gaps.records import Report
 
 OTHER_STAGES = "other stages"
 
-# User strings ($ in Scala or JVM names, `Main$$anonfun$main$1`) are drawn as written:
-# no mathtext parsing, no LaTeX, whatever the user's matplotlibrc says.
-LITERAL_TEXT: dict[Any, Any] = {"text.parse_math": False, "text.usetex": False}
 
 # Greys for the stages that are not NVTX ranges, dark enough to read as ops on white.
 _SPECIAL_COLOURS = {

@@ -19,8 +19,8 @@ from matplotlib.patches import Patch
 
 from trace_gaps.errors import TraceGapsError
 from trace_gaps.model import Bucket
+from trace_gaps.output import LITERAL_TEXT
 from trace_gaps.plot.palette import (
-    LITERAL_TEXT,
     OTHER_STAGES,
     legend_label,
     stage_colours,

@@ -24,6 +24,7 @@ from matplotlib.transforms import blended_transform_factory
 
 from trace_gaps.errors import TraceGapsError
 from trace_gaps.model import CAUSE_ORDER
+from trace_gaps.output import LITERAL_TEXT
 from trace_gaps.plot.lanes import LANE_HEIGHT, draw_lane, label_lane
 from trace_gaps.plot.metrics_lane import (
     DRAM_COLOUR,
@@ -36,7 +37,6 @@ from trace_gaps.plot.palette import (
     CALL_COLOURS,
     CALL_KINDS,
     CAUSE_COLOURS,
-    LITERAL_TEXT,
     call_kinds,
     colours_of,
     legend_label,

@@ -8,6 +8,12 @@ from io import StringIO
 from trace_gaps.diff.bootstrap import CONFIDENCE_PCT
 from trace_gaps.diff.build import Diff, ProcessDiff
 from trace_gaps.diff.drift import CAPTURES_TO_SETTLE, MachineSplit, ratio
+from trace_gaps.diff.verdicts import (
+    describe_change,
+    signed_ms,
+    write_run_verdict,
+    write_runs_verdict,
+)
 from trace_gaps.render.console import (
     NOT_A_TERMINAL,
     Terminal,
@@ -27,12 +33,6 @@ from trace_gaps.render.diff_tables import (
 )
 from trace_gaps.render.json import render_json_value
 from trace_gaps.render.markdown import escape_markdown, render_table
-from trace_gaps.report.diff_verdicts import (
-    describe_change,
-    signed_ms,
-    write_run_verdict,
-    write_runs_verdict,
-)
 from trace_gaps.report.tables import Table
 
 

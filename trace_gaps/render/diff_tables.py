@@ -7,10 +7,10 @@ from dataclasses import dataclass
 
 from trace_gaps.diff.build import ProcessDiff
 from trace_gaps.diff.changes import GpuSide, Side, StageChange, StageSide
-from trace_gaps.model import Presence
-from trace_gaps.report.diff_verdicts import (
+from trace_gaps.diff.verdicts import (
     describe_mode_change,
 )
+from trace_gaps.model import Presence
 from trace_gaps.report.tables import LEFT, RIGHT, Table
 from trace_gaps.units import NS_PER_MS, NS_PER_US
 

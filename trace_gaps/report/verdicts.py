@@ -1,7 +1,7 @@
 """Verdict sentences on a candidate, written from structured facts: the dispatch on its
 kind, the GPU-bound verdicts (with the GPU's metrics where the export has them) and a
 collective wait's (ranks). The idle verdicts are report/idle_verdicts.py's, the headline
-report/headline.py's and a diff's report/diff_verdicts.py's.
+report/headline.py's and a diff's diff/verdicts.py's.
 
 Every renderer and the JSON show these same words. The analysis decides what a candidate is
 (report/findings.py: its kind, case and the time its cause explains); this module only
