@@ -162,6 +162,7 @@ class Figure:
     compute: Callable[[StageInputs], Any]
     reduced: str  # how the steps' values become one
     columns: tuple[Column, ...] = ()
+    in_csv: bool = False  # a column of the CSV (render/csv.py), named by the JSON key
 
 
 _FIGURE = "figure"
@@ -177,9 +178,14 @@ def figure(
     *,
     reduced: str = MEAN,
     columns: tuple[Column, ...] = (),
+    in_csv: bool = False,
 ) -> Any:
-    """Declare a StageSummary field as a figure (its name is the field's)."""
-    return field(metadata={_FIGURE: Figure("", unit, doc, compute, reduced, columns)})
+    """Declare a StageSummary field as a figure (its name is the field's).
+
+    `columns`: its columns in the per-stage table; `in_csv`: a column of the CSV too, beside
+    each ledger row of the stage (a scalar figure only: int, float or str, or None).
+    """
+    return field(metadata={_FIGURE: Figure("", unit, doc, compute, reduced, columns, in_csv)})
 
 
 def _count(value: float) -> str:
@@ -520,6 +526,11 @@ def summarise_stage(stage: StageInputs) -> StageSummary:
 def stage_columns() -> list[tuple[Figure, Column]]:
     """The per-stage table's columns, each with its figure, in the figures' order."""
     return [(f, column) for f in STAGE_FIGURES.values() for column in f.columns]
+
+
+def csv_figures() -> list[Figure]:
+    """The figures the CSV has a column of, in their declaration order."""
+    return [f for f in STAGE_FIGURES.values() if f.in_csv]
 
 
 def figures_doc() -> str:
