@@ -14,6 +14,7 @@ from tests.builders import ExportBuilder
 from tests.conftest import (
     PEER_TRACES,
     REPRESENTATIVE_SAMPLES,
+    SAMPLE_TRACES,
     assert_matches_schema,
     sample_trace_paths,
     shipped_json,
@@ -623,3 +624,25 @@ def test_a_diff_without_gpu_metrics_has_no_dram_table(eager_and_graph):  # type:
     assert "DRAM traffic" not in result.stdout
     data = runner.invoke(app, ["diff", *map(str, eager_and_graph), "--skip", "0", "-f", "json"])
     assert '"gpu_metrics"' not in data.stdout
+
+
+def test_a_stage_sides_figures_are_the_ones_declared_compared_with_their_values():
+    # Sums of launch kinds on a stage whose launches are all kinds: the side's figures are
+    # the declared ones (figures.py), one per StageSide field but its time and GPU traffic.
+    from dataclasses import fields
+
+    from trace_gaps.diff.changes import stage_side
+    from trace_gaps.figures import compared_figures
+
+    stage = shipped_report(SAMPLE_TRACES / "spec_graph_node.sqlite").processes[0].stages[0]
+    sides = {f.name for f in fields(StageSide)} - {"ns_per_step", "gpu_metrics"}
+    assert set(compared_figures(stage)) == sides
+    side = stage_side(stage, 7)
+    launches = stage.launches_per_step
+    assert side.execution == stage.execution and side.nodes_per_replay == stage.nodes_per_replay
+    assert side.copy_launches_per_step == round(launches["memcpy"] + launches["memset"], 2)
+    assert side.eager_launches_per_step == round(
+        launches["kernel"] + launches["memcpy"] + launches["memset"], 2
+    )
+    assert side.graph_launches_per_step == launches["graph"]
+    assert stage_side(None, 7) == StageSide(7, "none", 0.0, 0.0, 0.0, 0.0, None, None)

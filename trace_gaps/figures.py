@@ -18,7 +18,7 @@ import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeAlias
 
 from trace_gaps.model import CallCategory, ExecutionMode, OpKind
 from trace_gaps.units import format_ms
@@ -163,6 +163,12 @@ class Figure:
     reduced: str  # how the steps' values become one
     columns: tuple[Column, ...] = ()
     in_csv: bool = False  # a column of the CSV (render/csv.py), named by the JSON key
+    compared: Compared = False  # on the diff's stage sides (compared_figures)
+
+
+# How the diff compares a figure on its stage sides (diff/changes.py StageSide): True under its
+# own name, as it is; for a dict figure, sums of its keys (two decimals), each under its own name.
+Compared: TypeAlias = bool | Mapping[str, tuple[str, ...]]
 
 
 _FIGURE = "figure"
@@ -179,13 +185,16 @@ def figure(
     reduced: str = MEAN,
     columns: tuple[Column, ...] = (),
     in_csv: bool = False,
+    compared: Compared = False,
 ) -> Any:
     """Declare a StageSummary field as a figure (its name is the field's).
 
     `columns`: its columns in the per-stage table; `in_csv`: a column of the CSV too, beside
-    each ledger row of the stage (a scalar figure only: int, float or str, or None).
+    each ledger row of the stage (a scalar figure only: int, float or str, or None);
+    `compared`: on the diff's stage sides, and how (Compared).
     """
-    return field(metadata={_FIGURE: Figure("", unit, doc, compute, reduced, columns, in_csv)})
+    declared = Figure("", unit, doc, compute, reduced, columns, in_csv, compared)
+    return field(metadata={_FIGURE: declared})
 
 
 def _count(value: float) -> str:
@@ -231,6 +240,7 @@ class StageSummary:
         lambda s: execution_mode(s.total(Total.GRAPH_OPS), s.total(Total.EAGER_OPS)).value,
         reduced=OVER_STEPS,
         columns=(Column("mode", str, LEFT),),
+        compared=True,
     )
     busy_ns_per_step: int = figure(
         "ns/step", "GPU busy time charged to the stage (the ledger)", lambda s: s.busy_ns_per_step
@@ -248,6 +258,13 @@ class StageSummary:
             _launch_column(OpKind.MEMSET, "memset"),
             _launch_column(OpKind.GRAPH, "graph replays"),
         ),
+        # The diff shows a "mixed" stage by its parts; its eager launches are the parts' sum.
+        compared={
+            "eager_launches_per_step": EAGER_KINDS,
+            "graph_launches_per_step": (OpKind.GRAPH,),
+            "kernel_launches_per_step": (OpKind.KERNEL,),
+            "copy_launches_per_step": (OpKind.MEMCPY, OpKind.MEMSET),
+        },
     )
     eager_launches_per_step: float = figure(
         "launches/step",
@@ -319,6 +336,7 @@ class StageSummary:
         _nodes_per_replay,
         reduced=OVER_STEPS,
         columns=(Column("nodes/replay", lambda n: "" if n is None else f"{n:g}"),),
+        compared=True,
     )
     launch_spacing_ns: int | None = figure(
         "ns",
@@ -531,6 +549,19 @@ def stage_columns() -> list[tuple[Figure, Column]]:
 def csv_figures() -> list[Figure]:
     """The figures the CSV has a column of, in their declaration order."""
     return [f for f in STAGE_FIGURES.values() if f.in_csv]
+
+
+def compared_figures(stage: StageSummary) -> dict[str, Any]:
+    """The stage's figures as the diff compares them, by the names of its stage side."""
+    compared: dict[str, Any] = {}
+    for f in STAGE_FIGURES.values():
+        value = getattr(stage, f.name)
+        if f.compared is True:
+            compared[f.name] = value
+        elif f.compared:
+            for name, keys in f.compared.items():
+                compared[name] = round(sum(value[key] for key in keys), 2)
+    return compared
 
 
 def figures_doc() -> str:
