@@ -18,9 +18,9 @@ import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, TypeAlias
+from typing import Annotated, Any, TypeAlias
 
-from trace_gaps.model import CallCategory, ExecutionMode, OpKind
+from trace_gaps.model import CallCategory, DictKeys, ExecutionMode, OpKind
 from trace_gaps.units import format_ms
 
 LEFT, RIGHT = "left", "right"
@@ -73,6 +73,10 @@ UNEXPECTED_TOTALS: dict[CallCategory, tuple[Total, Total]] = {
     CallCategory.ALLOC: (Total.ALLOCS, Total.ALLOC_NS),
     CallCategory.GRAPH_SETUP: (Total.GRAPH_SETUPS, Total.GRAPH_SETUP_NS),
 }
+# Per-step counts keyed by those kinds and categories (a dict may hold fewer keys: an evidence
+# without a stage summary has none).
+LaunchCounts: TypeAlias = Annotated[dict[str, float], DictKeys(LAUNCH_TOTALS)]
+UnexpectedCounts: TypeAlias = Annotated[dict[str, float], DictKeys(UNEXPECTED_TOTALS)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,7 +252,7 @@ class StageSummary:
     idle_ns_per_step: int = figure(
         "ns/step", "GPU idle time charged to the stage (the ledger)", lambda s: s.idle_ns_per_step
     )
-    launches_per_step: dict[str, float] = figure(
+    launches_per_step: LaunchCounts = figure(
         f"{_KEYS}: launches/step",
         "launch calls by what they launch (a graph launch replays a graph)",
         lambda s: {kind.value: s.per_step(total) for kind, total in LAUNCH_TOTALS.items()},
@@ -306,7 +310,7 @@ class StageSummary:
         lambda s: s.ns_per_step(Total.SYNC_NS),
         columns=(Column("sync ms", format_ms),),
     )
-    unexpected_calls_per_step: dict[str, float] = figure(
+    unexpected_calls_per_step: UnexpectedCounts = figure(
         f"{_UNEXPECTED_KEYS}: calls/step",
         "work that should not be in a steady-state step: code loads, allocations, graph setup",
         lambda s: {

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, Self
 
 import numpy as np
 import pandas as pd
@@ -332,6 +332,14 @@ def empty_frame(columns: dict[str, str]) -> pd.DataFrame:
 
 
 # The Report's vocabulary: the words of its buckets, causes, stages and verdicts.
+
+
+class DictKeys(tuple[str, ...]):
+    """The keys a dict field of a record may have, annotated on its type
+    (`Annotated[dict[str, int], DictKeys(...)]`): the JSON Schema lists them (render/schema.py)."""
+
+    def __new__(cls, keys: Iterable[str]) -> Self:
+        return super().__new__(cls, (str(key) for key in keys))  # a StrEnum's str is its value
 
 
 class Bucket(StrEnum):

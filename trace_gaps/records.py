@@ -11,10 +11,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Annotated
 
 from trace_gaps import __version__
 from trace_gaps.figures import SpeedOfLight as SpeedOfLight
 from trace_gaps.figures import StageSummary as StageSummary
+from trace_gaps.figures import UnexpectedCounts
+from trace_gaps.model import DictKeys, IdleCause
 
 SCHEMA_VERSION = 3  # 2: keys renamed to one rule (docs/json.md, "Naming"); 3: notes as records
 # Fields (`X | None`, by name) that an option asks for: left out of the JSON where None, not
@@ -264,7 +267,8 @@ class StepSummary:
     reason: StepChoice
     steps_analysed: int
     steps_skipped: int
-    skip_reasons: dict[str, int]  # SkipReason code: steps skipped for it
+    # SkipReason code (never ANALYSED's): steps skipped for it
+    skip_reasons: Annotated[dict[str, int], DictKeys(r for r in SkipReason if r)]
     threads: int
     wall: WallStats
     index_range: str | None = None  # --steps A:B as normalised ("3:6"); None without
@@ -346,14 +350,14 @@ class Candidate:
 class Evidence:
     """The facts beside a candidate."""
 
-    idle_by_cause_ns_per_step: dict[str, int]
+    idle_by_cause_ns_per_step: Annotated[dict[str, int], DictKeys(IdleCause)]
     launches_per_step: float
     syncs_per_step: float
     host_ns_per_launch: int | None  # short-gap host time per launch (long gaps left out)
     top_kernels: list[KernelShare]
     top_api_calls: list[CallShare]
     longest_gaps: list[GapEvidence]
-    unexpected_calls_per_step: dict[str, float]
+    unexpected_calls_per_step: UnexpectedCounts
     host_blocked_in: list[CallShare] = field(default_factory=list)  # OS calls during idle host time
     long_host_gaps: list[LongGapFinding] = field(
         default_factory=list
