@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from tests.conftest import SAMPLE_TRACES, shipped_report
 from trace_gaps.cli import app
-from trace_gaps.figures import STAGE_FIGURES, StageSummary, csv_figures
+from trace_gaps.figures.stage import STAGE_FIGURES, StageSummary, csv_figures
 from trace_gaps.render import csv as csv_render
 from trace_gaps.render.csv import inert_cell, render_csv
 from trace_gaps.render.json import render_json

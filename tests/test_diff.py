@@ -36,7 +36,7 @@ from trace_gaps.diff.changes import (
     WallChange,
 )
 from trace_gaps.nsys.load import load_trace
-from trace_gaps.records import Report, WallStats
+from trace_gaps.records.report import Report, WallStats
 from trace_gaps.render.diff import render_diff_markdown
 from trace_gaps.report.build import build_report
 
@@ -421,7 +421,7 @@ def test_a_candidate_whose_buckets_all_stay_within_noise_is_unchanged(export_bui
     #   Same workload twice with a few ns of jitter in one step: no candidate grew or shrank.
     from tests.test_report import report_of
     from trace_gaps.diff.build import diff_reports
-    from trace_gaps.model import CandidateStatus
+    from trace_gaps.vocabulary import CandidateStatus
 
     def run(jitter: int):  # type: ignore[no-untyped-def]
         b = export_builder()
@@ -628,11 +628,11 @@ def test_a_diff_without_gpu_metrics_has_no_dram_table(eager_and_graph):  # type:
 
 def test_a_stage_sides_figures_are_the_ones_declared_compared_with_their_values():
     # Sums of launch kinds on a stage whose launches are all kinds: the side's figures are
-    # the declared ones (figures.py), one per StageSide field but its time and GPU traffic.
+    # the declared ones (figures/stage.py), one per StageSide field but its time and GPU traffic.
     from dataclasses import fields
 
     from trace_gaps.diff.changes import stage_side
-    from trace_gaps.figures import compared_figures
+    from trace_gaps.figures.stage import compared_figures
 
     stage = shipped_report(SAMPLE_TRACES / "spec_graph_node.sqlite").processes[0].stages[0]
     sides = {f.name for f in fields(StageSide)} - {"ns_per_step", "gpu_metrics"}

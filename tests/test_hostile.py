@@ -34,7 +34,7 @@ from trace_gaps.analysis.engine.pipeline import AnalysisOptions
 from trace_gaps.analysis.integrity import integrity_notes
 from trace_gaps.parallel import usable_cores
 from trace_gaps.plot import plot_steps, plot_timeline
-from trace_gaps.records import Figures, NoteCode, NoteFacts, Severity
+from trace_gaps.records.notes import Figures, NoteCode, NoteFacts, Severity
 from trace_gaps.report.build import Report, build_report
 from trace_gaps.report.timeline import StepPick, TimelineRequest
 from trace_gaps.run.one import analyse_export

@@ -19,7 +19,7 @@ from trace_gaps.diff.noise import bootstrap_intervals, is_beyond, practical_thre
 from trace_gaps.diff.repeats import RunSpread
 from trace_gaps.diff.step_tables import StepBuckets, analysed_walls, process_buckets
 from trace_gaps.errors import TraceGapsError
-from trace_gaps.records import ProcessReport, Report
+from trace_gaps.records.report import ProcessReport, Report
 from trace_gaps.report.diff_notes import DiffNote, DiffNoteCode, write_diff_note
 from trace_gaps.report.diff_verdicts import write_diff_verdict
 

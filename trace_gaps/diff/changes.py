@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trace_gaps.figures import StageSummary, compared_figures
-from trace_gaps.records import WallStats
+from trace_gaps.figures.stage import StageSummary, compared_figures
+from trace_gaps.records.report import WallStats
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +84,7 @@ def _gpu_side(stage: StageSummary) -> GpuSide | None:
 class StageSide:
     """One stage on one side: time, launches and execution mode per step.
 
-    Its figures are the stage's declared `compared` (figures.py), by name; the defaults are
+    Its figures are the stage's declared `compared` (figures/stage.py), by name; the defaults are
     their values where the side has no figures for the stage."""
 
     ns_per_step: int

@@ -1,6 +1,6 @@
 """CSV: the step ledger, one row per (process, stage, bucket, cause), ns per step, with the
 (stage, bucket) candidate's what-if saving and predicted step beside it (empty when none),
-and the stage's figures declared `in_csv` (figures.py; empty where the stage has no summary).
+and the stage's figures declared `in_csv` (figures/stage.py; empty where the stage has no summary).
 
 A stage name a spreadsheet would take for a formula (=, +, -, @, tab or CR first:
 `=HYPERLINK(...)`) is written after a single quote, as OWASP advises for CSV injection: the
@@ -9,9 +9,10 @@ cell shows the name as text and runs nothing."""
 import csv
 import io
 
-from trace_gaps.figures import StageSummary, csv_figures
-from trace_gaps.model import Bucket
-from trace_gaps.records import Figures, Report
+from trace_gaps.figures.stage import StageSummary, csv_figures
+from trace_gaps.records.notes import Figures
+from trace_gaps.records.report import Report
+from trace_gaps.vocabulary import Bucket
 
 
 def render_csv(report: Report) -> str:

@@ -13,26 +13,26 @@ from typing import Any
 
 from trace_gaps.diff.build import Diff
 from trace_gaps.diff.changes import StageSide
-from trace_gaps.figures import SpeedOfLight, StageSummary
-from trace_gaps.model import (
+from trace_gaps.figures.speed_of_light import SpeedOfLight
+from trace_gaps.figures.stage import StageSummary
+from trace_gaps.model import OpKind
+from trace_gaps.records.notes import Note, Severity
+from trace_gaps.records.report import (
+    OMITTED_WHEN_NONE,
+    Candidate,
+    KernelRow,
+    LedgerEntry,
+    Report,
+    StepLedgerEntry,
+)
+from trace_gaps.records.whatif import Prediction
+from trace_gaps.vocabulary import (
     WAIT_CAUSE,
     Bucket,
     DictKeys,
     ExecutionMode,
     IdleCause,
-    OpKind,
     VerdictKind,
-)
-from trace_gaps.records import (
-    OMITTED_WHEN_NONE,
-    Candidate,
-    KernelRow,
-    LedgerEntry,
-    Note,
-    Prediction,
-    Report,
-    Severity,
-    StepLedgerEntry,
 )
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
