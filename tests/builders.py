@@ -18,7 +18,7 @@ from trace_gaps.analysis.launches import mark_blocking_copies
 from trace_gaps.analysis.stages import project_ops, stage_calls
 from trace_gaps.analysis.threads import lent_threads
 from trace_gaps.model import Trace
-from trace_gaps.records import NoteCode, NoteFacts
+from trace_gaps.records.notes import NoteCode, NoteFacts
 from trace_gaps.run.one import analyse_export
 
 SCHEMA = {

@@ -23,7 +23,7 @@ from trace_gaps.analysis.engine.pipeline import AnalysisOptions, analyse_trace
 from trace_gaps.cli import app
 from trace_gaps.nsys.load import load_trace
 from trace_gaps.nsys.read import ARROW_READER_ENV
-from trace_gaps.records import Report
+from trace_gaps.records.report import Report
 from trace_gaps.render.schema import SCHEMAS, json_schema
 from trace_gaps.report.build import build_report
 

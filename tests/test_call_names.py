@@ -12,7 +12,7 @@ import pytest
 from tests.builders import note_facts
 from tests.conftest import SAMPLE_TRACES
 from trace_gaps.nsys.calls import is_cuda_call_name
-from trace_gaps.records import Figures, NoteCode
+from trace_gaps.records.notes import Figures, NoteCode
 
 SAMPLE = SAMPLE_TRACES / "plain_decode.sqlite"
 CALLS = 14927  # CUDA API rows of the sample

@@ -7,6 +7,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
+from tests.test_csv_cells import csv_header
 from tests.test_report import eager_and_graph_export
 from trace_gaps.cli import app
 
@@ -33,9 +34,7 @@ def test_analyze_writes_each_format_to_a_file(export_builder, tmp_path, fmt):
     if fmt == "json":
         assert len(json.loads(text)["processes"][0]["candidates"]) == 3
     elif fmt == "csv":
-        assert text.splitlines()[0] == (
-            "pid,stage,bucket,cause,ns_per_step,steps_analysed,lever,saving_ns,predicted_step_ns"
-        )
+        assert text.splitlines()[0] == csv_header()
     elif fmt == "md":
         assert text.startswith("# trace-gaps report")
 

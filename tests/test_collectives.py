@@ -13,7 +13,8 @@ from tests.conftest import corpus_trace_paths, shipped_report, shipped_trace
 from trace_gaps.analysis.engine.pipeline import AnalysisOptions, analyse_trace
 from trace_gaps.cli import app
 from trace_gaps.nsys.load import load_trace
-from trace_gaps.records import NoteCode, Report
+from trace_gaps.records.notes import NoteCode
+from trace_gaps.records.report import Report
 from trace_gaps.report.build import build_report
 
 runner = CliRunner()

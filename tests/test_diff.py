@@ -14,6 +14,7 @@ from tests.builders import ExportBuilder
 from tests.conftest import (
     PEER_TRACES,
     REPRESENTATIVE_SAMPLES,
+    SAMPLE_TRACES,
     assert_matches_schema,
     sample_trace_paths,
     shipped_json,
@@ -35,7 +36,7 @@ from trace_gaps.diff.changes import (
     WallChange,
 )
 from trace_gaps.nsys.load import load_trace
-from trace_gaps.records import Report, WallStats
+from trace_gaps.records.report import Report, WallStats
 from trace_gaps.render.diff import render_diff_markdown
 from trace_gaps.report.build import build_report
 
@@ -420,7 +421,7 @@ def test_a_candidate_whose_buckets_all_stay_within_noise_is_unchanged(export_bui
     #   Same workload twice with a few ns of jitter in one step: no candidate grew or shrank.
     from tests.test_report import report_of
     from trace_gaps.diff.build import diff_reports
-    from trace_gaps.model import CandidateStatus
+    from trace_gaps.vocabulary import CandidateStatus
 
     def run(jitter: int):  # type: ignore[no-untyped-def]
         b = export_builder()
@@ -623,3 +624,25 @@ def test_a_diff_without_gpu_metrics_has_no_dram_table(eager_and_graph):  # type:
     assert "DRAM traffic" not in result.stdout
     data = runner.invoke(app, ["diff", *map(str, eager_and_graph), "--skip", "0", "-f", "json"])
     assert '"gpu_metrics"' not in data.stdout
+
+
+def test_a_stage_sides_figures_are_the_ones_declared_compared_with_their_values():
+    # Sums of launch kinds on a stage whose launches are all kinds: the side's figures are
+    # the declared ones (figures/stage.py), one per StageSide field but its time and GPU traffic.
+    from dataclasses import fields
+
+    from trace_gaps.diff.changes import stage_side
+    from trace_gaps.figures.stage import compared_figures
+
+    stage = shipped_report(SAMPLE_TRACES / "spec_graph_node.sqlite").processes[0].stages[0]
+    sides = {f.name for f in fields(StageSide)} - {"ns_per_step", "gpu_metrics"}
+    assert set(compared_figures(stage)) == sides
+    side = stage_side(stage, 7)
+    launches = stage.launches_per_step
+    assert side.execution == stage.execution and side.nodes_per_replay == stage.nodes_per_replay
+    assert side.copy_launches_per_step == round(launches["memcpy"] + launches["memset"], 2)
+    assert side.eager_launches_per_step == round(
+        launches["kernel"] + launches["memcpy"] + launches["memset"], 2
+    )
+    assert side.graph_launches_per_step == launches["graph"]
+    assert stage_side(None, 7) == StageSide(7, "none", 0.0, 0.0, 0.0, 0.0, None, None)

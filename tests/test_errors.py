@@ -17,7 +17,7 @@ from tests.builders import ExportBuilder, note_facts
 from trace_gaps.analysis.engine.pipeline import AnalysisOptions
 from trace_gaps.cli import app
 from trace_gaps.nsys.export import list_tables, open_export
-from trace_gaps.records import Figures, NoteCode, NoteNumber, Severity
+from trace_gaps.records.notes import Figures, NoteCode, NoteNumber, Severity
 
 runner = CliRunner()
 

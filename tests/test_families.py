@@ -13,7 +13,7 @@ from tests.test_ledger import analyse
 from trace_gaps.analysis.families import family_key, matches, phase_of, without_phase
 from trace_gaps.analysis.steps import STEP_KIND
 from trace_gaps.errors import StepNotFoundError
-from trace_gaps.records import NoteCode
+from trace_gaps.records.notes import NoteCode
 
 
 @pytest.mark.parametrize(

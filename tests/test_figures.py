@@ -1,4 +1,4 @@
-"""The per-stage figures, declared once in trace_gaps/figures.py, and what is made from them."""
+"""The per-stage figures, declared once in trace_gaps/figures/, and what is made from them."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ from trace_gaps.analysis.long_gaps import LAUNCH_GAP_NS, launch_gaps
 from trace_gaps.analysis.stages import STAGE
 from trace_gaps.analysis.steps import STEP_ID
 from trace_gaps.diff.changes import StageSide, stage_side
-from trace_gaps.figures import (
+from trace_gaps.figures.inputs import StageInputs
+from trace_gaps.figures.stage import (
     STAGE_FIGURES,
-    StageInputs,
     StageSummary,
     StepValue,
     Total,

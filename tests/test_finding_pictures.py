@@ -11,7 +11,7 @@ from tests.conftest import shipped_trace
 from trace_gaps.analysis.engine.picks import StepPick, TimelineRequest, choose_request
 from trace_gaps.analysis.engine.pipeline import AnalysisOptions
 from trace_gaps.plot import plot_timeline
-from trace_gaps.records import ProcessReport, Report
+from trace_gaps.records.report import ProcessReport, Report
 from trace_gaps.report.timeline import build_timelines
 from trace_gaps.run.one import analyse_export, load_and_report
 from trace_gaps.units import format_duration

@@ -7,11 +7,13 @@ from dataclasses import replace
 
 import pytest
 
-from trace_gaps.figures import StageInputs, StageSummary, StepValue, Total, summarise_stage
-from trace_gaps.model import Bucket, OpKind, VerdictKind
-from trace_gaps.records import CallShare, Candidate, Evidence, LongGapFinding
+from trace_gaps.figures.inputs import StageInputs
+from trace_gaps.figures.stage import StageSummary, StepValue, Total, summarise_stage
+from trace_gaps.model import OpKind
+from trace_gaps.records.report import CallShare, Candidate, Evidence, LongGapFinding
 from trace_gaps.report.findings import Case, Finding, Judgement, StageFacts, judge
 from trace_gaps.report.verdicts import write_candidate
+from trace_gaps.vocabulary import Bucket, VerdictKind
 
 US = 1_000
 

@@ -21,9 +21,9 @@ from tests.conftest import (
 )
 from trace_gaps.analysis.engine.pipeline import AnalysisOptions
 from trace_gaps.cli import app
-from trace_gaps.figures import RIGHT
+from trace_gaps.figures.declaration import RIGHT
 from trace_gaps.inputs import demo_export
-from trace_gaps.records import Report
+from trace_gaps.records.report import Report
 from trace_gaps.render.console import Terminal
 from trace_gaps.render.text import render_text
 from trace_gaps.report.build import build_report

@@ -15,7 +15,7 @@ from tests.conftest import shipped_json, shipped_trace
 from trace_gaps.analysis.engine.metrics import GPU_METRICS
 from trace_gaps.analysis.engine.pipeline import Analysis, AnalysisOptions, analyse_trace
 from trace_gaps.analysis.replay.levers import Lever, LeverError, parse_levers
-from trace_gaps.figures import StageGpuMetrics
+from trace_gaps.figures.gpu import StageGpuMetrics
 from trace_gaps.model import Trace
 from trace_gaps.nsys.load import load_trace
 from trace_gaps.report.build import Report, build_report

@@ -16,8 +16,9 @@ from trace_gaps.analysis.engine.pipeline import Analysis, AnalysisOptions, analy
 from trace_gaps.analysis.ledger import DURATION_NS
 from trace_gaps.analysis.stages import STAGE
 from trace_gaps.analysis.steps import STEP_ID
-from trace_gaps.model import END_NS, NO_LAUNCH_CALL, START_NS, Trace
+from trace_gaps.model import END_NS, START_NS, Trace
 from trace_gaps.nsys.load import load_trace
+from trace_gaps.vocabulary import NO_LAUNCH_CALL
 
 
 def _inflate_module() -> ModuleType:

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from tests.conftest import sample_trace_paths, shipped_report
 from trace_gaps.analysis.engine.pipeline import AnalysisOptions
-from trace_gaps.records import OMITTED_WHEN_NONE
+from trace_gaps.records.report import OMITTED_WHEN_NONE
 from trace_gaps.render import json as writer
 
 SCALARS = (

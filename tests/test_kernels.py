@@ -33,7 +33,7 @@ from trace_gaps.analysis.stages import STAGE
 from trace_gaps.cli import app
 from trace_gaps.model import NAME, OP_KIND, PID
 from trace_gaps.nsys.load import load_trace
-from trace_gaps.records import KernelRow
+from trace_gaps.records.report import KernelRow
 from trace_gaps.report.descriptions import describe_steps
 
 runner = CliRunner()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from trace_gaps.records import (
+from trace_gaps.records.notes import (
     Figures,
     Note,
     NoteCode,

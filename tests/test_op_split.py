@@ -10,7 +10,7 @@ import pytest
 from tests.conftest import shipped_trace
 from trace_gaps.analysis.engine.picks import StepPick, TimelineRequest
 from trace_gaps.analysis.engine.pipeline import AnalysisOptions
-from trace_gaps.records import Report
+from trace_gaps.records.report import Report
 from trace_gaps.render import render_json
 from trace_gaps.report.evidence import evidence_lines
 from trace_gaps.run.multi import analyse_exports

@@ -24,7 +24,7 @@ from tests.conftest import (
 )
 from trace_gaps.analysis.engine.pipeline import AnalysisOptions, analyse_trace
 from trace_gaps.nsys.load import load_trace
-from trace_gaps.records import Report
+from trace_gaps.records.report import Report
 from trace_gaps.render.console import UNBOUNDED, Terminal
 from trace_gaps.render.html import render_page
 from trace_gaps.render.markdown import render_block, render_markdown

@@ -19,7 +19,6 @@ from typer.testing import CliRunner
 from tests.conftest import SAMPLE_TRACES, corpus_trace_paths
 from trace_gaps.analysis.engine.pipeline import AnalysisOptions
 from trace_gaps.cli import app
-from trace_gaps.model import SPECIAL_STAGES, Bucket
 from trace_gaps.render.json import render_json
 from trace_gaps.render.perfetto import (
     IDLE_CATEGORY,
@@ -30,6 +29,7 @@ from trace_gaps.render.perfetto import (
     render_perfetto,
 )
 from trace_gaps.run.timelines import clocked_reports, steps_request
+from trace_gaps.vocabulary import SPECIAL_STAGES, Bucket
 
 runner = CliRunner()
 Event = dict[str, object]

@@ -28,7 +28,7 @@ from trace_gaps.plot import plot_steps, plot_timeline
 from trace_gaps.plot.lanes import merge_spans
 from trace_gaps.plot.palette import stage_colours
 from trace_gaps.plot.steps import MAX_BARS, WARMUP_ALPHA
-from trace_gaps.records import Report
+from trace_gaps.records.report import Report
 from trace_gaps.render.json import render_json
 from trace_gaps.report.build import build_report
 from trace_gaps.report.timeline import StepPick, TimelineRequest

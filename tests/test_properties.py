@@ -30,13 +30,14 @@ from trace_gaps.analysis.engine.pipeline import Analysis, AnalysisOptions, analy
 from trace_gaps.analysis.ledger import BUCKET, DURATION_NS, _sums_by_key
 from trace_gaps.analysis.stages import STAGE
 from trace_gaps.analysis.steps import STEP_ID
-from trace_gaps.model import Bucket, NeedsWholeTrace
+from trace_gaps.model import NeedsWholeTrace
 from trace_gaps.nsys import read
 from trace_gaps.nsys.load import load_trace
 from trace_gaps.nsys.stream import stream_export
 from trace_gaps.render.json import render_json
 from trace_gaps.report.build import build_report
 from trace_gaps.run.one import analyse_stream
+from trace_gaps.vocabulary import Bucket
 
 STAGE_NAMES = ["draft", "verify", "accept"]
 OP_KINDS = ["eager", "eager", "graph_replay", "graph_nodes", "memcpy", "no_call", "untimed"]

@@ -20,7 +20,7 @@ from trace_gaps.analysis.replay.schedule import replay
 from trace_gaps.analysis.replay.whatif import check_replay, models_of, predict
 from trace_gaps.cli import app
 from trace_gaps.model import GraphTraceMode, Trace
-from trace_gaps.records import NotApplicable
+from trace_gaps.records.whatif import NotApplicable
 from trace_gaps.report.build import build_report
 from trace_gaps.report.levers import check_levers
 from trace_gaps.run.one import analyse_export

@@ -10,7 +10,7 @@ import pytest
 from benchmarks import bench_whatif
 from tests.conftest import THOROUGH
 from trace_gaps.analysis.replay.shapes import REPLAY_ERRORS, StepShape, step_shape
-from trace_gaps.records import Pace
+from trace_gaps.records.report import Pace
 
 # One quick pair of each shape the pairs cover, in the default profile; every pair, thorough.
 QUICK = ("whatif_plain_detok", "runahead_eager", "serving_worker_eager")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from trace_gaps.analysis.engine.pipeline import AnalysisOptions, analyse_trace
 from trace_gaps.nsys.load import load_trace
-from trace_gaps.records import Report
+from trace_gaps.records.report import Report
 from trace_gaps.render.json import render_json
 from trace_gaps.report.build import build_report
 

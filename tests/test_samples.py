@@ -20,7 +20,7 @@ from tests.conftest import (
     shipped_trace,
     sweep,
 )
-from trace_gaps.records import Report
+from trace_gaps.records.report import Report
 from trace_gaps.render.json import render_json
 from trace_gaps.render.markdown import escape_markdown, render_markdown
 

@@ -18,7 +18,7 @@ import pytest
 from tests.conftest import ROOT, SAMPLE_TRACES
 from tests.test_samples import sample_report
 from trace_gaps import __version__
-from trace_gaps.records import Report
+from trace_gaps.records.report import Report
 from trace_gaps.render.csv import render_csv
 from trace_gaps.render.json import render_json
 from trace_gaps.render.schema import SCHEMAS, json_schema, render_schema, schema_keys, schema_values

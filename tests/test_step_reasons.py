@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from trace_gaps.records import SkipReason, StepChoice, StepFound
+from trace_gaps.records.report import SkipReason, StepChoice, StepFound
 from trace_gaps.report.step_reasons import describe_skip_reason, describe_step_choice
 
 

@@ -21,7 +21,7 @@ from tests.conftest import (
 from trace_gaps.analysis.engine.pipeline import AnalysisOptions
 from trace_gaps.analysis.integrity import integrity_notes
 from trace_gaps.nsys.load import load_trace
-from trace_gaps.records import Figures, NoteCode, NoteFacts, Severity
+from trace_gaps.records.notes import Figures, NoteCode, NoteFacts, Severity
 from trace_gaps.report.build import Report, build_report
 from trace_gaps.run.one import analyse_export
 

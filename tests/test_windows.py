@@ -38,7 +38,7 @@ from trace_gaps.analysis.engine.pipeline import (
 from trace_gaps.model import NeedsWholeTrace
 from trace_gaps.nsys.load import load_trace
 from trace_gaps.nsys.stream import stream_export
-from trace_gaps.records import Report
+from trace_gaps.records.report import Report
 from trace_gaps.render.json import render_json
 from trace_gaps.report.build import build_report
 from trace_gaps.run.one import analyse_export, analyse_stream

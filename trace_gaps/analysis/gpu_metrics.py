@@ -27,7 +27,7 @@ import pandas as pd
 from trace_gaps.analysis.ledger import busy_intervals
 from trace_gaps.analysis.stages import STAGE
 from trace_gaps.analysis.steps import IS_WARMUP
-from trace_gaps.figures import StageGpuInputs
+from trace_gaps.figures.inputs import StageGpuInputs
 from trace_gaps.model import END_NS, PID, START_NS, GpuMetric, GpuMetricSource, GpuSamples
 
 SAMPLED_NS = "sampled_ns"  # busy time with a sample

@@ -20,7 +20,7 @@ import pandas as pd
 
 from trace_gaps.analysis.ranges import open_range_path
 from trace_gaps.model import END_NS, GLOBAL_TID, NAME, PID, START_NS
-from trace_gaps.records import GraphCapture
+from trace_gaps.records.report import GraphCapture
 
 _BEGIN = re.compile(r"^cu(da)?StreamBeginCapture")
 _END = re.compile(r"^cu(da)?StreamEndCapture")

@@ -23,7 +23,8 @@ from trace_gaps.analysis.ledger import CAUSE
 from trace_gaps.analysis.stages import STAGE, StageMap, stage_at
 from trace_gaps.analysis.steps import IS_WARMUP, STEP_ID, step_rows
 from trace_gaps.intervals import outermost, overlaps
-from trace_gaps.model import END_NS, GLOBAL_TID, NAME, START_NS, IdleCause
+from trace_gaps.model import END_NS, GLOBAL_TID, NAME, START_NS
+from trace_gaps.vocabulary import IdleCause
 
 BLOCKED_COLUMNS = [STEP_ID, STAGE, NAME, "duration_ns"]
 

@@ -15,7 +15,7 @@ from trace_gaps.analysis import layout_notes as layout
 from trace_gaps.analysis.engine.pipeline import Analysis
 from trace_gaps.analysis.note_facts import Numbers, counted, present
 from trace_gaps.model import END_GLOBAL_TID, GLOBAL_TID, ExportInfo, ExportLack, Trace
-from trace_gaps.records import Figures, NoteCode, NoteFacts, Severity, UnreliableFigures
+from trace_gaps.records.notes import Figures, NoteCode, NoteFacts, Severity, UnreliableFigures
 
 # Above this share of a table's rows left out or unnamed, the figures they feed are flagged.
 UNRELIABLE_SHARE = 0.01

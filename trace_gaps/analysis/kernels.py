@@ -19,7 +19,7 @@ from pandas.api.types import union_categoricals
 from trace_gaps.analysis.grouped import is_one_of, summed_by
 from trace_gaps.analysis.stages import LAUNCH_CATEGORY, STAGE
 from trace_gaps.model import END_NS, NAME, OP_KIND, PID, START_NS, CallCategory, OpKind
-from trace_gaps.records import KernelRow, KernelSummary
+from trace_gaps.records.report import KernelRow, KernelSummary
 
 DURATION_NS = "duration_ns"
 OPS = "ops"

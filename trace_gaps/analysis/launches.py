@@ -1,5 +1,5 @@
 """Launch overhead, queue time, host syncs and unexpected work per stage: the totals the
-per-stage figures (trace_gaps/figures.py) are computed from."""
+per-stage figures (trace_gaps/figures/) are computed from."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from trace_gaps.analysis.stages import (
     STAGE,
 )
 from trace_gaps.analysis.steps import IS_WARMUP, STEP_ID, step_at
-from trace_gaps.figures import UNEXPECTED_TOTALS, StepValue, Total
+from trace_gaps.figures.stage import UNEXPECTED_TOTALS, StepValue, Total
 from trace_gaps.model import (
     CALL_CATEGORY,
     CORRELATION_ID,

@@ -26,23 +26,21 @@ from trace_gaps.analysis.steps import (
     WARMUP_RULE,
     step_at,
 )
-from trace_gaps.figures import Total
+from trace_gaps.figures.stage import Total
 from trace_gaps.model import (
     DEVICE_ID,
     DOMAIN,
     DOMAIN_ID,
     GLOBAL_TID,
     NAME,
-    NO_LAUNCH_CALL,
     OP_KIND,
-    OTHER_THREAD,
     PID,
     START_NS,
-    Bucket,
     OpKind,
     Trace,
 )
-from trace_gaps.records import Figures, NoteCode, NoteFacts, NoteNumber, Severity
+from trace_gaps.records.notes import Figures, NoteCode, NoteFacts, NoteNumber, Severity
+from trace_gaps.vocabulary import NO_LAUNCH_CALL, OTHER_THREAD, Bucket
 
 
 def graph_replays(_: Trace, analysis: Analysis) -> Numbers | None:

@@ -36,16 +36,8 @@ from trace_gaps.analysis.stages import (
 )
 from trace_gaps.analysis.steps import STEP_ID
 from trace_gaps.intervals import label_runs
-from trace_gaps.model import (
-    CALL_CATEGORY,
-    CAUSE_ORDER,
-    END_NS,
-    GLOBAL_TID,
-    PID,
-    START_NS,
-    WAIT_CAUSE,
-    Bucket,
-)
+from trace_gaps.model import CALL_CATEGORY, END_NS, GLOBAL_TID, PID, START_NS
+from trace_gaps.vocabulary import CAUSE_ORDER, WAIT_CAUSE, Bucket
 
 BUCKET = "bucket"
 CAUSE = "cause"  # "" for busy rows

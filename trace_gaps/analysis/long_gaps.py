@@ -27,7 +27,6 @@ from trace_gaps.analysis.stages import STAGE, StageMap, stage_at
 from trace_gaps.analysis.steps import STEP_ID, step_rows
 from trace_gaps.model import (
     CALL_CATEGORY,
-    DISPATCH_FACTOR,
     END_NS,
     GLOBAL_TID,
     LAUNCH_CATEGORIES,
@@ -35,8 +34,8 @@ from trace_gaps.model import (
     PID,
     START_NS,
     CallCategory,
-    IdleCause,
 )
+from trace_gaps.vocabulary import DISPATCH_FACTOR, IdleCause
 
 LONG_GAP_FACTOR = 10  # a long gap is longer than this many times the stage's launch spacing
 LONG_GAP_MIN_NS = 1_000_000  # ... and than this

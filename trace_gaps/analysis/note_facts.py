@@ -5,7 +5,7 @@ analysis/integrity.py lists the notes; report/notes.py writes each code's senten
 
 from __future__ import annotations
 
-from trace_gaps.records import Figures, NoteCode, NoteFacts, NoteNumber, Severity
+from trace_gaps.records.notes import Figures, NoteCode, NoteFacts, NoteNumber, Severity
 
 Numbers = dict[str, NoteNumber]
 

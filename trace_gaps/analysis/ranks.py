@@ -32,17 +32,10 @@ from trace_gaps.analysis.stages import ThreadStages
 from trace_gaps.analysis.steps import IS_WARMUP
 from trace_gaps.analysis.summary import UNSPLIT_SHARE_OF_STEP
 from trace_gaps.intervals import covered_time
-from trace_gaps.model import DEVICE_ID, END_NS, GLOBAL_TID, NAME, NO_STAGE, PID, START_NS
-from trace_gaps.records import (
-    Figures,
-    NoteCode,
-    NoteFacts,
-    PeerWait,
-    RankSummary,
-    RanksView,
-    Severity,
-    UnsplitCollectives,
-)
+from trace_gaps.model import DEVICE_ID, END_NS, GLOBAL_TID, NAME, PID, START_NS
+from trace_gaps.records.notes import Figures, NoteCode, NoteFacts, Severity
+from trace_gaps.records.ranks import PeerWait, RankSummary, RanksView, UnsplitCollectives
+from trace_gaps.vocabulary import NO_STAGE
 
 # A peer's stages listed in a verdict: the few it spent most time in.
 PEER_STAGES_SHOWN = 3

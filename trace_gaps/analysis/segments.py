@@ -17,17 +17,8 @@ import pandas as pd
 from trace_gaps.analysis.grouped import is_one_of
 from trace_gaps.analysis.stages import STAGE, StageMap, ThreadStages
 from trace_gaps.analysis.steps import STEP_ID
-from trace_gaps.model import (
-    BETWEEN_STEPS,
-    CALL_CATEGORY,
-    CAUSE_ORDER,
-    END_NS,
-    LAUNCH_CATEGORIES,
-    NO_STAGE,
-    START_NS,
-    CallCategory,
-    IdleCause,
-)
+from trace_gaps.model import CALL_CATEGORY, END_NS, LAUNCH_CATEGORIES, START_NS, CallCategory
+from trace_gaps.vocabulary import BETWEEN_STEPS, CAUSE_ORDER, NO_STAGE, IdleCause
 
 # Cause codes: busy, then the idle causes in CAUSE_ORDER, then a collective's wait.
 BUSY = 0

@@ -16,19 +16,13 @@ import pandas as pd
 from trace_gaps.analysis.launch_index import LaunchIndex
 from trace_gaps.analysis.ranges import DEPTH, PARENT
 from trace_gaps.analysis.steps import RANGE_ROW, thread_positions
-from trace_gaps.model import (
+from trace_gaps.model import CALL_CATEGORY, CORRELATION_ID, END_NS, GLOBAL_TID, NAME, PID, START_NS
+from trace_gaps.vocabulary import (
     BETWEEN_STEPS,
-    CALL_CATEGORY,
-    CORRELATION_ID,
-    END_NS,
-    GLOBAL_TID,
-    NAME,
     NO_LAUNCH_CALL,
     NO_STAGE,
     OTHER_THREAD,
-    PID,
     SPECIAL_STAGES,
-    START_NS,
 )
 
 

@@ -13,7 +13,7 @@ from trace_gaps.analysis.families import family_key, matches, without_phase
 from trace_gaps.analysis.ranges import DEPTH, IS_OP_RANGE, PARENT, RAW_NAME
 from trace_gaps.errors import StepNotFoundError
 from trace_gaps.model import END_NS, NAME, START_NS
-from trace_gaps.records import StepChoice, StepFound
+from trace_gaps.records.report import StepChoice, StepFound
 
 MIN_REPEATS = 3
 CYCLE_SUFFIX = " (cycle)"  # after the name of the range that starts a cycle step

@@ -16,7 +16,7 @@ import pandas as pd
 
 from trace_gaps.analysis.steps import IS_WARMUP, SKIP_REASON, STEP_INDEX
 from trace_gaps.errors import UsageError
-from trace_gaps.records import SkipReason
+from trace_gaps.records.report import SkipReason
 
 _RANGE = re.compile(r"\s*(\d*)\s*:\s*(\d*)\s*")
 

@@ -21,7 +21,7 @@ from trace_gaps.model import (
     START_NS,
     CallCategory,
 )
-from trace_gaps.records import SkipReason
+from trace_gaps.records.report import SkipReason
 
 STEP_ID = "step_id"
 STEP_INDEX = "index"  # position of the step among its thread's steps, from 0

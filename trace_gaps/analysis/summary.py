@@ -44,14 +44,8 @@ from trace_gaps.analysis.ranges import open_range_path
 from trace_gaps.analysis.stages import STAGE
 from trace_gaps.analysis.step_choice import StepSelection
 from trace_gaps.analysis.steps import IS_WARMUP, SKIP_REASON, STEP_ID, STEP_INDEX
-from trace_gaps.figures import (
-    StageGpuInputs,
-    StageInputs,
-    StageSummary,
-    StepValue,
-    per_step,
-    summarise_stage,
-)
+from trace_gaps.figures.inputs import StageGpuInputs, StageInputs, per_step
+from trace_gaps.figures.stage import StageSummary, StepValue, summarise_stage
 from trace_gaps.model import (
     DEVICE_ID,
     END_NS,
@@ -59,12 +53,11 @@ from trace_gaps.model import (
     NAME,
     PID,
     START_NS,
-    Bucket,
     ExportLack,
     OpKind,
     Trace,
 )
-from trace_gaps.records import (
+from trace_gaps.records.report import (
     GraphFacts,
     LedgerEntry,
     LongGapFinding,
@@ -73,6 +66,7 @@ from trace_gaps.records import (
     StepSummary,
     WallStats,
 )
+from trace_gaps.vocabulary import Bucket
 
 
 def round_per_step(totals: pd.Series, steps: int) -> pd.Series:

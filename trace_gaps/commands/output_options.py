@@ -15,7 +15,7 @@ from trace_gaps.formats import Format
 from trace_gaps.streams import write_output
 
 if TYPE_CHECKING:  # rich and the records: not for --help
-    from trace_gaps.records import Report
+    from trace_gaps.records.report import Report
     from trace_gaps.render.console import Terminal
 
 QuietOpt = Annotated[

@@ -1,6 +1,6 @@
 """Diff: the comparison of two sides' Reports (schema and assembly). Its noise is
 diff/bootstrap.py and noise.py, its per-step tables step_tables.py, how stages and
-candidates moved moves.py, its notes' words diff/notes.py; side_runner.py analyses
+candidates moved moves.py, its notes' words report/diff_notes.py; side_runner.py analyses
 the sides."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from trace_gaps.diff.repeats import RunSpread
 from trace_gaps.diff.step_tables import StepBuckets, analysed_walls, process_buckets
 from trace_gaps.diff.verdicts import write_diff_verdict
 from trace_gaps.errors import TraceGapsError
-from trace_gaps.records import ProcessReport, Report
+from trace_gaps.records.report import ProcessReport, Report
 
 DIFF_SCHEMA_VERSION = 2  # 2: side.wall {mean_ns, ...}, was wall_ns {mean, ...}
 

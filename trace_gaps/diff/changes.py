@@ -6,13 +6,10 @@ The diff's vocabulary, apart from its assembly (diff.py), so that the verdict se
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field, fields
-from typing import Any
+from dataclasses import dataclass
 
-from trace_gaps.figures import EAGER_KINDS, StageSummary
-from trace_gaps.model import OpKind
-from trace_gaps.records import WallStats
+from trace_gaps.figures.stage import StageSummary, compared_figures
+from trace_gaps.records.report import WallStats
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,19 +60,6 @@ class BucketChange:
     is_beyond_noise: bool | None
 
 
-def compared(of_stage: Callable[[StageSummary], Any], absent: Any) -> Any:
-    """Declare a StageSide field: its value from the side's stage figures (figures.py), and
-    its value where the side has no figures for the stage."""
-    return field(default=absent, metadata={_OF_STAGE: of_stage})
-
-
-_OF_STAGE = "of_stage"
-
-
-def _launches(stage: StageSummary, *kinds: OpKind) -> float:
-    return round(sum(stage.launches_per_step[kind] for kind in kinds), 2)
-
-
 @dataclass(frozen=True, slots=True)
 class GpuSide:
     """A stage's DRAM traffic on one side, from the GPU's own metrics (figures.StageGpuMetrics)."""
@@ -98,34 +82,28 @@ def _gpu_side(stage: StageSummary) -> GpuSide | None:
 
 @dataclass(frozen=True, slots=True)
 class StageSide:
-    """One stage on one side: time, launches and execution mode per step."""
+    """One stage on one side: time, launches and execution mode per step.
+
+    Its figures are the stage's declared `compared` (figures/stage.py), by name; the defaults are
+    their values where the side has no figures for the stage."""
 
     ns_per_step: int
-    execution: str = compared(lambda stage: stage.execution, "none")
-    eager_launches_per_step: float = compared(lambda stage: _launches(stage, *EAGER_KINDS), 0.0)
-    graph_launches_per_step: float = compared(
-        lambda stage: stage.launches_per_step[OpKind.GRAPH], 0.0
-    )
+    execution: str = "none"
+    eager_launches_per_step: float = 0.0
+    graph_launches_per_step: float = 0.0
     # The eager launches split (a "mixed" stage is shown by its parts), and graph size.
-    kernel_launches_per_step: float = compared(
-        lambda stage: stage.launches_per_step[OpKind.KERNEL], 0.0
-    )
-    copy_launches_per_step: float = compared(
-        lambda stage: _launches(stage, OpKind.MEMCPY, OpKind.MEMSET), 0.0
-    )
-    nodes_per_replay: float | None = compared(lambda stage: stage.nodes_per_replay, None)
+    kernel_launches_per_step: float = 0.0
+    copy_launches_per_step: float = 0.0
+    nodes_per_replay: float | None = None
     # Its DRAM traffic (left out of the JSON where the side has no GPU metrics for it).
-    gpu_metrics: GpuSide | None = compared(_gpu_side, None)
+    gpu_metrics: GpuSide | None = None
 
 
 def stage_side(stage: StageSummary | None, ns_per_step: int) -> StageSide:
     """A stage's side of the diff, its compared figures taken from its summary."""
     if stage is None:
         return StageSide(ns_per_step)
-    compared = {
-        f.name: f.metadata[_OF_STAGE](stage) for f in fields(StageSide) if _OF_STAGE in f.metadata
-    }
-    return StageSide(ns_per_step, **compared)
+    return StageSide(ns_per_step, **compared_figures(stage), gpu_metrics=_gpu_side(stage))
 
 
 @dataclass(frozen=True, slots=True)

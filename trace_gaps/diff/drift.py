@@ -41,7 +41,7 @@ from trace_gaps.analysis.replay.schedule import replay
 from trace_gaps.analysis.replay.whatif import ends, models_of, steady_wall
 from trace_gaps.diff.changes import NsInterval, PctInterval, WallChange
 from trace_gaps.model import NAME, PID
-from trace_gaps.records import Report
+from trace_gaps.records.report import Report
 
 # With one capture a side the run-to-run noise is unknown; this many a side (diff --repeats)
 # give a t interval over the runs with 4 degrees of freedom (t = 2.78, not 12.7 for 2 + 1).

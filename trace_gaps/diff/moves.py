@@ -9,8 +9,8 @@ import pandas as pd
 
 from trace_gaps.diff.changes import BucketChange, NsInterval, StageChange, stage_side
 from trace_gaps.diff.noise import is_beyond
-from trace_gaps.model import CandidateStatus, Presence
-from trace_gaps.records import ProcessReport
+from trace_gaps.records.report import ProcessReport
+from trace_gaps.vocabulary import CandidateStatus, Presence
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,7 +27,7 @@ from trace_gaps.diff.noise import practical_threshold_ns
 from trace_gaps.diff.repeats import RunSpread, captured_together, run_spread
 from trace_gaps.errors import TraceGapsError
 from trace_gaps.nsys.head import capture_window
-from trace_gaps.records import Report
+from trace_gaps.records.report import Report
 from trace_gaps.report.build import build_report
 from trace_gaps.run.one import analyse_export
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pandas as pd
 
 from trace_gaps.errors import TraceGapsError
-from trace_gaps.model import Bucket
-from trace_gaps.records import ProcessReport, Report
+from trace_gaps.records.report import ProcessReport, Report
+from trace_gaps.vocabulary import Bucket
 
 # Per pid, the bucket table of a process's analysed steps (step_bucket_tables).
 StepBuckets = dict[int, pd.DataFrame]

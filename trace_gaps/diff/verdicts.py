@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from trace_gaps.model import Presence
 from trace_gaps.units import format_duration
+from trace_gaps.vocabulary import Presence
 
 if TYPE_CHECKING:
     from trace_gaps.diff.changes import BucketChange, RunChange, StageChange, WallChange

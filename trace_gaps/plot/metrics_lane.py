@@ -7,7 +7,7 @@ import numpy as np
 from matplotlib.axes import Axes
 
 from trace_gaps.plot.lanes import LANE_HEIGHT
-from trace_gaps.records import StepTimeline
+from trace_gaps.records.timeline import StepTimeline
 
 DRAM_COLOUR = "#1f77b4"
 SM_COLOUR = "#d62728"

@@ -7,15 +7,9 @@ import zlib
 import numpy as np
 import pandas as pd
 
-from trace_gaps.model import (
-    BETWEEN_STEPS,
-    NO_LAUNCH_CALL,
-    NO_STAGE,
-    OTHER_THREAD,
-    CallCategory,
-    IdleCause,
-)
-from trace_gaps.records import Report
+from trace_gaps.model import CallCategory
+from trace_gaps.records.report import Report
+from trace_gaps.vocabulary import BETWEEN_STEPS, NO_LAUNCH_CALL, NO_STAGE, OTHER_THREAD, IdleCause
 
 OTHER_STAGES = "other stages"
 

@@ -18,7 +18,6 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from trace_gaps.errors import TraceGapsError
-from trace_gaps.model import Bucket
 from trace_gaps.output import LITERAL_TEXT
 from trace_gaps.plot.palette import (
     OTHER_STAGES,
@@ -26,8 +25,9 @@ from trace_gaps.plot.palette import (
     stage_colours,
     title_name,
 )
-from trace_gaps.records import ProcessReport, Report
+from trace_gaps.records.report import ProcessReport, Report
 from trace_gaps.units import NS_PER_MS
+from trace_gaps.vocabulary import Bucket
 
 WARMUP_ALPHA = 0.3
 IDLE_HATCH = "////"

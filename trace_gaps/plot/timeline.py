@@ -23,7 +23,6 @@ from matplotlib.ticker import FuncFormatter
 from matplotlib.transforms import blended_transform_factory
 
 from trace_gaps.errors import TraceGapsError
-from trace_gaps.model import CAUSE_ORDER
 from trace_gaps.output import LITERAL_TEXT
 from trace_gaps.plot.lanes import LANE_HEIGHT, draw_lane, label_lane
 from trace_gaps.plot.metrics_lane import (
@@ -45,8 +44,10 @@ from trace_gaps.plot.palette import (
     stage_colours,
 )
 from trace_gaps.plot.titles import timeline_title
-from trace_gaps.records import Report, Spans, StepTimeline
+from trace_gaps.records.report import Report
+from trace_gaps.records.timeline import Spans, StepTimeline
 from trace_gaps.units import NS_PER_MS, NS_PER_S, format_duration
+from trace_gaps.vocabulary import CAUSE_ORDER
 
 FIGURE_WIDTH_IN = 16.0
 DPI = 100

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from trace_gaps.plot.palette import title_name
-from trace_gaps.records import Report, StepTimeline
+from trace_gaps.records.report import Report
+from trace_gaps.records.timeline import StepTimeline
 from trace_gaps.report.timeline import finding_words
 from trace_gaps.units import format_duration
 

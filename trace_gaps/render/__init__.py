@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from trace_gaps.diff.build import Diff
 from trace_gaps.errors import TraceGapsError
 from trace_gaps.formats import Format
-from trace_gaps.records import Report
+from trace_gaps.records.report import Report
 from trace_gaps.render.console import NOT_A_TERMINAL, Terminal
 from trace_gaps.render.csv import render_csv
 from trace_gaps.render.diff import render_diff_json, render_diff_markdown, render_diff_text

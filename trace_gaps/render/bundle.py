@@ -36,7 +36,7 @@ from trace_gaps.output import (
 )
 from trace_gaps.parallel import Forked
 from trace_gaps.privacy import shareable_settings
-from trace_gaps.records import Provenance
+from trace_gaps.records.report import Provenance
 from trace_gaps.render.json import render_json
 from trace_gaps.render.markdown import escape_markdown, render_markdown
 from trace_gaps.report.build import Report

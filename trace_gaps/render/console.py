@@ -13,7 +13,7 @@ from rich.measure import Measurement
 from rich.table import Table as RichTable
 from rich.text import Text
 
-from trace_gaps.figures import RIGHT
+from trace_gaps.figures.declaration import RIGHT
 from trace_gaps.output import escape_control_characters
 from trace_gaps.report.tables import Table
 

@@ -10,9 +10,9 @@ from trace_gaps.diff.changes import GpuSide, Side, StageChange, StageSide
 from trace_gaps.diff.verdicts import (
     describe_mode_change,
 )
-from trace_gaps.model import Presence
 from trace_gaps.report.tables import LEFT, RIGHT, Table
 from trace_gaps.units import NS_PER_MS, NS_PER_US
+from trace_gaps.vocabulary import Presence
 
 # Rows of the bucket and stage tables shown in text and Markdown (JSON has them all).
 TABLE_ROWS = 20

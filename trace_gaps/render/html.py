@@ -14,7 +14,7 @@ import base64
 from collections.abc import Sequence
 from html import escape
 
-from trace_gaps.records import Provenance, Report
+from trace_gaps.records.report import Provenance, Report
 from trace_gaps.report.descriptions import process_title
 from trace_gaps.report.outline import Block, Heading, Items, Level, Lines, Medium, Tone, outline
 from trace_gaps.report.tables import RIGHT, Table

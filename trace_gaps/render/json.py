@@ -13,7 +13,7 @@ import math
 from functools import cache
 from typing import Any
 
-from trace_gaps.records import OMITTED_WHEN_NONE, Report
+from trace_gaps.records.report import OMITTED_WHEN_NONE, Report
 
 _escaped = json.encoder.encode_basestring  # ensure_ascii=False: the C function where built
 

@@ -1,7 +1,7 @@
 """Markdown: the outline GitHub-flavoured, ready to paste into an issue; tables stay tables
 for any name."""
 
-from trace_gaps.records import Report
+from trace_gaps.records.report import Report
 from trace_gaps.report.outline import Block, Heading, Items, Level, Lines, Medium, Tone, outline
 from trace_gaps.report.tables import RIGHT, Table
 

@@ -32,7 +32,8 @@ import json
 from collections.abc import Iterator, Sequence
 
 from trace_gaps import __version__
-from trace_gaps.records import GpuMetricLane, ProcessReport, Report, Spans, StepTimeline
+from trace_gaps.records.report import ProcessReport, Report
+from trace_gaps.records.timeline import GpuMetricLane, Spans, StepTimeline
 
 STEP_CATEGORY = "step"
 STAGE_CATEGORY = "stage"

@@ -13,21 +13,26 @@ from typing import Any
 
 from trace_gaps.diff.build import Diff
 from trace_gaps.diff.changes import StageSide
-from trace_gaps.figures import LAUNCH_TOTALS, UNEXPECTED_TOTALS, SpeedOfLight, StageSummary
-from trace_gaps.model import WAIT_CAUSE, Bucket, ExecutionMode, IdleCause, OpKind, VerdictKind
-from trace_gaps.records import (
+from trace_gaps.figures.speed_of_light import SpeedOfLight
+from trace_gaps.figures.stage import StageSummary
+from trace_gaps.model import OpKind
+from trace_gaps.records.notes import Note, Severity
+from trace_gaps.records.report import (
     OMITTED_WHEN_NONE,
     Candidate,
-    Evidence,
     KernelRow,
     LedgerEntry,
-    Note,
-    Prediction,
     Report,
-    Severity,
-    SkipReason,
     StepLedgerEntry,
-    StepSummary,
+)
+from trace_gaps.records.whatif import Prediction
+from trace_gaps.vocabulary import (
+    WAIT_CAUSE,
+    Bucket,
+    DictKeys,
+    ExecutionMode,
+    IdleCause,
+    VerdictKind,
 )
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
@@ -46,18 +51,6 @@ VOCABULARY: dict[tuple[type, str], list[str]] = {
     (StageSide, "execution"): [mode.value for mode in ExecutionMode],
     (Note, "severity"): [severity.value for severity in Severity],
     (KernelRow, "kind"): [kind.value for kind in OpKind],
-}
-
-# Dict fields whose keys are a fixed set (a dict may hold fewer: an evidence without a stage
-# summary has none).
-_LAUNCH_KINDS = [kind.value for kind in LAUNCH_TOTALS]
-_UNEXPECTED = [category.value for category in UNEXPECTED_TOTALS]
-DICT_KEYS: dict[tuple[type, str], list[str]] = {
-    (StageSummary, "launches_per_step"): _LAUNCH_KINDS,
-    (StageSummary, "unexpected_calls_per_step"): _UNEXPECTED,
-    (Evidence, "unexpected_calls_per_step"): _UNEXPECTED,
-    (Evidence, "idle_by_cause_ns_per_step"): [cause.value for cause in IdleCause],
-    (StepSummary, "skip_reasons"): [reason.value for reason in SkipReason if reason.value],
 }
 
 # Integer fields with bounds (docs/what-if.md: a prediction is above zero, a saving never
@@ -120,9 +113,9 @@ def _define(cls: type, definitions: dict[str, dict[str, Any]]) -> dict[str, Any]
     name = cls.__name__
     if name not in definitions:
         definitions[name] = {}  # placeholder: a dataclass may refer to itself
-        hints = typing.get_type_hints(cls)
+        hints = typing.get_type_hints(cls, include_extras=True)
         properties = {
-            f.name: _field_schema(cls, f.name, _given(f.name, hints[f.name]), definitions)
+            f.name: _field_schema(cls, f.name, hints[f.name], definitions)
             for f in dataclasses.fields(cls)
         }
         definitions[name] = {
@@ -145,8 +138,10 @@ def _given(name: str, hint: Any) -> Any:
 
 
 def _field_schema(
-    cls: type, name: str, hint: Any, definitions: dict[str, dict[str, Any]]
+    cls: type, name: str, annotated: Any, definitions: dict[str, dict[str, Any]]
 ) -> dict[str, Any]:
+    hint, keys = _dict_keys(annotated)
+    hint = _given(name, hint)
     schema = _type_schema(hint, definitions)
     values = VOCABULARY.get((cls, name))
     if values is not None:
@@ -155,10 +150,18 @@ def _field_schema(
     bounds = BOUNDS.get((cls, name))
     if bounds is not None:
         schema = _bounded(schema, bounds)
-    keys = DICT_KEYS.get((cls, name))
     if keys is not None:
         schema = {**schema, "propertyNames": {"enum": list(keys)}}
     return schema
+
+
+def _dict_keys(hint: Any) -> tuple[Any, DictKeys | None]:
+    """The type without its annotation, and the keys a dict field is annotated with (None:
+    any keys)."""
+    if typing.get_origin(hint) is not typing.Annotated:
+        return hint, None
+    keys = [extra for extra in hint.__metadata__ if isinstance(extra, DictKeys)]
+    return hint.__origin__, keys[0] if keys else None
 
 
 def _bounded(schema: dict[str, Any], bounds: dict[str, int]) -> dict[str, Any]:

@@ -4,7 +4,7 @@ from io import StringIO
 
 from rich.console import Console
 
-from trace_gaps.records import Report
+from trace_gaps.records.report import Report
 from trace_gaps.render.console import (
     NOT_A_TERMINAL,
     Terminal,

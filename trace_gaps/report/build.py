@@ -36,20 +36,15 @@ from trace_gaps.analysis.summary import (
     summarise_stages,
     summarise_steps,
 )
-from trace_gaps.figures import speed_of_light
+from trace_gaps.figures.speed_of_light import speed_of_light
 from trace_gaps.model import (
     GLOBAL_TID,
     PID,
     Trace,
 )
-from trace_gaps.records import (
-    ExportSummary,
-    KindRow,
-    ProcessReport,
-    RanksView,
-    SlowestRank,
-)
-from trace_gaps.records import Report as Report  # cli.py and bundle.py import it from here
+from trace_gaps.records.ranks import RanksView
+from trace_gaps.records.report import ExportSummary, KindRow, ProcessReport, SlowestRank
+from trace_gaps.records.report import Report as Report  # cli.py and bundle.py import it from here
 from trace_gaps.report.candidates import assemble_candidates
 from trace_gaps.report.findings import Finding
 from trace_gaps.report.headline import write_headline

@@ -15,9 +15,11 @@ from trace_gaps.analysis.long_gaps import LONG_GAP_MIN_NS
 from trace_gaps.analysis.replay.whatif import choose_lever
 from trace_gaps.analysis.steps import STEP_ID, STEP_INDEX
 from trace_gaps.analysis.summary import UNSPLIT_SHARE_OF_STEP, ProcessFrames, frame_rows
-from trace_gaps.figures import StageInputs, StageSummary, StepValue, Total, summarise_stage
-from trace_gaps.model import CAUSE_ORDER, END_NS, NAME, START_NS, Bucket, IdleCause, VerdictKind
-from trace_gaps.records import (
+from trace_gaps.figures.inputs import StageInputs
+from trace_gaps.figures.stage import StageSummary, StepValue, Total, summarise_stage
+from trace_gaps.model import END_NS, NAME, START_NS
+from trace_gaps.records.ranks import RankSummary
+from trace_gaps.records.report import (
     CallShare,
     Candidate,
     Evidence,
@@ -25,9 +27,9 @@ from trace_gaps.records import (
     GraphFacts,
     KernelShare,
     LongGapFinding,
-    RankSummary,
 )
 from trace_gaps.report.findings import Finding, Judgement, StageFacts, judge
+from trace_gaps.vocabulary import CAUSE_ORDER, Bucket, IdleCause, VerdictKind
 
 
 def idle_split(ledger_means: pd.DataFrame, stage: str) -> dict[str, int]:

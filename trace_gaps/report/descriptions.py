@@ -4,8 +4,9 @@ the what-if replay's check, the CUDA graphs, and a process's title."""
 from __future__ import annotations
 
 from trace_gaps.analysis.kinds import kind_label
-from trace_gaps.figures import SpeedOfLight
-from trace_gaps.records import ExportSummary, ProcessReport, ReplayCheck, Report, SkipReason
+from trace_gaps.figures.speed_of_light import SpeedOfLight
+from trace_gaps.records.report import ExportSummary, ProcessReport, Report, SkipReason
+from trace_gaps.records.whatif import ReplayCheck
 from trace_gaps.report.levers import IGNORED
 from trace_gaps.report.step_reasons import describe_skip_reason, describe_step_choice
 from trace_gaps.units import format_duration

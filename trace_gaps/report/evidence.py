@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import shlex
 
-from trace_gaps.model import Bucket
-from trace_gaps.records import ExportSummary, ProcessReport
+from trace_gaps.records.report import ExportSummary, ProcessReport
 from trace_gaps.units import format_duration
+from trace_gaps.vocabulary import Bucket
 
 
 def export_time(ns: int) -> str:

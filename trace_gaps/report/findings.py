@@ -8,9 +8,11 @@ import re
 from dataclasses import dataclass
 from enum import StrEnum
 
-from trace_gaps.figures import StageGpuMetrics, StageSummary
-from trace_gaps.model import Bucket, IdleCause, OpKind, VerdictKind
-from trace_gaps.records import CallShare, Candidate, Evidence
+from trace_gaps.figures.gpu import StageGpuMetrics
+from trace_gaps.figures.stage import StageSummary
+from trace_gaps.model import OpKind
+from trace_gaps.records.report import CallShare, Candidate, Evidence
+from trace_gaps.vocabulary import Bucket, IdleCause, VerdictKind
 
 # A stage issuing at least this many eager launches per step is called launch-heavy.
 MANY_LAUNCHES_PER_STEP = 20

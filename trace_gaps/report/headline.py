@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from trace_gaps.model import VerdictKind
 from trace_gaps.report.levers import lever_words
 from trace_gaps.units import format_duration
+from trace_gaps.vocabulary import VerdictKind
 
 if TYPE_CHECKING:
-    from trace_gaps.records import Candidate, Pace, ReplayCheck
+    from trace_gaps.records.report import Candidate, Pace
+    from trace_gaps.records.whatif import ReplayCheck
 
 
 def write_headline(

@@ -7,14 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from trace_gaps.model import (
-    DISPATCH_FACTOR,
-    CallCategory,
-    ExecutionMode,
-    IdleCause,
-    OpKind,
-    VerdictKind,
-)
+from trace_gaps.model import CallCategory, OpKind
 from trace_gaps.report.findings import (
     Case,
     Judgement,
@@ -23,9 +16,10 @@ from trace_gaps.report.findings import (
     short_gap_split,
 )
 from trace_gaps.units import format_count, format_duration, format_rate
+from trace_gaps.vocabulary import DISPATCH_FACTOR, ExecutionMode, IdleCause, VerdictKind
 
 if TYPE_CHECKING:
-    from trace_gaps.records import Evidence, LongGapFinding
+    from trace_gaps.records.report import Evidence, LongGapFinding
 
 
 def write_idle_verdict(

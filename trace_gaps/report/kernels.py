@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from trace_gaps.model import OpKind
-from trace_gaps.records import KernelRow, ProcessReport
+from trace_gaps.records.report import KernelRow, ProcessReport
 from trace_gaps.report.tables import LEFT, RIGHT, Table
 from trace_gaps.units import NS_PER_US, format_count, format_duration, format_ms
 

@@ -11,7 +11,7 @@ from trace_gaps.analysis.replay.levers import (
     present_stages,
 )
 from trace_gaps.analysis.replay.model import StepModel
-from trace_gaps.records import NotApplicable
+from trace_gaps.records.whatif import NotApplicable
 
 # What each lever does, in words (reports, docs/what-if.md).
 LEVER_WORDS = {

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from trace_gaps.records import NoteNumber
+from trace_gaps.records.notes import NoteNumber
 
 Numbers = dict[str, NoteNumber]
 

@@ -13,21 +13,14 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from trace_gaps.analysis.kinds import kind_label
-from trace_gaps.model import NO_LAUNCH_CALL, OTHER_THREAD
 from trace_gaps.nsys.queries import KERNEL_TABLE, NVTX_TABLE
-from trace_gaps.records import (
-    Figures,
-    Note,
-    NoteCode,
-    NoteFacts,
-    StepChoice,
-    StepFound,
-    UnreliableFigures,
-)
+from trace_gaps.records.notes import Figures, Note, NoteCode, NoteFacts, UnreliableFigures
+from trace_gaps.records.report import StepChoice, StepFound
 from trace_gaps.report.export_notes import collectives_unsplit, exports_aligned, exports_apart
 from trace_gaps.report.note_numbers import Numbers, int_of, items_of
 from trace_gaps.report.step_reasons import describe_step_choice
 from trace_gaps.units import format_duration
+from trace_gaps.vocabulary import NO_LAUNCH_CALL, OTHER_THREAD
 
 
 def write_note(facts: NoteFacts) -> Note:

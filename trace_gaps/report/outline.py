@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
-from trace_gaps.records import Candidate, ProcessReport, Report
+from trace_gaps.records.report import Candidate, ProcessReport, Report
 from trace_gaps.report.descriptions import (
     describe_export,
     describe_steps,

@@ -23,11 +23,13 @@ from trace_gaps.analysis.replay.whatif import (
     priced_subset,
 )
 from trace_gaps.analysis.steps import IS_WARMUP, STEP_ID
-from trace_gaps.figures import SpeedOfLight, StageSummary
-from trace_gaps.model import END_NS, PID, SPECIAL_STAGES, START_NS, GraphTraceMode
+from trace_gaps.figures.speed_of_light import SpeedOfLight
+from trace_gaps.figures.stage import StageSummary
+from trace_gaps.model import END_NS, PID, START_NS, GraphTraceMode
 from trace_gaps.parallel import forked_map
-from trace_gaps.records import Prediction
+from trace_gaps.records.whatif import Prediction
 from trace_gaps.report.levers import NO_GPU_METRICS_WORDS, check_levers
+from trace_gaps.vocabulary import SPECIAL_STAGES
 
 Price = tuple[int, int]  # (predicted step, saving), ns per step
 

@@ -3,11 +3,11 @@ process per stage."""
 
 from __future__ import annotations
 
-from trace_gaps.figures import LEFT, RIGHT
-from trace_gaps.model import Bucket
-from trace_gaps.records import Report
+from trace_gaps.figures.declaration import LEFT, RIGHT
+from trace_gaps.records.report import Report
 from trace_gaps.report.tables import Table
 from trace_gaps.units import format_ms
+from trace_gaps.vocabulary import Bucket
 
 
 def ranks_table(report: Report) -> Table:

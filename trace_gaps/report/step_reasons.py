@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from trace_gaps.analysis.step_choice import CYCLE_SUFFIX, MIN_REPEATS
 from trace_gaps.analysis.steps import WARMUP_LENGTH_FACTOR
-from trace_gaps.records import SkipReason, StepChoice, StepFound
+from trace_gaps.records.report import SkipReason, StepChoice, StepFound
 
 
 def describe_step_choice(choice: StepChoice, name: str | None) -> str:

@@ -8,13 +8,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from trace_gaps.analysis.kinds import kind_label
-from trace_gaps.figures import LEFT as LEFT
-from trace_gaps.figures import RIGHT as RIGHT
-from trace_gaps.figures import gpu_figures, stage_columns
-from trace_gaps.model import CAUSE_ORDER, Bucket
-from trace_gaps.records import ProcessReport, Report
+from trace_gaps.figures.declaration import LEFT as LEFT
+from trace_gaps.figures.declaration import RIGHT as RIGHT
+from trace_gaps.figures.gpu import gpu_figures
+from trace_gaps.figures.stage import stage_columns
+from trace_gaps.records.report import ProcessReport, Report
 from trace_gaps.report.levers import not_applicable_words
 from trace_gaps.units import format_count, format_durations, format_ms
+from trace_gaps.vocabulary import CAUSE_ORDER, Bucket
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,7 +29,7 @@ class Table:
 
 
 def gpu_metrics_table(process: ProcessReport) -> Table:
-    """The GPU's own metrics per stage over its busy time (figures.StageGpuMetrics, declared
+    """The GPU's own metrics per stage over its busy time (figures/gpu.py StageGpuMetrics, declared
     once); no rows where the export has none."""
     figures = [f for f in gpu_figures() if f.header]
     stages = [s for s in process.stages if s.gpu_metrics is not None]
@@ -218,7 +219,7 @@ def ledger_table(process: ProcessReport) -> Table:
 
 
 # The per-stage table's columns, left to right, by header: each is declared with its figure
-# (figures.py, figure(columns=…)) and placed here; a new one goes where it reads best.
+# (figures/stage.py, figure(columns=…)) and placed here; a new one goes where it reads best.
 STAGE_TABLE = (
     "stage",
     "mode",
@@ -237,7 +238,7 @@ STAGE_TABLE = (
 
 
 def stage_table(process: ProcessReport) -> Table:
-    """Launch economics per stage: the figures declared with a column (figures.py), in
+    """Launch economics per stage: the figures declared with a column (figures/stage.py), in
     STAGE_TABLE's order."""
     declared = {column.header: (figure, column) for figure, column in stage_columns()}
     columns = [declared[header] for header in STAGE_TABLE]

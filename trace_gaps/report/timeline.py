@@ -40,7 +40,7 @@ from trace_gaps.model import (
     GpuMetric,
     GpuSamples,
 )
-from trace_gaps.records import GpuMetricLane, Spans, StepTimeline, StreamLane
+from trace_gaps.records.timeline import GpuMetricLane, Spans, StepTimeline, StreamLane
 from trace_gaps.units import format_duration
 
 

@@ -13,14 +13,15 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from trace_gaps.figures import MIN_SAMPLES_PER_STEP, StageGpuMetrics
-from trace_gaps.model import ExecutionMode, VerdictKind
+from trace_gaps.figures.gpu import MIN_SAMPLES_PER_STEP, StageGpuMetrics
 from trace_gaps.report.findings import Case, Finding, Judgement, StageFacts
 from trace_gaps.report.idle_verdicts import EXECUTION_WORDS, write_idle_verdict
 from trace_gaps.units import format_duration
+from trace_gaps.vocabulary import ExecutionMode, VerdictKind
 
 if TYPE_CHECKING:
-    from trace_gaps.records import Candidate, Evidence, RankSummary, UnsplitCollectives
+    from trace_gaps.records.ranks import RankSummary, UnsplitCollectives
+    from trace_gaps.records.report import Candidate, Evidence
 
 
 def write_candidate(finding: Finding, waits: RankSummary | None) -> Candidate:

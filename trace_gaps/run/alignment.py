@@ -38,7 +38,7 @@ from trace_gaps.analysis.collectives import (
 from trace_gaps.errors import about_file
 from trace_gaps.model import END_NS, NAME, PID, START_NS
 from trace_gaps.nsys.stream import stream_export
-from trace_gaps.records import NoteNumber
+from trace_gaps.records.notes import NoteNumber
 
 # Exports are one run only if, once aligned, the median spread of their shared collectives'
 # ends is within this. Measured: one run's, 0.12 µs (tp_rank0/tp_rank1, all-reduces) and

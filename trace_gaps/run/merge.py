@@ -9,7 +9,9 @@ from pathlib import Path
 from trace_gaps.analysis.engine.pipeline import Analysis
 from trace_gaps.analysis.note_facts import note_of
 from trace_gaps.model import PID
-from trace_gaps.records import Figures, NoteCode, NoteFacts, NoteNumber, RanksView, Report, Severity
+from trace_gaps.records.notes import Figures, NoteCode, NoteFacts, NoteNumber, Severity
+from trace_gaps.records.ranks import RanksView
+from trace_gaps.records.report import Report
 from trace_gaps.report.build import slowest_ranks
 from trace_gaps.report.notes import about_export, write_note
 from trace_gaps.run.alignment import Alignment

@@ -29,7 +29,9 @@ from trace_gaps.analysis.note_facts import note_of
 from trace_gaps.analysis.ranks import RankSource, build_ranks_across
 from trace_gaps.errors import TraceGapsError, about_file
 from trace_gaps.model import END_NS, START_NS, ExportInfo, Trace
-from trace_gaps.records import Figures, NoteCode, NoteFacts, NoteNumber, RanksView, Report, Severity
+from trace_gaps.records.notes import Figures, NoteCode, NoteFacts, NoteNumber, Severity
+from trace_gaps.records.ranks import RanksView
+from trace_gaps.records.report import Report
 from trace_gaps.report.build import build_report
 from trace_gaps.run.alignment import (
     Alignment,

@@ -12,7 +12,7 @@ from trace_gaps.analysis.engine.picks import StepPick, TimelineRequest, choose_r
 from trace_gaps.analysis.engine.pipeline import AnalysisOptions
 from trace_gaps.errors import TraceGapsError, about_file
 from trace_gaps.model import ExportInfo
-from trace_gaps.records import Report
+from trace_gaps.records.report import Report
 from trace_gaps.report.build import build_report
 
 DEFAULT_STEPS = 20

@@ -13,16 +13,8 @@ from trace_gaps.analysis.ledger import BUCKET, CAUSE, DURATION_NS
 from trace_gaps.analysis.step_range import parse_step_range
 from trace_gaps.analysis.steps import IS_WARMUP, STEP_ID, STEP_INDEX
 from trace_gaps.errors import TraceGapsError, UsageError
-from trace_gaps.model import (
-    END_NS,
-    GLOBAL_TID,
-    PID,
-    START_NS,
-    WAIT_CAUSE,
-    Bucket,
-    IdleCause,
-    VerdictKind,
-)
+from trace_gaps.model import END_NS, GLOBAL_TID, PID, START_NS
+from trace_gaps.vocabulary import WAIT_CAUSE, Bucket, IdleCause, VerdictKind
 
 
 class StepPick(StrEnum):

@@ -13,8 +13,9 @@ from trace_gaps.analysis.replay.model import StepModel
 from trace_gaps.analysis.replay.schedule import Replayed
 from trace_gaps.analysis.stages import CALL_END_NS, STAGE, StageMap, ThreadStages
 from trace_gaps.analysis.steps import STEP_ID
-from trace_gaps.model import CALL_CATEGORY, END_NS, GLOBAL_TID, PID, SPECIAL_STAGES, START_NS
-from trace_gaps.records import WhatIfLedgerEntry
+from trace_gaps.model import CALL_CATEGORY, END_NS, GLOBAL_TID, PID, START_NS
+from trace_gaps.records.whatif import WhatIfLedgerEntry
+from trace_gaps.vocabulary import SPECIAL_STAGES
 
 
 def replayed_ledger(

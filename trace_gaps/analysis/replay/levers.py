@@ -23,8 +23,9 @@ from trace_gaps.analysis.replay.model import (
     GRAPH_NODE_SPACING_NS,
     StepModel,
 )
-from trace_gaps.model import SPECIAL_STAGES, GraphTraceMode
-from trace_gaps.records import NotApplicable
+from trace_gaps.model import GraphTraceMode
+from trace_gaps.records.whatif import NotApplicable
+from trace_gaps.vocabulary import SPECIAL_STAGES
 
 # Host gaps at least this long (and LONG_GAP_FACTOR times the stage's median gap) are long
 # host gaps (as in long_gaps.py); a graph keeps them, `nogaps` removes them.

@@ -17,7 +17,8 @@ from trace_gaps.analysis.engine.pipeline import Analysis
 from trace_gaps.analysis.replay.joint import JointRun
 from trace_gaps.analysis.replay.model import StepModel
 from trace_gaps.analysis.replay.whatif import check_replay
-from trace_gaps.records import Pace, ReplayCheck
+from trace_gaps.records.report import Pace
+from trace_gaps.records.whatif import ReplayCheck
 
 
 class StepShape(StrEnum):

@@ -25,8 +25,10 @@ from trace_gaps.analysis.replay.levers import (
 )
 from trace_gaps.analysis.replay.model import StepModel
 from trace_gaps.analysis.replay.schedule import Replayed
-from trace_gaps.model import Bucket, GraphTraceMode
-from trace_gaps.records import Pace, Prediction, ReplayCheck
+from trace_gaps.model import GraphTraceMode
+from trace_gaps.records.report import Pace
+from trace_gaps.records.whatif import Prediction, ReplayCheck
+from trace_gaps.vocabulary import Bucket
 
 # The lever that fits each verdict kind (VerdictKind values).
 _LEVER_OF_KIND = {

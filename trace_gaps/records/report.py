@@ -1,20 +1,29 @@
-"""The records the Report is made of: every type a renderer, a plot or the JSON reads.
+"""The Report and the records of its processes: steps, ledger, candidates and their evidence,
+long gaps, graphs, kernels; every type a renderer, a plot or the JSON reads starts here.
 
-Analyses build them (analysis/summary.py, candidates.py, graphs.py, ranks.py, whatif.py;
-timeline.py), report.py assembles the Report, with the words of the findings (verdicts.py) and
-of the integrity notes (notes.py, from NoteFacts); the JSON is `asdict` of it and
-its Schema (schema.py) is generated from these classes. StageSummary, whose fields are the
-per-stage figures, is declared with their computation in figures.py.
+Analyses build them (analysis/summary.py, graphs.py, kernels.py; report/candidates.py),
+report/build.py assembles the Report, with the words of the findings (report/verdicts.py) and
+of the integrity notes (report/notes.py, from records/notes.py's NoteFacts); the JSON is
+`asdict` of it and its Schema (render/schema.py) is generated from these classes.
+StageSummary, whose fields are the per-stage figures, is declared with their computation in
+figures/stage.py; the notes, the what-if, the ranks and the timelines have their records
+beside this module.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Annotated
 
 from trace_gaps import __version__
-from trace_gaps.figures import SpeedOfLight as SpeedOfLight
-from trace_gaps.figures import StageSummary as StageSummary
+from trace_gaps.figures.speed_of_light import SpeedOfLight
+from trace_gaps.figures.stage import StageSummary, UnexpectedCounts
+from trace_gaps.records.notes import Note, UnreliableFigures
+from trace_gaps.records.ranks import RanksView
+from trace_gaps.records.timeline import StepTimeline
+from trace_gaps.records.whatif import Prediction, ReplayCheck
+from trace_gaps.vocabulary import DictKeys, IdleCause
 
 SCHEMA_VERSION = 3  # 2: keys renamed to one rule (docs/json.md, "Naming"); 3: notes as records
 # Fields (`X | None`, by name) that an option asks for: left out of the JSON where None, not
@@ -110,113 +119,6 @@ class SlowestRank:
     others_ns_per_step: dict[str, int]
 
 
-class Figures(StrEnum):
-    """Report figures that damaged rows can make unreliable (UnreliableFigures.figures), and
-    that an integrity note affects (Note.figures)."""
-
-    GPU_TIME = "gpu_time"  # GPU busy and idle time, the ledger, top kernels
-    LAUNCHES = "launches"  # launch counts, launches per step, idle split by cause, verdicts
-    STEPS = "steps"  # which steps and stages there are, and so every per-step figure
-    KERNELS = "kernels"  # per-kernel evidence and the top kernels
-    WAITS = "waits"  # collective waits across ranks
-    HOST_IDLE = "host_idle"  # idle time charged to host, and the host-gap findings
-
-
-class Severity(StrEnum):
-    """How an integrity note bears on the figures it names."""
-
-    INFO = "info"  # how the export was read: a choice made, a convention followed
-    PARTIAL = "partial"  # the figures miss some rows or cover part of the run
-    UNRELIABLE = "unreliable"  # the figures may be wrong: check before acting on them
-
-
-class NoteCode(StrEnum):
-    """What an integrity note is about: a stable code for tools and tests. Each has its words
-    in notes.py."""
-
-    # How the export was captured and read
-    NO_NVTX = "no_nvtx"
-    NO_STEP_RANGE = "no_step_range"
-    NO_CUDA_API = "no_cuda_api"
-    GRAPH_LEVEL_TRACE = "graph_level_trace"
-    OVERLAPPING_STEP_RANGES = "overlapping_step_ranges"
-    TIME_WINDOW_EXPORT = "time_window_export"
-    OLDER_SCHEMA = "older_schema"
-    NVTX_WITHOUT_TEXT_ID = "nvtx_without_text_id"
-    KERNELS_WITHOUT_GRAPH_NODE_ID = "kernels_without_graph_node_id"
-    # Rows lost, damaged or left out
-    LOST_LAUNCH_RECORDS = "lost_launch_records"
-    NSYS_LOST_EVENTS = "nsys_lost_events"
-    UNTIMED_ROWS = "untimed_rows"
-    DUPLICATE_ROWS = "duplicate_rows"
-    IMPOSSIBLE_OP_TIMES = "impossible_op_times"
-    IMPOSSIBLE_CALL_TIMES = "impossible_call_times"
-    UNRESOLVED_CALL_NAMES = "unresolved_call_names"
-    UNRESOLVED_KERNEL_NAMES = "unresolved_kernel_names"
-    IMPOSSIBLE_RANGE_TIMES = "impossible_range_times"
-    UNCLOSED_RANGES = "unclosed_ranges"
-    RANGES_CLOSED_ELSEWHERE = "ranges_closed_elsewhere"
-    PROFILER_OVERHEAD_IN_STEPS = "profiler_overhead_in_steps"
-    # Ranges, threads, processes and steps: where the time is charged
-    NAMED_DOMAINS_USED = "named_domains_used"
-    DOMAINS_LEFT_OUT = "domains_left_out"
-    PROCESSES_WITHOUT_STEPS = "processes_without_steps"
-    LAUNCHING_THREAD_BORROWED = "launching_thread_borrowed"
-    STEP_KINDS = "step_kinds"
-    OPS_WITHOUT_LAUNCH_CALL = "ops_without_launch_call"
-    OPS_FROM_OTHER_THREADS = "ops_from_other_threads"
-    STEPS_WITHOUT_GPU_WORK = "steps_without_gpu_work"
-    WARMUP_STEADY_LOADS = "warmup_steady_loads"
-    WARMUP_LENGTH_ONLY = "warmup_length_only"
-    # Processes, GPUs and collectives
-    UNMATCHED_COLLECTIVES = "unmatched_collectives"
-    SEVERAL_PROCESSES = "several_processes"
-    PROCESS_ON_SEVERAL_GPUS = "process_on_several_gpus"
-    # Several exports as one run (multi.py)
-    EXPORTS_ALIGNED = "exports_aligned"
-    EXPORTS_APART = "exports_apart"  # an export not of the first one's run, analysed apart
-    COLLECTIVES_UNSPLIT = "collectives_unsplit"  # one rank's export alone: its peers missing
-    WAITS_WITHIN_CLOCK_ERROR = "waits_within_clock_error"
-    EXPORT_NOT_ANALYSED = "export_not_analysed"
-
-
-# A note's number, name or list of them (each code's keys: its words in notes.py).
-NoteNumber = int | float | str | tuple[int, ...] | tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class NoteFacts:
-    """An integrity note as the analysis finds it: what (code), how it bears (severity) on
-    which figures, and the numbers its sentence is written from (notes.write_note)."""
-
-    code: NoteCode
-    severity: Severity
-    figures: tuple[Figures, ...]
-    numbers: dict[str, NoteNumber] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class Note:
-    """An integrity note: what in the export bears on which figures, as a stable code (for
-    tools and tests), a severity and the figures affected, with its sentence for people."""
-
-    code: str  # NoteCode
-    severity: str  # Severity
-    figures: list[str]  # Figures values ([] when no figure in particular)
-    text: str
-
-
-@dataclass(frozen=True, slots=True)
-class UnreliableFigures:
-    """Figures flagged: more than UNRELIABLE_SHARE of the rows they come from are damaged."""
-
-    figures: Figures
-    table: str  # "gpu_ops" or "api_calls"
-    problem: str  # "impossible_times" or "unresolved_names"
-    rows: int
-    of_rows: int
-
-
 @dataclass(frozen=True, slots=True)
 class ProcessReport:
     """Everything about one process (rank)."""
@@ -264,7 +166,8 @@ class StepSummary:
     reason: StepChoice
     steps_analysed: int
     steps_skipped: int
-    skip_reasons: dict[str, int]  # SkipReason code: steps skipped for it
+    # SkipReason code (never ANALYSED's): steps skipped for it
+    skip_reasons: Annotated[dict[str, int], DictKeys(r for r in SkipReason if r)]
     threads: int
     wall: WallStats
     index_range: str | None = None  # --steps A:B as normalised ("3:6"); None without
@@ -346,14 +249,14 @@ class Candidate:
 class Evidence:
     """The facts beside a candidate."""
 
-    idle_by_cause_ns_per_step: dict[str, int]
+    idle_by_cause_ns_per_step: Annotated[dict[str, int], DictKeys(IdleCause)]
     launches_per_step: float
     syncs_per_step: float
     host_ns_per_launch: int | None  # short-gap host time per launch (long gaps left out)
     top_kernels: list[KernelShare]
     top_api_calls: list[CallShare]
     longest_gaps: list[GapEvidence]
-    unexpected_calls_per_step: dict[str, float]
+    unexpected_calls_per_step: UnexpectedCounts
     host_blocked_in: list[CallShare] = field(default_factory=list)  # OS calls during idle host time
     long_host_gaps: list[LongGapFinding] = field(
         default_factory=list
@@ -477,180 +380,6 @@ class StepLedgerEntry:
         # 2.6x faster to load than the dataclass default, which looks up its fields each time.
         fields = (self.step_id, self.stage, self.bucket, self.cause, self.duration_ns)
         return StepLedgerEntry, fields
-
-
-@dataclass(frozen=True, slots=True)
-class ReplayCheck:
-    """The unchanged replay against the measured steps."""
-
-    steps: int
-    measured_ns: int
-    replayed_ns: int
-    error_pct: float  # (replayed − measured) / measured, in %
-    # How far predictions were from real "after" captures on this shape of step
-    # (analysis/replay/shapes.py): real pairs 0 where none has checked it, and then the
-    # candidates are ranked by the time they explain, not by their saving.
-    shape: str = ""
-    real_pairs: int = 0
-    within_pct: float = 0.0  # the largest error at the after's host speed, %
-    drifted_pct: float = 0.0  # the largest error as captured, the host's drift included, %
-
-
-@dataclass(frozen=True, slots=True)
-class Prediction:
-    """The levers' effect on the replayed steps of one process (of one kind of step)."""
-
-    levers: list[str]
-    steps: int  # how many steps were replayed
-    measured_ns: int  # their mean measured wall time
-    replayed_ns: int  # mean replayed, unchanged
-    lever_ns: int  # mean replayed with the levers pulled
-    saving_ns: int  # the process's mean step − predicted_ns (0 or more)
-    # the process's mean step less the replayed steps' relative saving (replayed_ns −
-    # lever_ns, kept within [0, the time the levers remove]); above zero, at most the step
-    predicted_ns: int
-    ledger: list[WhatIfLedgerEntry]  # replayed with the levers pulled
-    not_applicable: list[NotApplicable]  # levers asked for that these steps give nothing to
-    # The pids replayed together, ranks in lockstep (analysis/joint.py): the prediction is the
-    # run's step, the same in each of their sections; empty where this process is alone.
-    ranks: list[int] = field(default_factory=list)
-
-
-@dataclass(frozen=True, slots=True)
-class NotApplicable:
-    """A lever asked for that changes nothing in these steps (a kind or process of a run
-    whose other steps it does change): `no_stage` where they lack its stage, else the
-    stage lacks what the lever removes (why_not says what)."""
-
-    lever: str
-    stage: str
-    kind: str
-    reason: str  # "no_stage", "nothing_to_change" or "no_gpu_metrics" (a sol lever)
-
-
-@dataclass(frozen=True, slots=True)
-class WhatIfLedgerEntry:
-    """One (stage, bucket, cause) of the replayed steps with the levers pulled."""
-
-    stage: str
-    bucket: str
-    cause: str
-    ns_per_step: int
-
-
-@dataclass(frozen=True, slots=True)
-class RanksView:
-    """Who waits for whom. pace_setter_pid is None without matched collectives."""
-
-    pace_setter_pid: int | None
-    processes: list[RankSummary]
-    matched_instances: int
-    unmatched_instances: int
-    pace_setter: str | None = None  # its label
-
-
-@dataclass(frozen=True, slots=True)
-class RankSummary:
-    """One process's collectives, per analysed step."""
-
-    pid: int
-    collectives_per_step: float
-    collective_ns_per_step: int  # the collective kernels' time, waits included
-    wait_ns_per_step: int  # of it, waiting for a peer
-    last_arrival_fraction: float  # of its matched collectives, the share in which it arrived last
-    waits_for: list[PeerWait]
-    label: str = ""  # "file:pid" where pids repeat across exports, else the pid
-    # Set when none of its collectives has a participant elsewhere in the analysis.
-    unsplit: UnsplitCollectives | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class PeerWait:
-    """Time per step a process waits in collectives for one peer (the last to arrive)."""
-
-    pid: int
-    ns_per_step: int
-    last_arrivals_per_step: float  # instances per step in which that peer arrived last
-    # What the peer's step thread was in while this process waited: stage -> ns per step.
-    peer_stages_ns_per_step: dict[str, int]
-    label: str = ""  # "file:pid" where pids repeat across exports, else the pid
-    # Of that wait, how long the peer's GPU sat idle, by cause (same export only): the peer is
-    # late because of its host (launch, host, sync ...) rather than its own GPU work.
-    peer_idle_ns_per_step: dict[str, int] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class UnsplitCollectives:
-    """A process's collective time that no peer in the analysis splits into waiting and
-    transfer (one rank's export alone), per analysed step."""
-
-    collective_ns_per_step: int
-    # Time beyond TRANSFER_CEILING_FACTOR x the shortest instance of the kernel's name on its
-    # GPU, summed: at least this much is waiting. None: no bound (no_bound_reason says why).
-    wait_lower_bound_ns_per_step: int | None
-    no_bound_reason: str  # "" when there is a bound
-    names: list[str]  # its collective kernels, most time first
-    exports_to_add: str  # a glob of the other ranks' exports, guessed from the file name ("")
-    # The wait lower bound is at least UNSPLIT_SHARE_OF_STEP of the process's mean step: how
-    # much a lever of this process saves the run is the missing ranks' to decide (a rank made
-    # faster arrives earlier and waits longer), so none of its candidates is priced.
-    peers_decide_levers: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class StepTimeline:
-    """Everything a timeline picture draws for one step of one thread."""
-
-    view: str  # the TimelineRequest.view that chose this step
-    pid: int
-    thread: int  # the step's thread id (tid, not globalTid)
-    step_id: int
-    step_index: int
-    step_name: str | None
-    is_warmup: bool
-    start_offset_ns: int  # the step's start, from the trace start
-    wall_ns: int
-    stages: Spans  # the innermost stage open on the step's thread, as the ledger charges it
-    api_calls: Spans  # CUDA calls on the step's thread; group is the CallCategory value
-    streams: list[StreamLane]  # every stream of the process with an op in the step
-    idle: Spans  # GPU idle runs of one cause each; group and name are the IdleCause value
-    # view "finding": the picks.Finding drawn at its largest, and its time in this step
-    finding: str = ""
-    finding_ns: int = 0
-    # The GPU's metric samples over the step (left out where the export has none).
-    gpu_metrics: GpuMetricLane | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class GpuMetricLane:
-    """The GPU's metric samples over one step (--gpu-metrics-devices): each sample's period
-    as ns offsets from the step start, cut to the step, and its values there."""
-
-    start_ns: list[int]
-    end_ns: list[int]
-    dram_read_pct: list[float]  # % of peak DRAM bandwidth
-    sm_active_pct: list[float]  # % of SMs with a warp resident
-
-
-@dataclass(frozen=True, slots=True)
-class StreamLane:
-    """The GPU ops of one stream in one step; each op's group is the stage that launched it."""
-
-    device_id: int
-    stream_id: int
-    ops: Spans
-    # The parts of collective ops spent waiting for a peer process (group: the op's stage).
-    waits: Spans = field(default_factory=lambda: Spans([], [], [], []))
-
-
-@dataclass(frozen=True, slots=True)
-class Spans:
-    """Columns of time spans: ns offsets from the step start, a colour group and a text each."""
-
-    start_ns: list[int]
-    end_ns: list[int]
-    group: list[str]  # what colours the span: a stage, a call category or an idle cause
-    name: list[str]  # what to write on it when it is wide enough
 
 
 @dataclass(frozen=True, slots=True)

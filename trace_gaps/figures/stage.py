@@ -1,12 +1,15 @@
 """The per-stage figures, each declared once: the fields of StageSummary.
 
-A figure's declaration (`figure(...)` on its field) says everything about it: its unit, how
-it is computed from the stage's inputs (totals summed per window over the analysed steps,
-the ledger's means, the launch spacing) and reduced over the steps, its doc line, and its
-columns in the per-stage table. The table (report/tables.py), the JSON and its Schema
-(asdict and schema.py read the fields), the diff's stage sides (changes.py) and the list in
-docs/json.md (`figures_doc`) are made from these declarations. To add a figure: compute its
-input per window (a metric, analysis/metrics.py), give it to StageInputs, and declare it here.
+A figure's declaration (`figure(...)` on its field, figures/declaration.py) says everything
+about it: its unit, how it is computed from the stage's inputs (totals summed per window over
+the analysed steps, the ledger's means, the launch spacing) and reduced over the steps, its
+doc line, its columns in the per-stage table, whether the CSV has it and how the diff
+compares it. The table (report/tables.py, which places the columns in STAGE_TABLE), the JSON
+and its Schema (asdict and render/schema.py read the fields), the CSV (render/csv.py), the
+diff's stage sides (diff/changes.py) and the list in docs/json.md (`figures_doc`) are made
+from these declarations. To add a figure: compute its input per window (a Total, counted in
+analysis/launches.py, or a metric of analysis/engine/), give it to StageInputs, and declare
+it here.
 
 A name that is not declared fails loudly: `STAGE_FIGURES["syncs"]` and `totals[Total.SYNC]`
 raise (KeyError, AttributeError), never read as 0.
@@ -14,16 +17,25 @@ raise (KeyError, AttributeError), never read as 0.
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Annotated, Any, TypeAlias
 
-from trace_gaps.model import CallCategory, ExecutionMode, OpKind
+from trace_gaps.figures.declaration import (
+    LEFT,
+    MEAN,
+    NONE,
+    OVER_STEPS,
+    Column,
+    Figure,
+    declared_figures,
+    figure,
+)
+from trace_gaps.figures.gpu import StageGpuMetrics, gpu_figures, summarise_gpu_metrics
+from trace_gaps.figures.inputs import StageInputs, mean_over_steps, per_step
+from trace_gaps.model import CallCategory, OpKind
 from trace_gaps.units import format_ms
-
-LEFT, RIGHT = "left", "right"
+from trace_gaps.vocabulary import DictKeys, ExecutionMode
 
 
 class Total(StrEnum):
@@ -66,7 +78,11 @@ LAUNCH_TOTALS: dict[OpKind, Total] = {
     OpKind.MEMCPY: Total.MEMCPY_LAUNCHES,
     OpKind.MEMSET: Total.MEMSET_LAUNCHES,
 }
+
+
 EAGER_KINDS = (OpKind.KERNEL, OpKind.MEMCPY, OpKind.MEMSET)
+
+
 # Work that should not be in a steady-state step: its count and its time, per category.
 UNEXPECTED_TOTALS: dict[CallCategory, tuple[Total, Total]] = {
     CallCategory.MODULE_LOAD: (Total.MODULE_LOADS, Total.MODULE_LOAD_NS),
@@ -75,60 +91,12 @@ UNEXPECTED_TOTALS: dict[CallCategory, tuple[Total, Total]] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class StageInputs:
-    """What one stage's figures are computed from (analysis/summary.py gathers it)."""
-
-    name: str
-    steps: int  # analysed steps
-    totals: Mapping[str, int]  # every Total, summed over the analysed steps
-    busy_ns_per_step: int  # the ledger's means
-    idle_ns_per_step: int
-    launch_spacing_ns: int | None  # median host gap before a launch (whole µs); None: no launch
-    long_gap_threshold_ns: int  # host gaps longer than this are long
-    even_gap_fraction: float | None
-    long_gaps: int  # over the analysed steps
-    long_gap_idle_ns: int
-    step_values: Mapping[str, Sequence[int]]  # every StepValue: one per step that has one
-    gpu_metrics: StageGpuInputs | None = None  # None: the export has no GPU metrics
-
-    def total(self, *totals: Total) -> int:
-        """The sum of the given totals (KeyError for one the frame lacks)."""
-        return sum(int(self.totals[total]) for total in totals)
-
-    def per_step(self, *totals: Total) -> float:
-        """The totals' sum per analysed step, two decimals."""
-        return per_step(self.total(*totals), self.steps)
-
-    def ns_per_step(self, *totals: Total) -> int:
-        """The totals' sum (ns) per analysed step, whole ns."""
-        return int(round(self.per_step(*totals)))
+# Per-step counts keyed by those kinds and categories (a dict may hold fewer keys: an evidence
+# without a stage summary has none).
+LaunchCounts: TypeAlias = Annotated[dict[str, float], DictKeys(LAUNCH_TOTALS)]
 
 
-@dataclass(frozen=True, slots=True)
-class StageGpuInputs:
-    """One stage's GPU metric integrals over its busy time in the analysed steps
-    (analysis/gpu_metrics.py: sampled_ns and each metric's ns at 100 %, the clock's MHz x ns),
-    and the GPU's peak DRAM bandwidth and sampling period."""
-
-    integrals: Mapping[str, int]
-    peak_bytes_per_s: int
-    period_ns: int
-
-    def share(self, name: str) -> float:
-        """The metric's mean share of 100 % over the sampled busy time (0 when none)."""
-        sampled = self.integrals["sampled_ns"]
-        return self.integrals[name] / sampled if sampled else 0.0
-
-
-def per_step(total: float, steps: int) -> float:
-    """A total per step, two decimals (0 without steps)."""
-    return round(float(total) / steps, 2) if steps else 0.0
-
-
-def mean_over_steps(values: Sequence[int]) -> int | None:
-    """The mean of a per-step value over the steps that have one, whole ns (None: none has)."""
-    return int(round(sum(values) / len(values))) if values else None
+UnexpectedCounts: TypeAlias = Annotated[dict[str, float], DictKeys(UNEXPECTED_TOTALS)]
 
 
 def execution_mode(graph_ops: int, eager_ops: int) -> ExecutionMode:
@@ -140,46 +108,6 @@ def execution_mode(graph_ops: int, eager_ops: int) -> ExecutionMode:
     if eager_ops:
         return ExecutionMode.EAGER
     return ExecutionMode.NONE
-
-
-@dataclass(frozen=True, slots=True)
-class Column:
-    """One column of the per-stage table: header, cell text from the figure's value, and
-    alignment (its place: report/tables.py STAGE_TABLE)."""
-
-    header: str
-    cell: Callable[[Any], str]
-    align: str = RIGHT
-
-
-@dataclass(frozen=True, slots=True)
-class Figure:
-    """One per-stage figure: its JSON key (the field's name) and everything said about it."""
-
-    name: str
-    unit: str
-    doc: str
-    compute: Callable[[StageInputs], Any]
-    reduced: str  # how the steps' values become one
-    columns: tuple[Column, ...] = ()
-
-
-_FIGURE = "figure"
-MEAN = "mean per analysed step"
-OVER_STEPS = "over all analysed steps"
-NONE = "-"
-
-
-def figure(
-    unit: str,
-    doc: str,
-    compute: Callable[[StageInputs], Any],
-    *,
-    reduced: str = MEAN,
-    columns: tuple[Column, ...] = (),
-) -> Any:
-    """Declare a StageSummary field as a figure (its name is the field's)."""
-    return field(metadata={_FIGURE: Figure("", unit, doc, compute, reduced, columns)})
 
 
 def _count(value: float) -> str:
@@ -205,6 +133,8 @@ def _queue_delay_per_launch(stage: StageInputs) -> int:
 
 
 _KEYS = "{" + ", ".join(f'"{kind}"' for kind in LAUNCH_TOTALS) + "}"
+
+
 _UNEXPECTED_KEYS = "{" + ", ".join(f'"{kind}"' for kind in UNEXPECTED_TOTALS) + "}"
 
 
@@ -225,6 +155,7 @@ class StageSummary:
         lambda s: execution_mode(s.total(Total.GRAPH_OPS), s.total(Total.EAGER_OPS)).value,
         reduced=OVER_STEPS,
         columns=(Column("mode", str, LEFT),),
+        compared=True,
     )
     busy_ns_per_step: int = figure(
         "ns/step", "GPU busy time charged to the stage (the ledger)", lambda s: s.busy_ns_per_step
@@ -232,7 +163,7 @@ class StageSummary:
     idle_ns_per_step: int = figure(
         "ns/step", "GPU idle time charged to the stage (the ledger)", lambda s: s.idle_ns_per_step
     )
-    launches_per_step: dict[str, float] = figure(
+    launches_per_step: LaunchCounts = figure(
         f"{_KEYS}: launches/step",
         "launch calls by what they launch (a graph launch replays a graph)",
         lambda s: {kind.value: s.per_step(total) for kind, total in LAUNCH_TOTALS.items()},
@@ -242,6 +173,13 @@ class StageSummary:
             _launch_column(OpKind.MEMSET, "memset"),
             _launch_column(OpKind.GRAPH, "graph replays"),
         ),
+        # The diff shows a "mixed" stage by its parts; its eager launches are the parts' sum.
+        compared={
+            "eager_launches_per_step": EAGER_KINDS,
+            "graph_launches_per_step": (OpKind.GRAPH,),
+            "kernel_launches_per_step": (OpKind.KERNEL,),
+            "copy_launches_per_step": (OpKind.MEMCPY, OpKind.MEMSET),
+        },
     )
     eager_launches_per_step: float = figure(
         "launches/step",
@@ -283,7 +221,7 @@ class StageSummary:
         lambda s: s.ns_per_step(Total.SYNC_NS),
         columns=(Column("sync ms", format_ms),),
     )
-    unexpected_calls_per_step: dict[str, float] = figure(
+    unexpected_calls_per_step: UnexpectedCounts = figure(
         f"{_UNEXPECTED_KEYS}: calls/step",
         "work that should not be in a steady-state step: code loads, allocations, graph setup",
         lambda s: {
@@ -313,6 +251,7 @@ class StageSummary:
         _nodes_per_replay,
         reduced=OVER_STEPS,
         columns=(Column("nodes/replay", lambda n: "" if n is None else f"{n:g}"),),
+        compared=True,
     )
     launch_spacing_ns: int | None = figure(
         "ns",
@@ -360,156 +299,7 @@ class StageSummary:
     )
 
 
-@dataclass(frozen=True, slots=True)
-class GpuFigure:
-    """One GPU metric figure of a stage: unit, doc, and its column in the GPU metrics table."""
-
-    name: str
-    unit: str
-    doc: str
-    header: str
-    cell: Callable[[Any], str]
-
-
-def _gpu(unit: str, doc: str, header: str, cell: Callable[[Any], str]) -> Any:
-    return field(metadata={_FIGURE: GpuFigure("", unit, doc, header, cell)})
-
-
-def _pct(value: float) -> str:
-    return f"{value:.1f}"
-
-
-def _mb(value: int) -> str:
-    return f"{value / 1e6:.1f}"
-
-
-@dataclass(frozen=True, slots=True)
-class StageGpuMetrics:
-    """A stage's GPU metrics over its busy time (each sample's rate while some op ran, shared
-    among the stages by their busy time in it), per analysed step, and its speed of light."""
-
-    samples_per_step: float = _gpu(
-        "samples/step",
-        "sampling periods of the stage's busy time per step: under MIN_SAMPLES_PER_STEP the "
-        "rates are rough",
-        "samples",
-        lambda n: f"{n:g}",
-    )
-    dram_read_pct: float = _gpu("% of peak", "DRAM read bandwidth while busy", "DRAM read %", _pct)
-    dram_write_pct: float = _gpu("% of peak", "DRAM write bandwidth while busy", "write %", _pct)
-    dram_read_bytes_per_step: int = _gpu(
-        "bytes/step", "bytes read from DRAM: read % x peak x busy time", "read MB", _mb
-    )
-    dram_write_bytes_per_step: int = _gpu("bytes/step", "bytes written to DRAM", "write MB", _mb)
-    sm_active_pct: float = _gpu("%", "SMs with a warp resident", "SM active %", _pct)
-    sm_issue_pct: float = _gpu("%", "SM sub-partition cycles issuing", "SM issue %", _pct)
-    tensor_active_pct: float = _gpu("%", "cycles the tensor pipes ran", "tensor %", _pct)
-    gpc_clock_mhz: int = _gpu("MHz", "mean GPC clock over the busy time", "clock MHz", str)
-    memory_sol_ns_per_step: int = _gpu(
-        "ns/step", "what its DRAM bytes (read and written) need at peak bandwidth", "", format_ms
-    )
-    tensor_sol_ns_per_step: int = _gpu(
-        "ns/step",
-        "its tensor-active time: what its tensor work needs at full tensor use",
-        "",
-        format_ms,
-    )
-    sol_ns_per_step: int = _gpu(
-        "ns/step",
-        "speed of light: the larger of the two (the GPU busy time it cannot go below)",
-        "SoL ms",
-        format_ms,
-    )
-    sol_fraction: float | None = _gpu(
-        "fraction",
-        "speed of light over busy time: 1 at the limit (null: no busy time)",
-        "busy/SoL",
-        lambda r: "" if not r else f"{1 / r:.1f}x",
-    )
-
-
-# Fewer sampling periods per step than this: a stage's rates are rough (said by the verdict).
-MIN_SAMPLES_PER_STEP = 4
-
-
-def summarise_gpu_metrics(stage: StageInputs) -> StageGpuMetrics | None:
-    """A stage's GPU metric figures (None without GPU metrics)."""
-    gpu = stage.gpu_metrics
-    if gpu is None:
-        return None
-    busy = stage.busy_ns_per_step
-    read, write = gpu.share("dram_read_ns"), gpu.share("dram_write_ns")
-    tensor = gpu.share("tensor_active_ns")
-    memory_ns = int(round((read + write) * busy))
-    tensor_ns = int(round(tensor * busy))
-    sol = max(memory_ns, tensor_ns)
-    return StageGpuMetrics(
-        samples_per_step=per_step(gpu.integrals["sampled_ns"] / gpu.period_ns, stage.steps),
-        dram_read_pct=round(100 * read, 1),
-        dram_write_pct=round(100 * write, 1),
-        dram_read_bytes_per_step=int(round(read * gpu.peak_bytes_per_s * busy / 1e9)),
-        dram_write_bytes_per_step=int(round(write * gpu.peak_bytes_per_s * busy / 1e9)),
-        sm_active_pct=round(100 * gpu.share("sm_active_ns"), 1),
-        sm_issue_pct=round(100 * gpu.share("sm_issue_ns"), 1),
-        tensor_active_pct=round(100 * tensor, 1),
-        gpc_clock_mhz=int(round(gpu.share("gpc_clock_mhz_ns"))),
-        memory_sol_ns_per_step=memory_ns,
-        tensor_sol_ns_per_step=tensor_ns,
-        sol_ns_per_step=sol,
-        sol_fraction=round(sol / busy, 3) if busy else None,
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class SpeedOfLight:
-    """How far the step's GPU work is from the GPU's limits: every stage's speed of light
-    (StageGpuMetrics.sol_ns_per_step) added up, beside the measured step and GPU busy time."""
-
-    step_ns: int  # the measured step, mean over the analysed steps
-    busy_ns_per_step: int  # GPU busy, every stage's (the ledger)
-    sol_ns_per_step: int  # the stages' speed of light, summed
-    memory_sol_ns_per_step: int  # of which their DRAM bytes at peak bandwidth
-    dram_bytes_per_step: int  # read and written, every stage's
-    # The step predicted with every stage's GPU work at its speed of light: the what-if of
-    # `levers` (each stage's sol; docs/what-if.md). None: no step replayed.
-    predicted_step_ns: int | None = None
-    levers: list[str] = field(default_factory=list)
-
-
-def speed_of_light(
-    stages: Sequence[StageSummary], step_ns: int, busy_ns_per_step: int
-) -> SpeedOfLight | None:
-    """The step's speed of light from its stages' (None without GPU metrics)."""
-    measured = [stage.gpu_metrics for stage in stages if stage.gpu_metrics is not None]
-    if not measured:
-        return None
-    return SpeedOfLight(
-        step_ns=step_ns,
-        busy_ns_per_step=busy_ns_per_step,
-        sol_ns_per_step=sum(m.sol_ns_per_step for m in measured),
-        memory_sol_ns_per_step=sum(m.memory_sol_ns_per_step for m in measured),
-        dram_bytes_per_step=sum(
-            m.dram_read_bytes_per_step + m.dram_write_bytes_per_step for m in measured
-        ),
-    )
-
-
-def gpu_figures() -> list[GpuFigure]:
-    """The GPU metric figures of a stage, in their order, each with its name."""
-    return [
-        dataclasses.replace(f.metadata[_FIGURE], name=f.name)
-        for f in dataclasses.fields(StageGpuMetrics)
-    ]
-
-
-def _declared(cls: type) -> dict[str, Figure]:
-    return {
-        f.name: dataclasses.replace(f.metadata[_FIGURE], name=f.name)
-        for f in dataclasses.fields(cls)
-    }
-
-
-STAGE_FIGURES: dict[str, Figure] = _declared(StageSummary)
+STAGE_FIGURES: dict[str, Figure] = declared_figures(StageSummary)
 
 
 def summarise_stage(stage: StageInputs) -> StageSummary:
@@ -520,6 +310,24 @@ def summarise_stage(stage: StageInputs) -> StageSummary:
 def stage_columns() -> list[tuple[Figure, Column]]:
     """The per-stage table's columns, each with its figure, in the figures' order."""
     return [(f, column) for f in STAGE_FIGURES.values() for column in f.columns]
+
+
+def csv_figures() -> list[Figure]:
+    """The figures the CSV has a column of, in their declaration order."""
+    return [f for f in STAGE_FIGURES.values() if f.in_csv]
+
+
+def compared_figures(stage: StageSummary) -> dict[str, Any]:
+    """The stage's figures as the diff compares them, by the names of its stage side."""
+    compared: dict[str, Any] = {}
+    for f in STAGE_FIGURES.values():
+        value = getattr(stage, f.name)
+        if f.compared is True:
+            compared[f.name] = value
+        elif f.compared:
+            for name, keys in f.compared.items():
+                compared[name] = round(sum(value[key] for key in keys), 2)
+    return compared
 
 
 def figures_doc() -> str:
