@@ -290,3 +290,11 @@ def _overlaps(
         if ns > 0:
             totals[name] = totals.get(name, 0) + ns
     return totals
+
+
+def sharing_gpus(analysis: Analysis, pid: int) -> tuple[int, ...]:
+    """Other processes that ran ops on the GPUs this process used."""
+    ops = analysis.device_ops
+    devices = ops.loc[ops[PID] == pid, DEVICE_ID].unique()
+    others = ops.loc[ops[DEVICE_ID].isin(devices) & (ops[PID] != pid), PID].unique()
+    return tuple(sorted(int(other) for other in others))

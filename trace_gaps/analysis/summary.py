@@ -47,7 +47,6 @@ from trace_gaps.analysis.steps import IS_WARMUP, SKIP_REASON, STEP_ID, STEP_INDE
 from trace_gaps.figures.inputs import StageGpuInputs, StageInputs, per_step
 from trace_gaps.figures.stage import StageSummary, StepValue, summarise_stage
 from trace_gaps.model import (
-    DEVICE_ID,
     END_NS,
     GLOBAL_TID,
     NAME,
@@ -392,11 +391,3 @@ def graph_facts(
         replays_per_step=per_step(sum(s.launches_per_step[OpKind.GRAPH] * n for s in stages), n),
         unmatched_captures=sum(1 for capture in described if capture.stage is None),
     )
-
-
-def sharing_gpus(analysis: Analysis, pid: int) -> tuple[int, ...]:
-    """Other processes that ran ops on the GPUs this process used."""
-    ops = analysis.device_ops
-    devices = ops.loc[ops[PID] == pid, DEVICE_ID].unique()
-    others = ops.loc[ops[DEVICE_ID].isin(devices) & (ops[PID] != pid), PID].unique()
-    return tuple(sorted(int(other) for other in others))

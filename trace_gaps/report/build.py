@@ -16,7 +16,7 @@ from trace_gaps.analysis.kinds import (
     kind_label,
     ordered_kinds,
 )
-from trace_gaps.analysis.ranks import build_ranks, unsplit_notes
+from trace_gaps.analysis.ranks import build_ranks, sharing_gpus, unsplit_notes
 from trace_gaps.analysis.replay.joint import JointRun
 from trace_gaps.analysis.replay.levers import Lever
 from trace_gaps.analysis.replay.shapes import replay_trust
@@ -25,25 +25,33 @@ from trace_gaps.analysis.replay.whatif import (
 )
 from trace_gaps.analysis.steps import STEP_KIND
 from trace_gaps.analysis.summary import (
+    ProcessFrames,
     busy_ns_per_step,
     graph_facts,
     ledger_entries,
     long_gap_findings,
     process_frames,
-    sharing_gpus,
     step_ledger_entries,
     step_rows,
     summarise_stages,
     summarise_steps,
 )
 from trace_gaps.figures.speed_of_light import speed_of_light
+from trace_gaps.figures.stage import StageSummary
 from trace_gaps.model import (
     GLOBAL_TID,
     PID,
     Trace,
 )
-from trace_gaps.records.ranks import RanksView
-from trace_gaps.records.report import ExportSummary, KindRow, ProcessReport, SlowestRank
+from trace_gaps.records.ranks import RankSummary, RanksView
+from trace_gaps.records.report import (
+    ExportSummary,
+    GraphFacts,
+    KindRow,
+    LongGapFinding,
+    ProcessReport,
+    SlowestRank,
+)
 from trace_gaps.records.report import Report as Report  # cli.py and bundle.py import it from here
 from trace_gaps.report.candidates import assemble_candidates
 from trace_gaps.report.findings import Finding
@@ -51,6 +59,7 @@ from trace_gaps.report.headline import write_headline
 from trace_gaps.report.notes import write_note
 from trace_gaps.report.pricing import (
     Price,
+    Prices,
     at_speed_of_light,
     at_the_limits,
     checked_levers,
@@ -193,34 +202,22 @@ def _process_report(
     waits = next(
         (r for r in ranks.processes if r.pid == pid and r.label == (label or str(pid))), None
     )
-
     pace = pace_of(prices.priced, prices.names, mean_ns, busy_ns_per_step(frames))
     trust = replay_trust(analysis, pid, pace, joint)
-    # Where no real pair has checked the replay on this shape of step, its savings do not rank
-    # the candidates: the time each explains does.
-    ranked_by_saving = bool(prices.models) and trust.covered
-
-    def judge(saving: Callable[[str, str], Price | None]) -> list[Finding]:
-        return assemble_candidates(
-            frames,
-            stages,
-            findings,
-            graphs,
-            sharing_gpus(analysis, pid),
-            frames.n,
-            trace_start,
-            top=top,
-            waits=waits,
-            saving=saving if ranked_by_saving else None,
-        )
-
-    if ranked_by_saving:
-        # Every lever the ranking may price (it asks for each one the others do not rule out:
-        # all of them when each prices to None), priced at once on forked children.
-        asked: list[tuple[str, str]] = []
-        judge(lambda stage, lever: asked.append((stage, lever)))
-        prices.price_at_once(list(dict.fromkeys(asked)))
-    candidates = [write_candidate(finding, waits) for finding in judge(prices.saving)]
+    judged = _judged(
+        frames,
+        stages,
+        findings,
+        graphs,
+        sharing_gpus(analysis, pid),
+        trace_start,
+        top=top,
+        waits=waits,
+        # Where no real pair has checked the replay on this shape of step, its savings do
+        # not rank the candidates: the time each explains does.
+        prices=prices if prices.models and trust.covered else None,
+    )
+    candidates = [write_candidate(finding, waits) for finding in judged]
     busy_ns = busy_ns_per_step(frames)
     step_name = analysis.selection.name
     if analysis.kind is not None:
@@ -252,6 +249,46 @@ def _process_report(
         speed_of_light=at_the_limits(speed_of_light(stages, mean_ns, busy_ns), stages, prices),
         pace=pace,
     )
+
+
+def _judged(
+    frames: ProcessFrames,
+    stages: list[StageSummary],
+    findings: list[LongGapFinding],
+    graphs: GraphFacts,
+    shared_with: tuple[int, ...],
+    trace_start: int,
+    *,
+    top: int,
+    waits: RankSummary | None,
+    prices: Prices | None,
+) -> list[Finding]:
+    """The candidates judged and ranked: by their levers' savings where prices are given (every
+    lever the ranking may price is priced at once on forked children first), else by the time
+    each explains."""
+
+    def judge(saving: Callable[[str, str], Price | None] | None) -> list[Finding]:
+        return assemble_candidates(
+            frames,
+            stages,
+            findings,
+            graphs,
+            shared_with,
+            frames.n,
+            trace_start,
+            top=top,
+            waits=waits,
+            saving=saving,
+        )
+
+    if prices is None:
+        return judge(None)
+    # Every lever the ranking may price (it asks for each one the others do not rule out:
+    # all of them when each prices to None).
+    asked: list[tuple[str, str]] = []
+    judge(lambda stage, lever: asked.append((stage, lever)))
+    prices.price_at_once(list(dict.fromkeys(asked)))
+    return judge(prices.saving)
 
 
 def slowest_ranks(processes: list[ProcessReport]) -> list[SlowestRank]:
