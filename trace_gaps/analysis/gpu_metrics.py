@@ -98,7 +98,7 @@ def measure_gpu_metrics(
     ops: pd.DataFrame,
     steps: pd.DataFrame,
     source: GpuMetricSource | None,
-    dropped: DroppedBusy | None = None,
+    dropped: DroppedBusy,
 ) -> GpuMetricTotals | None:
     """Each stage's integrals over its busy time in the analysed steps (module docstring).
 
@@ -113,7 +113,7 @@ def measure_gpu_metrics(
         return GpuMetricTotals(empty, source.peak_bytes_per_s, source.period_ns)
     lo, hi = int(analysed[START_NS].min()), int(analysed[END_NS].max())
     samples = source.samples(lo, hi)
-    rates = _rates_while_busy(samples, ops, dropped or DroppedBusy.none())
+    rates = _rates_while_busy(samples, ops, dropped)
     parts = [_integrals(pid, ops, analysed, samples, rates) for pid in np.unique(analysed[PID])]
     parts = [part for part in parts if len(part)]
     totals = pd.concat(parts, ignore_index=True) if parts else empty

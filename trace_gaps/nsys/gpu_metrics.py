@@ -62,7 +62,9 @@ class GpuMetricTable:
 
     def samples(self, lo: int, hi: int) -> GpuSamples:
         """The samples whose period overlaps [lo, hi), in time order."""
-        margin = self.longest_sample_ns  # a sample's time jitters by some ns around the period
+        # The sample across lo began at most this long before it; a sample before hi ends
+        # at the next one's time only if it was read (at most this long after it).
+        margin = self.longest_sample_ns
         with open_export(self.path) as connection, reading_export(self.path):
             first = _first_row_at(connection, lo - margin, self.first_row, self.last_row)
             stop = _first_row_at(connection, hi + margin, first, self.last_row)
@@ -148,8 +150,11 @@ def _pivot(
         mine = ids == metric_id
         column[at[mine]] = values[mine]
         columns[metric] = column
-    following = np.r_[times[1:], np.iinfo(np.int64).max]
-    ends = np.where(following - times <= 2 * period_ns, following, times + period_ns)
+    if len(times):
+        close = np.r_[np.diff(times) <= 2 * period_ns, False]
+        ends = np.where(close, np.r_[times[1:], times[-1:]], times + period_ns)
+    else:
+        ends = times
     keep = (ends > lo) & (times < hi)
     return GpuSamples(
         time_ns=times[keep],
