@@ -63,11 +63,20 @@ SCHEMA = {
         "nameId INTEGER, graphId INTEGER, originalGraphId INTEGER, graphExecId INTEGER"
     ),
     "PROFILER_OVERHEAD": "start INTEGER, end INTEGER, globalTid INTEGER, nameId INTEGER",
+    "GPU_METRICS": "timestamp INTEGER, typeId INTEGER, metricId INTEGER, value INTEGER",
+    "TARGET_INFO_GPU_METRICS": (
+        "typeId INTEGER, sourceId INTEGER, typeName TEXT, metricId INTEGER, metricName TEXT"
+    ),
     "OSRT_API": (
         "start INTEGER NOT NULL, end INTEGER NOT NULL, eventClass INTEGER, globalTid INTEGER, "
         "nameId INTEGER NOT NULL, returnValue INTEGER, nestingLevel INTEGER, callchainId INTEGER"
     ),
 }
+
+# TARGET_INFO_GPU as an export with GPU metrics has it: the peak bandwidth is read then.
+GPU_WITH_BANDWIDTH = "vmId INTEGER, id INTEGER, name TEXT, memoryBandwidth INTEGER"
+H200_BYTES_PER_S = 4_800_000_000_000
+GPU_METRIC_TYPE = 0x1000000000000  # one GPU's metrics (a typeId of the H100 captures' kind)
 
 # Tables every export has; the others appear only when the builder writes rows to them.
 ALWAYS = ("StringIds", "ThreadNames", "PROCESSES", "TARGET_INFO_GPU", "META_DATA_EXPORT")
@@ -299,6 +308,14 @@ class ExportBuilder:
             "OSRT_API", (start_ns, end_ns, 27, global_tid(pid, tid), self.string(name), 0, 0, None)
         )
 
+    def gpu_sample(self, time_ns: int, *, dram_read_pct: int) -> ExportBuilder:
+        """A GPU metrics sample (nsys --gpu-metrics-devices) of its DRAM read share only."""
+        self.rows.setdefault(
+            "TARGET_INFO_GPU_METRICS",
+            [(GPU_METRIC_TYPE, GPU_METRIC_TYPE, "GH100", 0, "DRAM Read Bandwidth [Throughput %]")],
+        )
+        return self._add("GPU_METRICS", (time_ns, GPU_METRIC_TYPE, 0, dram_read_pct))
+
     def thread_name(self, name: str, *, pid: int = PID, tid: int = TID) -> ExportBuilder:
         """A ThreadNames row."""
         return self._add("ThreadNames", (self.string(name), 0, global_tid(pid, tid)))
@@ -327,10 +344,17 @@ class ExportBuilder:
             0, ("EXPORT_PRODUCT_VERSION", "2025.3.1.90")
         )
         self.rows.setdefault("PROCESSES", []).append((PID << 24, PID, "python3"))
-        self.rows.setdefault("TARGET_INFO_GPU", []).append((0, 0, "NVIDIA H200"))
-        tables = [t for t in SCHEMA if (t in ALWAYS or self.rows.get(t)) and t not in self.omit]
+        schema = SCHEMA
+        if self.rows.get("GPU_METRICS"):
+            schema = {**SCHEMA, "TARGET_INFO_GPU": GPU_WITH_BANDWIDTH}
+            self.rows.setdefault("TARGET_INFO_GPU", []).append(
+                (0, 0, "NVIDIA H200", H200_BYTES_PER_S)
+            )
+        else:
+            self.rows.setdefault("TARGET_INFO_GPU", []).append((0, 0, "NVIDIA H200"))
+        tables = [t for t in schema if (t in ALWAYS or self.rows.get(t)) and t not in self.omit]
         for table in tables:
-            connection.execute(f"CREATE TABLE {table} ({SCHEMA[table]})")
+            connection.execute(f"CREATE TABLE {table} ({schema[table]})")
             rows = self.rows.get(table, [])
             if rows:
                 marks = ",".join("?" * len(rows[0]))

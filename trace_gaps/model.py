@@ -282,7 +282,7 @@ class GpuSamples:
     (measured: tests/test_gpu_metrics.py); values per GpuMetric, NaN where not sampled."""
 
     time_ns: np.ndarray  # int64
-    ends_ns: np.ndarray  # int64: the next sample's time, the last one's plus the period
+    ends_ns: np.ndarray  # int64: the next sample's time, GpuMetricSource.longest_sample_ns at most
     values: dict[GpuMetric, np.ndarray]  # float64, one per sample
 
 
@@ -294,6 +294,9 @@ class GpuMetricSource(Protocol):
 
     @property
     def period_ns(self) -> int: ...  # the sampling period (median spacing)
+
+    @property
+    def longest_sample_ns(self) -> int: ...  # no sample lasts longer (ends_ns - time_ns)
 
     def samples(self, lo: int, hi: int) -> GpuSamples: ...  # those overlapping [lo, hi)
 

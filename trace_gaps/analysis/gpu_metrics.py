@@ -15,6 +15,17 @@ share of the work: it is the plain mean over the stage's busy time. Metrics are 
 every op of the window (every process) counts in busy_i, and another process's traffic in
 a sample shared with this one is charged to this one's stages (the report says which
 processes share the GPU).
+
+Streamed a window at a time, busy_i must still be the whole trace's: a sample at a window's
+edge also covers ops the window does not hold. Before: the ops that ended before the window
+and were dropped with the window before it (DroppedBusy carries their busy time, as far
+back as a sample can begin); after: the ops the window reads ahead, as far as a sample can
+reach past its steps (sample_reach_ns; windows.py reads and keeps them):
+
+    windows          ... w-1 ][ w ........................ ][ w+1 ...
+    samples        [ i                ]   ...   [ j               ]
+    ops held by w    x x ][ x x x x .......... x x x x ][ x x x
+                     ^ dropped: DroppedBusy     read ahead ^
 """
 
 from __future__ import annotations
@@ -29,6 +40,7 @@ from trace_gaps.analysis.stages import STAGE
 from trace_gaps.analysis.steps import IS_WARMUP
 from trace_gaps.figures.inputs import StageGpuInputs
 from trace_gaps.model import END_NS, PID, START_NS, GpuMetric, GpuMetricSource, GpuSamples
+from trace_gaps.units import Ns
 
 SAMPLED_NS = "sampled_ns"  # busy time with a sample
 # Per metric, the integral of its rate over the busy time, in ns at 100 % (the clock: MHz x ns).
@@ -45,6 +57,34 @@ _SHARES = [m for m in METRIC_NS if m is not GpuMetric.GPC_CLOCK]
 
 
 @dataclass(frozen=True, slots=True)
+class DroppedBusy:
+    """The GPU busy time (disjoint intervals, in time order) of the ops dropped before a
+    window, from where its first sample can begin on (module docstring)."""
+
+    starts_ns: np.ndarray
+    ends_ns: np.ndarray
+
+    @classmethod
+    def none(cls) -> DroppedBusy:
+        return cls(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
+
+    def adding(self, dropped_ops: pd.DataFrame, *, since_ns: Ns) -> DroppedBusy:
+        """This busy time and that of the ops now dropped, cut to after since_ns."""
+        starts, ends = _union(
+            np.r_[self.starts_ns, dropped_ops[START_NS].to_numpy(dtype=np.int64)],
+            np.r_[self.ends_ns, dropped_ops[END_NS].to_numpy(dtype=np.int64)],
+        )
+        after = ends > since_ns
+        return DroppedBusy(np.maximum(starts[after], since_ns), ends[after])
+
+
+def sample_reach_ns(source: GpuMetricSource | None) -> Ns:
+    """How far a sample reaches past a time it covers (0 without metrics): a window holds
+    the ops this far past its steps, and their busy time this far before its start."""
+    return 0 if source is None else source.longest_sample_ns
+
+
+@dataclass(frozen=True, slots=True)
 class GpuMetricTotals:
     """Per (pid, stage) the integrals over the analysed steps (GPU_METRIC_COLUMNS), and the
     GPU's peak bandwidth and sampling period."""
@@ -55,12 +95,16 @@ class GpuMetricTotals:
 
 
 def measure_gpu_metrics(
-    ops: pd.DataFrame, steps: pd.DataFrame, source: GpuMetricSource | None
+    ops: pd.DataFrame,
+    steps: pd.DataFrame,
+    source: GpuMetricSource | None,
+    dropped: DroppedBusy,
 ) -> GpuMetricTotals | None:
     """Each stage's integrals over its busy time in the analysed steps (module docstring).
 
-    ops: the window's projected ops (every process's: metrics are per GPU); steps: the
-    window's steps. None without a source."""
+    ops: the window's projected ops (every process's: metrics are per GPU), those a sample
+    reaches past its steps included; steps: the window's steps; dropped: the busy time of
+    the ops dropped before it. None without a source."""
     if source is None:
         return None
     analysed = steps[~steps[IS_WARMUP].to_numpy()]
@@ -69,7 +113,7 @@ def measure_gpu_metrics(
         return GpuMetricTotals(empty, source.peak_bytes_per_s, source.period_ns)
     lo, hi = int(analysed[START_NS].min()), int(analysed[END_NS].max())
     samples = source.samples(lo, hi)
-    rates = _rates_while_busy(samples, ops)
+    rates = _rates_while_busy(samples, ops, dropped)
     parts = [_integrals(pid, ops, analysed, samples, rates) for pid in np.unique(analysed[PID])]
     parts = [part for part in parts if len(part)]
     totals = pd.concat(parts, ignore_index=True) if parts else empty
@@ -89,10 +133,15 @@ def merge_gpu_metrics(parts: list[GpuMetricTotals | None]) -> GpuMetricTotals | 
     return GpuMetricTotals(totals, present[0].peak_bytes_per_s, present[0].period_ns)
 
 
-def _rates_while_busy(samples: GpuSamples, ops: pd.DataFrame) -> dict[GpuMetric, np.ndarray]:
-    """Per sample, each metric's rate while some op ran (capped at 100 %; 0 where none ran),
-    the clock in MHz as sampled, and 1 where the sample has a DRAM read value (SAMPLED)."""
-    starts, ends = _union(ops[START_NS].to_numpy(), ops[END_NS].to_numpy())
+def _rates_while_busy(
+    samples: GpuSamples, ops: pd.DataFrame, dropped: DroppedBusy
+) -> dict[GpuMetric, np.ndarray]:
+    """Per sample, each metric's rate while some op (held or dropped) ran (capped at 100 %;
+    0 where none ran), and the clock in MHz as sampled."""
+    starts, ends = _union(
+        np.r_[dropped.starts_ns, ops[START_NS].to_numpy(dtype=np.int64)],
+        np.r_[dropped.ends_ns, ops[END_NS].to_numpy(dtype=np.int64)],
+    )
     covered = np.r_[0, np.cumsum(ends - starts)]
     busy = _covered_before(samples.ends_ns, starts, ends, covered) - _covered_before(
         samples.time_ns, starts, ends, covered
@@ -114,6 +163,8 @@ def _rates_while_busy(samples: GpuSamples, ops: pd.DataFrame) -> dict[GpuMetric,
 
 def _union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The union of intervals as disjoint ones, in time order."""
+    if not len(starts):
+        return starts, ends
     order = np.argsort(starts, kind="stable")
     starts, ends = starts[order], ends[order]
     reach = np.maximum.accumulate(ends)

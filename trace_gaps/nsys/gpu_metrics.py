@@ -55,9 +55,16 @@ class GpuMetricTable:
     period_ns: int
     peak_bytes_per_s: int
 
+    @property
+    def longest_sample_ns(self) -> int:
+        """No sample lasts longer (_pivot): a window's samples reach this far past its time."""
+        return 2 * self.period_ns
+
     def samples(self, lo: int, hi: int) -> GpuSamples:
         """The samples whose period overlaps [lo, hi), in time order."""
-        margin = 2 * self.period_ns  # a sample's time jitters by some ns around the period
+        # The sample across lo began at most this long before it; a sample before hi ends
+        # at the next one's time only if it was read (at most this long after it).
+        margin = self.longest_sample_ns
         with open_export(self.path) as connection, reading_export(self.path):
             first = _first_row_at(connection, lo - margin, self.first_row, self.last_row)
             stop = _first_row_at(connection, hi + margin, first, self.last_row)
@@ -129,7 +136,12 @@ def _pivot(
     lo: int,
     hi: int,
 ) -> GpuSamples:
-    """One entry per sample time, each metric's value (NaN where the sample lacks it)."""
+    """One entry per sample time, each metric's value (NaN where the sample lacks it).
+
+    A sample lasts until the next one, or one period where the next comes more than two
+    periods later (samples lost, or the last one): so its end is the same whichever range
+    was read (samples reads two periods past it), and a window knows how far its samples
+    reach (GpuMetricTable.longest_sample_ns)."""
     times, at = np.unique(rows["time_ns"].to_numpy(dtype=np.int64), return_inverse=True)
     ids, values = rows["metric_id"].to_numpy(), rows["value"].to_numpy(dtype=np.float64)
     columns: dict[GpuMetric, np.ndarray] = {}
@@ -138,7 +150,11 @@ def _pivot(
         mine = ids == metric_id
         column[at[mine]] = values[mine]
         columns[metric] = column
-    ends = np.r_[times[1:], times[-1:] + period_ns] if len(times) else times
+    if len(times):
+        close = np.r_[np.diff(times) <= 2 * period_ns, False]
+        ends = np.where(close, np.r_[times[1:], times[-1:]], times + period_ns)
+    else:
+        ends = times
     keep = (ends > lo) & (times < hi)
     return GpuSamples(
         time_ns=times[keep],

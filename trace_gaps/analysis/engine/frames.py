@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from trace_gaps.analysis.collectives import WAIT_END_NS
+from trace_gaps.analysis.gpu_metrics import DroppedBusy
 from trace_gaps.analysis.host import OsCallIndex
 from trace_gaps.analysis.launch_index import LaunchIndex
 from trace_gaps.analysis.launches import (
@@ -65,6 +66,7 @@ class WindowFrames:
     analysed_calls: pd.DataFrame  # staged calls in the window's analysed steps, with step_id
     owned_ops: pd.DataFrame  # projected ops that start in the time the window owns
     owned_calls: pd.DataFrame  # staged calls that start in the time the window owns
+    dropped_busy: DroppedBusy  # the GPU busy time of ops dropped before the window
 
 
 def window_frames(
@@ -75,9 +77,10 @@ def window_frames(
     steps: pd.DataFrame,
     lo: int,
     hi: int,
+    dropped_busy: DroppedBusy,
 ) -> WindowFrames:
     """The frames every metric of a window reads, each computed once (index: the calls'
-    LaunchIndex)."""
+    LaunchIndex; dropped_busy: gpu_metrics.DroppedBusy)."""
     staged = mark_blocking_copies(calls, projected, index)
     ledger, gaps, idle_runs = build_ledger(
         *_touching_steps(projected, staged, steps), inputs.stage_map
@@ -95,6 +98,7 @@ def window_frames(
         analysed_calls=calls_in_analysed_steps(staged, steps),
         owned_ops=projected[(projected[START_NS] >= lo) & (projected[START_NS] < hi)],
         owned_calls=staged[(staged[START_NS] >= lo) & (staged[START_NS] < hi)],
+        dropped_busy=dropped_busy,
     )
 
 

@@ -308,7 +308,9 @@ REPLAY_MODELS = declare("replay_models", _replay_models, _union_models)
 # per (pid, stage): GPU metric samples integrated over its busy time (analysed steps)
 GPU_METRICS = declare(
     "gpu_metrics",
-    lambda frames: measure_gpu_metrics(frames.projected, frames.steps, frames.inputs.gpu_metrics),
+    lambda frames: measure_gpu_metrics(
+        frames.projected, frames.steps, frames.inputs.gpu_metrics, frames.dropped_busy
+    ),
     merge_gpu_metrics,
 )
 

@@ -23,6 +23,7 @@ from trace_gaps.analysis.engine.spans import analyse_in_spans, span_window_rows,
 from trace_gaps.analysis.engine.streams import RowStream, of_process
 from trace_gaps.analysis.engine.structure import StepStructure, WholeRows, build_structure
 from trace_gaps.analysis.engine.windows import WindowResults, analyse_in_windows, plan_windows
+from trace_gaps.analysis.gpu_metrics import sample_reach_ns
 from trace_gaps.analysis.host import OsCallIndex, held_os_calls
 from trace_gaps.analysis.kinds import kind_table, of_one_kind, ordered_kinds
 from trace_gaps.analysis.stages import StageMap, map_stages, stage_calls
@@ -253,6 +254,7 @@ def _analyse_windows(
     run (analyse_in_spans), else the rows streamed in this process (analyse_in_windows).
     whole: the rows, read at once, of whole-process steps (one window, in this process)."""
     steps = inputs.steps
+    reach = sample_reach_ns(inputs.gpu_metrics)
     op_chunks: list[tuple[str, Iterator[pd.DataFrame]]] | None = None
     call_chunks: Iterator[pd.DataFrame] | None = None
     rows = sources.rows
@@ -261,7 +263,9 @@ def _analyse_windows(
         call_chunks = iter([whole.calls.sort_values(START_NS, kind="stable")])
         rows, window_rows = len(whole.ops) + len(whole.calls), None
     if sources.spans is not None and op_chunks is None and window_rows is not None:
-        spanned = plan_windows(steps, rows, span_window_rows(rows, jobs, window_rows))
+        spanned = plan_windows(
+            steps, rows, span_window_rows(rows, jobs, window_rows), sample_reach_ns=reach
+        )
         if spans_can_run(jobs, spanned):
             try:
                 return analyse_in_spans(
@@ -281,7 +285,7 @@ def _analyse_windows(
             staging,
         ),
         inputs,
-        plan_windows(steps, rows, window_rows),
+        plan_windows(steps, rows, window_rows, sample_reach_ns=reach),
         sources.os_calls_near or held_os_calls(trace.os_calls),
         on_window,
         jobs=jobs,

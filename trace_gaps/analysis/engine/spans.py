@@ -62,9 +62,10 @@ def analyse_in_spans(
     reading is shared by the workers, not done by this process. The result is
     analyse_in_windows', exactly.
 
-    A span of windows [a, b) reads from lo(a - 1) less the export's longest op or call and
-    CALL_LEAD_NS (window a - 1 is its warm-up: window_tasks). staging(calls) stages each
-    chunk of calls as read (it pickles); process: only that pid's rows. Raises
+    A span of windows [a, b) reads from lo(a - 1) (or the sample reach before lo(a)) less
+    the export's longest op or call and CALL_LEAD_NS (window a - 1 is its warm-up:
+    window_tasks). staging(calls) stages each chunk of calls as read (it pickles);
+    process: only that pid's rows. Raises
     NeedsWholeTrace as the windows would (a span's rows out of order, an op far from its
     launch), and where an op's launch lies before the span's reading: the caller then
     streams the export in this process (analyse_in_windows).
@@ -78,7 +79,10 @@ def analyse_in_spans(
     for first, stop in zip(cuts[:-1].tolist(), cuts[1:].tolist(), strict=True):
         read_from = np.iinfo(np.int64).min
         if first >= 2:
-            read_from = int(plan.lo[first - 1]) - longest - CALL_LEAD_NS
+            # Down to where a sample across lo(first) can begin (windows.py keeps the busy
+            # time of the ops dropped there), should the window before be shorter.
+            since = min(int(plan.lo[first - 1]), int(plan.lo[first]) - plan.sample_reach_ns)
+            read_from = since - longest - CALL_LEAD_NS
         own_until = int(plan.lo[stop]) if stop < plan.count else NEVER
         # The stream reads no row starting at or after its last window's read limit (and the
         # calls' lead past it): the span's reading stops there.

@@ -5,13 +5,16 @@ Window w owns the time [lo_w, lo_w+1): its steps, and the ops and calls that sta
 Rows arrive as chunks sorted by start time, each table on its own; before window w is
 analysed they are read up to
 
-    read_limit_w = max(end of w's last step, lo_w+2)
+    read_limit_w = max(end of w's last step + reach, lo_w+2)
 
 so that the window sees every op and call overlapping its steps and the ops its steps
-launch up to a window later. After it, rows that end before lo_w+1 are dropped, except
-the window's calls (kept one more window for the ops they launched), the calls of the
-ops still held (a long kernel keeps its launch while it runs) and the ops of the calls
-still held (a copy call that returned after its op is a sync in every window it reaches).
+launch up to a window later (reach: how far past them its GPU metric samples reach, 0
+without metrics; analysis/gpu_metrics.py). After it, rows that end before lo_w+1 are
+dropped, except the window's calls (kept one more window for the ops they launched), the
+calls of the ops still held (a long kernel keeps its launch while it runs) and the ops of
+the calls still held (a copy call that returned after its op is a sync in every window it
+reaches); the dropped ops' GPU busy time within reach of lo_w+1 goes on to the next
+windows (a sample across lo_w+1 covers them).
 
 Every result is then the whole-trace result, exactly, unless the rows break those
 assumptions; the driver checks that they do not, and raises NeedsWholeTrace when
@@ -45,6 +48,7 @@ from trace_gaps.analysis.engine.frames import WindowInputs, window_frames
 from trace_gaps.analysis.engine.metric import MergedMetrics, Metric, merge_parts
 from trace_gaps.analysis.engine.metrics import METRICS
 from trace_gaps.analysis.engine.streams import READ_AT, RowStream, concat_streams
+from trace_gaps.analysis.gpu_metrics import DroppedBusy
 from trace_gaps.analysis.host import HeldOsCalls, OsCallIndex, outermost_calls
 from trace_gaps.analysis.launch_index import LaunchIndex
 from trace_gaps.analysis.stages import (
@@ -66,6 +70,7 @@ from trace_gaps.model import (
     empty_frame,
 )
 from trace_gaps.parallel import PoolTime, ordered_map
+from trace_gaps.units import Ns
 
 # About this many ops and calls per window; a window holds at least one step.
 WINDOW_ROWS = 400_000
@@ -99,6 +104,7 @@ class WindowPlan:
     lo: np.ndarray  # lo[0] is the earliest time; lo[w] <= every start in window w
     step_window: np.ndarray  # per row of steps
     last_end: np.ndarray  # the latest step end in each window
+    sample_reach_ns: int = 0  # how far a GPU metric sample reaches (gpu_metrics.py)
 
     @property
     def count(self) -> int:
@@ -110,17 +116,20 @@ class WindowPlan:
 
     def read_limit(self, w: int) -> int:
         """Read rows up to here before analysing w (module docstring)."""
-        return max(int(self.last_end[w]), self.hi(w + 1))
+        return max(int(self.last_end[w]) + self.sample_reach_ns, self.hi(w + 1))
 
     def window_at(self, times: np.ndarray) -> np.ndarray:
         """The window that owns each time."""
         return np.maximum(np.searchsorted(self.lo, times, side="right") - 1, 0)
 
 
-def plan_windows(steps: pd.DataFrame, rows: int, window_rows: int | None) -> WindowPlan:
+def plan_windows(
+    steps: pd.DataFrame, rows: int, window_rows: int | None, *, sample_reach_ns: Ns = 0
+) -> WindowPlan:
     """Cut the steps, in start order, into windows of about window_rows ops and calls each.
 
     window_rows None: one window. rows: the ops and calls of the trace (an estimate will do).
+    sample_reach_ns: how far a GPU metric sample reaches (gpu_metrics.sample_reach_ns).
     """
     starts = steps[START_NS].to_numpy()
     per_window = max(1, len(steps))  # no step at all (no op with a possible time): one window
@@ -137,7 +146,9 @@ def plan_windows(steps: pd.DataFrame, rows: int, window_rows: int | None) -> Win
     step_window = np.searchsorted(lo, starts, side="right") - 1
     last_end = np.full(len(lo), np.iinfo(np.int64).min, dtype=np.int64)
     np.maximum.at(last_end, step_window, steps[END_NS].to_numpy())
-    return WindowPlan(lo=lo, step_window=step_window, last_end=last_end)
+    return WindowPlan(
+        lo=lo, step_window=step_window, last_end=last_end, sample_reach_ns=sample_reach_ns
+    )
 
 
 def analyse_in_windows(
@@ -184,12 +195,14 @@ def window_tasks(
     os_calls_near: OsCallsNear,
     first: int = 0,
     stop: int | None = None,
-) -> Iterator[tuple[pd.DataFrame, pd.DataFrame, LaunchIndex, pd.DataFrame, int, int, OsCallRead]]:
+) -> Iterator[
+    tuple[pd.DataFrame, pd.DataFrame, LaunchIndex, pd.DataFrame, int, int, OsCallRead, DroppedBusy]
+]:
     """Per window of [first, stop), in order: read its rows, join its ops to their calls,
     check the rows hold to the module's assumptions, and hand over (projected ops, staged
-    calls, the calls' LaunchIndex, steps, lo, hi, the reading of its OS calls) for
-    measure_window, only the rows it can use (_rows_for_window); then drop the rows no later
-    window needs.
+    calls, the calls' LaunchIndex, steps, lo, hi, the reading of its OS calls, the busy time
+    of the ops dropped before it) for measure_window, only the rows it can use
+    (_rows_for_window); then drop the rows no later window needs.
 
     first > 0 (a span, read from before first - 1 on: analyse_in_spans): window first - 1 is
     read, joined and dropped as the whole stream would, to hold what the stream holds at
@@ -197,6 +210,8 @@ def window_tasks(
     there is the earlier span's to find)."""
     stop = plan.count if stop is None else stop
     dropped_corr: dict[int, int] = {}  # per pid, the largest correlation id of a dropped launch
+    dropped_busy = DroppedBusy.none()
+    reach = plan.sample_reach_ns
     for w in range(max(first - 1, 0), stop):
         warm_up = w < first
         limit = plan.read_limit(w)
@@ -214,23 +229,29 @@ def window_tasks(
             _check_copies(calls, limit)
             steps = inputs.steps[plan.step_window == w]
             lo, hi = int(plan.lo[w]), plan.hi(w)
-            window_ops, window_calls = _rows_for_window(projected, calls, steps, hi)
+            window_ops, window_calls = _rows_for_window(projected, calls, steps, hi, reach)
             near = _os_calls_of(steps, os_calls_near)
-            yield window_ops, window_calls, index.prefix(len(window_calls)), steps, lo, hi, near
+            held = index.prefix(len(window_calls))
+            yield window_ops, window_calls, held, steps, lo, hi, near, dropped_busy
             del window_ops, window_calls  # as large as the window's rows: let go
         del calls, index
         if w + 1 < stop:
-            _drop_finished(op_streams, call_stream, projected, plan, w, dropped_corr)
+            kept = _drop_finished(op_streams, call_stream, projected, plan, w, dropped_corr)
+            if reach:
+                dropped_busy = dropped_busy.adding(
+                    projected[~kept], since_ns=int(plan.lo[w + 1]) - reach
+                )
         del projected
 
 
 def _rows_for_window(
-    projected: pd.DataFrame, calls: pd.DataFrame, steps: pd.DataFrame, hi: int
+    projected: pd.DataFrame, calls: pd.DataFrame, steps: pd.DataFrame, hi: int, reach: int
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The held ops and calls a window's metrics can use, without the rows read ahead.
 
     A window uses the rows that reach into its steps, run in its analysed steps or start in
-    the time it owns: all start before until = max(its steps' end, hi), and so do the calls
+    the time it owns, or run in a GPU metric sample across its steps' end: all start before
+    until = max(its steps' end + reach, hi), and so do the calls
     of those ops (a call starts before its op, but for clock skew: the calls are cut after
     the last call of a kept op). The calls stay a prefix, so that the ops' CALL_ROW
     positions stay valid; an op launched by a kept call stays, however late it starts
@@ -238,7 +259,7 @@ def _rows_for_window(
     """
     if hi == NEVER or steps.empty:
         return projected, calls
-    until = max(int(steps[END_NS].max()), hi)
+    until = max(int(steps[END_NS].max()) + reach, hi)
     call_rows = int(np.searchsorted(calls[START_NS].to_numpy(), until, side="left"))
     call_row = projected[CALL_ROW].to_numpy()
     keep = (projected[START_NS].to_numpy() < until) | ((call_row >= 0) & (call_row < call_rows))
@@ -256,14 +277,16 @@ def measure_window(
     lo: int,
     hi: int,
     os_calls: OsCallRead,
+    dropped_busy: DroppedBusy,
     *,
     metrics: tuple[Metric[Any, Any], ...] = METRICS,
 ) -> list[Any]:
     """Every metric's part of one window (lo and hi: the time it owns; os_calls: reads the
-    OS calls near its steps, here), in metrics' order. A worker process runs it with the
-    declared METRICS (its lambdas are not sent)."""
+    OS calls near its steps, here; dropped_busy: the GPU busy time of the ops dropped before
+    it), in metrics' order. A worker process runs it with the declared METRICS (its lambdas
+    are not sent)."""
     inputs = replace(inputs, os_calls=OsCallIndex.of(outermost_calls(os_calls())))
-    frames = window_frames(inputs, projected, calls, index, steps, lo, hi)
+    frames = window_frames(inputs, projected, calls, index, steps, lo, hi, dropped_busy)
     return [metric.compute(frames) for metric in metrics]
 
 
@@ -320,8 +343,8 @@ def _drop_finished(
     plan: WindowPlan,
     w: int,
     dropped_corr: dict[int, int],
-) -> None:
-    """Drop the rows no later window can need (module docstring).
+) -> np.ndarray:
+    """Drop the rows no later window can need (module docstring); return which ops stay.
 
     projected: the window's ops (the op streams' rows, in order) joined to their calls.
     """
@@ -334,7 +357,7 @@ def _drop_finished(
     # An op stays while it runs, and while its launching call does: a copy call that
     # returned only after its op finished is a sync in every window it reaches.
     launch_needed = needed[np.maximum(call_row, 0)] if len(calls) else np.zeros(len(call_row), bool)
-    op_keep = (ends > next_lo) | (starts >= next_lo) | ((call_row >= 0) & launch_needed)
+    op_keep: np.ndarray = (ends > next_lo) | (starts >= next_lo) | ((call_row >= 0) & launch_needed)
     at = 0
     for stream in op_streams:
         rows = len(stream.frame())
@@ -343,7 +366,7 @@ def _drop_finished(
     # The calls of the ops kept: a long kernel keeps its launch while it runs.
     launched_kept = call_row[op_keep]
     if not len(calls):
-        return
+        return op_keep
     # Any call may have launched an op (cudaMemcpy, older runtimes' cudaLaunch, ...): keep
     # this window's calls one window more, for the ops that run after it.
     this_window = call_starts >= int(plan.lo[w])
@@ -357,3 +380,4 @@ def _drop_finished(
         for pid, corr in zip(latest.index.tolist(), latest.tolist(), strict=True):
             dropped_corr[pid] = max(dropped_corr.get(pid, -1), corr)
     call_stream.keep(keep)
+    return op_keep
