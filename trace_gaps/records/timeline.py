@@ -60,3 +60,6 @@ class Spans:
     end_ns: list[int]
     group: list[str]  # what colours the span: a stage, a call category or an idle cause
     name: list[str]  # what to write on it when it is wide enough
+    # CUDA calls and GPU ops: each span's correlation id, what ties a launch to its op
+    # (export perfetto's flows); empty for other spans.
+    correlation_id: list[int] = field(default_factory=list)
