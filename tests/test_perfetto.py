@@ -28,8 +28,9 @@ from trace_gaps.render.perfetto import (
     STEP_CATEGORY,
     render_perfetto,
 )
+from trace_gaps.render.perfetto_links import FLOW_CATEGORY, QUEUE_COUNTER, idle_counter
 from trace_gaps.run.timelines import clocked_reports, steps_request
-from trace_gaps.vocabulary import SPECIAL_STAGES, Bucket
+from trace_gaps.vocabulary import SPECIAL_STAGES, Bucket, IdleCause
 
 runner = CliRunner()
 Event = dict[str, object]
@@ -56,16 +57,24 @@ def _ns(us: object) -> int:
 
 
 def assert_trace_event_format(events: list[Event]) -> None:
-    """Complete (X), metadata (M) and counter (C: the GPU's metrics) events only, with the
+    """Complete (X), metadata (M), counter (C) and flow (s, f) events only, with the
     fields the format requires, and the X slices of each thread properly nested (what a
     viewer needs to stack them)."""
     named_threads = set()
     for event in events:
-        assert event["ph"] in ("X", "M", "C")
+        assert event["ph"] in ("X", "M", "C", "s", "f")
         if event["ph"] == "C":
-            assert event["name"] in METRIC_COUNTERS and isinstance(event["pid"], int)
-            assert _ns(event["ts"]) >= 0 and isinstance(event["args"], dict)
-            assert 0 <= event["args"]["pct"] <= 100
+            assert isinstance(event["pid"], int) and isinstance(event["args"], dict)
+            assert _ns(event["ts"]) >= 0
+            if event["name"] in METRIC_COUNTERS:
+                assert 0 <= event["args"]["pct"] <= 100
+            else:
+                idle_counters = {idle_counter(cause) for cause in IdleCause}
+                assert event["name"] == QUEUE_COUNTER or event["name"] in idle_counters
+                assert all(isinstance(v, int) and v >= 0 for v in event["args"].values())
+            continue
+        if event["ph"] in ("s", "f"):  # flows: test_perfetto_flows.py follows each
+            assert isinstance(event["id"], int) and event["cat"] == FLOW_CATEGORY
             continue
         assert isinstance(event["pid"], int) and isinstance(event["tid"], int)
         assert isinstance(event["name"], str)
@@ -268,7 +277,8 @@ def test_a_long_stage_name_is_written_whole_once(tmp_path):
     subprocess.run(command, check=True, capture_output=True, timeout=300)
     # The largest child of this test process so far: this one, or an earlier (smaller) one.
     assert resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss < 1_500_000  # KiB
-    assert out.stat().st_size < 20_000_000  # 630 MB before; the clean export gives 8 MB
+    # 630 MB before; the clean export gives 16 MB (8 MB of slices, 8 MB of flows and counters).
+    assert out.stat().st_size < 30_000_000
     document = json.loads(out.read_text())
     events = document["traceEvents"]
     assert_trace_event_format(events)
@@ -283,7 +293,7 @@ def test_gpu_metrics_are_counter_tracks_inside_the_steps_drawn():
     events, _ = _exported((_corpus("gm_sync_graph"),), "0:4")
     assert_trace_event_format(events)
     steps = [(_ns(e["ts"]), _ns(e["ts"]) + _ns(e["dur"])) for e in events if e.get("cat") == "step"]
-    counters = [e for e in events if e["ph"] == "C"]
+    counters = [e for e in events if e["ph"] == "C" and e["name"] in METRIC_COUNTERS]
     by_name = {name: [e for e in counters if e["name"] == name] for name in METRIC_COUNTERS}
     # One value a sample (50 us) of each metric: about 40 a 2 ms step.
     assert all(len(found) >= 30 * len(steps) for found in by_name.values()), len(counters)
@@ -291,6 +301,6 @@ def test_gpu_metrics_are_counter_tracks_inside_the_steps_drawn():
     assert max(e["args"]["pct"] for e in by_name["GPU DRAM read % of peak"]) > 10
 
 
-def test_an_export_without_gpu_metrics_has_no_counter_track():
+def test_an_export_without_gpu_metrics_has_no_metric_counter_track():
     events, _ = _exported((SAMPLE_TRACES / "spec_eager.sqlite",))
-    assert not [e for e in events if e["ph"] == "C"]
+    assert not [e for e in events if e["ph"] == "C" and e["name"] in METRIC_COUNTERS]

@@ -17,6 +17,8 @@ timelines), the tracks are:
     candidates           the top candidates, each on the exported step where it is largest
     GPU DRAM read %      counter tracks of the GPU's metric samples (with GPU metrics):
     GPU SMs active %     each sample's value from its start (cut to the step) to the next's
+    GPU queue depth      counter tracks of the drawn launches and idle runs, and a flow from
+    GPU idle so far      each CUDA call to the ops it launched (perfetto_links.py)
 
 Times are µs (the format's unit) with three decimals, so they carry exact ns; they count
 from the trace start of export 0 (`otherData.trace_start_ns`), like the report's offsets.
@@ -34,6 +36,7 @@ from collections.abc import Iterator, Sequence
 from trace_gaps import __version__
 from trace_gaps.records.report import ProcessReport, Report
 from trace_gaps.records.timeline import GpuMetricLane, Spans, StepTimeline
+from trace_gaps.render.perfetto_links import link_events, to_us
 
 STEP_CATEGORY = "step"
 STAGE_CATEGORY = "stage"
@@ -65,6 +68,9 @@ def trace_events(reports: Sequence[Report]) -> dict[str, object]:
             used_pids.add(shown_pid)
             processes = [p for p in report.processes if p.pid == pid]
             events += _process_events(report, processes, timelines, shown_pid, index)
+    events += link_events(
+        events, api_category=API_CATEGORY, op_category=OP_CATEGORY, idle_category=IDLE_CATEGORY
+    )
     full_names = _cut_long_names(events)
     return {
         "traceEvents": events,
@@ -279,16 +285,20 @@ def _spans(
     nesting in it (two ops of one stream a few ns apart in CUPTI's clock) goes on a second
     track, "<track> (2)", as viewers stack only nested slices."""
     names = spans.name if by == "name" else spans.group
+    ids: list[int | None] = list(spans.correlation_id) or [None] * len(names)
     lane_ends: list[int] = []
-    for start, end, group, name in zip(
-        spans.start_ns, spans.end_ns, spans.group, names, strict=True
+    for start, end, group, name, correlation_id in zip(
+        spans.start_ns, spans.end_ns, spans.group, names, ids, strict=True
     ):
         lane = next((i for i, last in enumerate(lane_ends) if last <= start), len(lane_ends))
         if lane == len(lane_ends):
             lane_ends.append(end)
         lane_ends[lane] = end
         tid = tracks.tid(track if lane == 0 else f"{track} ({lane + 1})")
-        yield _slice(tracks.pid, tid, name, category, base + start, end - start, {group_key: group})
+        args: dict[str, object] = {group_key: group}
+        if correlation_id is not None:
+            args["correlation_id"] = correlation_id
+        yield _slice(tracks.pid, tid, name, category, base + start, end - start, args)
 
 
 # The counter tracks of the GPU's metric samples: track name -> GpuMetricLane field.
@@ -301,7 +311,7 @@ def _counters(pid: int, lane: GpuMetricLane | None, base: int) -> list[dict[str,
     if lane is None:
         return []
     return [
-        {"ph": "C", "pid": pid, "name": name, "ts": _us(base + start), "args": {"pct": value}}
+        {"ph": "C", "pid": pid, "name": name, "ts": to_us(base + start), "args": {"pct": value}}
         for name, field in METRIC_COUNTERS.items()
         for start, value in zip(lane.start_ns, getattr(lane, field), strict=True)
     ]
@@ -322,15 +332,10 @@ def _slice(
         "tid": tid,
         "name": name,
         "cat": category,
-        "ts": _us(start_ns),
-        "dur": _us(duration_ns),
+        "ts": to_us(start_ns),
+        "dur": to_us(duration_ns),
         "args": args,
     }
-
-
-def _us(ns: int) -> float:
-    """ns as µs with three decimals: exact ns back with round(us * 1000) below 2^53 ns."""
-    return round(ns / 1000, 3)
 
 
 def _meta(pid: int, tid: int, name: str, value: str) -> dict[str, object]:

@@ -30,6 +30,7 @@ from trace_gaps.analysis.steps import IS_WARMUP, STEP_ID, STEP_INDEX
 from trace_gaps.intervals import label_runs
 from trace_gaps.model import (
     CALL_CATEGORY,
+    CORRELATION_ID,
     DEVICE_ID,
     END_NS,
     GLOBAL_TID,
@@ -126,6 +127,7 @@ def _step_timeline(
                 end,
                 names[lane[STAGE].to_numpy()],
                 _op_labels(lane),
+                lane[CORRELATION_ID].to_numpy(),
             ),
             waits=_waits(lane, start, end, names),
         )
@@ -151,6 +153,7 @@ def _step_timeline(
             end,
             category,
             calls[NAME].astype(str).to_numpy(),
+            calls[CORRELATION_ID].to_numpy(),
         ),
         streams=streams,
         idle=_spans(
@@ -246,7 +249,13 @@ def _stage_runs(analysis: Analysis, tid: int, start: int, end: int) -> tuple[np.
 
 
 def _spans(
-    starts: np.ndarray, ends: np.ndarray, lo: int, hi: int, groups: np.ndarray, names: np.ndarray
+    starts: np.ndarray,
+    ends: np.ndarray,
+    lo: int,
+    hi: int,
+    groups: np.ndarray,
+    names: np.ndarray,
+    correlation_ids: np.ndarray | None = None,
 ) -> Spans:
     """Clip to [lo, hi) and shift to offsets from lo; drop what is left empty."""
     clipped_starts = np.clip(starts.astype(np.int64), lo, hi) - lo
@@ -257,6 +266,7 @@ def _spans(
         end_ns=clipped_ends[keep].tolist(),
         group=_texts(groups, keep),
         name=_texts(names, keep),
+        correlation_id=[] if correlation_ids is None else correlation_ids[keep].tolist(),
     )
 
 
