@@ -567,7 +567,10 @@ def test_ranks_on_the_command_line_and_not_with_process(export_builder, tmp_path
     refused = runner.invoke(
         app, ["plot", "timeline", str(path), "--ranks", "--process", "100", "-o", str(out)]
     )
-    assert refused.exit_code == 2 and "--ranks draws every process" in refused.stderr
+    assert (
+        refused.exit_code == 2
+        and "--ranks and several exports draw every process" in refused.stderr
+    )
 
 
 def test_a_capture_with_gpu_metrics_has_a_metrics_lane_under_the_gpu_streams():

@@ -1,5 +1,5 @@
 """What a plot command is asked to draw, checked before any work: the image to write, the
-export it is drawn from, and the part of the step (--from/--to)."""
+exports it is drawn from, and the part of the step (--from/--to)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import typer
 
 from trace_gaps.errors import UsageError
-from trace_gaps.inputs import resolve_export
+from trace_gaps.inputs import given_exports, resolve_export
 from trace_gaps.output import refuse_inputs_as_outputs
 from trace_gaps.units import NS_PER_MS
 
@@ -21,12 +21,17 @@ def check_image_path(output: Path) -> None:
         raise UsageError(f"cannot write {output}: name a .png or .svg file with -o.")
 
 
-def image_source(output: Path, export: Path | None, demo: bool) -> Path:
-    """The export to draw (resolve_export), never the image's own path."""
-    refuse_inputs_as_outputs([output], [export])
-    path = resolve_export(export, demo)
-    refuse_inputs_as_outputs([output], [path])
-    return path
+def image_sources(output: Path, exports: list[Path] | None, demo: bool) -> list[Path]:
+    """The exports to draw (the shipped one with --demo), none the image's own path, none
+    given twice."""
+    from trace_gaps.duplicates import refuse_duplicate_exports
+
+    paths = given_exports(exports, demo, verb="draws")
+    refuse_inputs_as_outputs([output], paths)
+    paths = [resolve_export(path, False) for path in paths] or [resolve_export(None, demo)]
+    refuse_inputs_as_outputs([output], paths)
+    refuse_duplicate_exports(paths)
+    return paths
 
 
 def zoom_window(from_ms: float | None, to_ms: float | None) -> tuple[int, int] | None:

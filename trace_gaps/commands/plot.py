@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from trace_gaps.commands.analysis_options import analysis_options
-from trace_gaps.commands.arguments import HELP_OPTIONS, ExportArg
+from trace_gaps.commands.arguments import HELP_OPTIONS, ExportsArg
 from trace_gaps.commands.output_options import QuietOpt
-from trace_gaps.commands.pictures import check_image_path, image_source, zoom_window
+from trace_gaps.commands.pictures import check_image_path, image_sources, zoom_window
 from trace_gaps.errors import UsageError
 from trace_gaps.streams import save_figure
 
@@ -33,7 +33,7 @@ DemoOpt = Annotated[bool, typer.Option("--demo", help="Draw the shipped sample t
 def plot_timeline(
     *,
     output: ImageOpt,
-    export: ExportArg = None,
+    exports: ExportsArg = None,
     demo: DemoOpt = False,
     median: Annotated[
         bool,
@@ -73,7 +73,7 @@ def plot_timeline(
         typer.Option(
             "--ranks",
             help="Every process's lanes on one time axis, for the same step index, so the "
-            "skew between ranks shows.",
+            "skew between ranks shows (the default with several exports).",
         ),
     ] = False,
     quiet: QuietOpt = False,
@@ -87,17 +87,19 @@ def plot_timeline(
     window_ns = zoom_window(from_ms, to_ms)
     from trace_gaps.plot import plot_timeline
     from trace_gaps.report.timeline import StepPick, TimelineRequest, choose_request
-    from trace_gaps.run.one import load_and_report
+    from trace_gaps.run.timelines import run_report
 
+    paths = image_sources(output, exports, demo)
     request = choose_request(step_index=step_index, steps=steps, worst=worst, median=median)
     # The median step stands in where the top finding is not one a step shows.
     requests = (request, TimelineRequest()) if request.pick is StepPick.FINDING else (request,)
-    if ranks:
+    if ranks or len(paths) > 1:
         if options.process is not None:
-            raise UsageError("--ranks draws every process: give no --process with it.")
+            raise UsageError(
+                "--ranks and several exports draw every process: give no --process with them."
+            )
         requests = (dataclasses.replace(requests[-1], all_processes=True),)
-    path = image_source(output, export, demo)
-    _, report = load_and_report(path, options, timelines=requests)
+    report = run_report(paths, options, timelines=requests)
     save_figure(plot_timeline(report, window_ns=window_ns), output, quiet=quiet)
 
 
@@ -106,16 +108,15 @@ def plot_timeline(
 def plot_steps(
     *,
     output: ImageOpt,
-    export: ExportArg = None,
+    exports: ExportsArg = None,
     demo: DemoOpt = False,
     options: AnalysisOptions,
     quiet: QuietOpt = False,
 ) -> None:
-    """Draw every step as a stacked bar of its ledger; warm-up steps faded."""
+    """Draw every step as a stacked bar of its ledger, a panel per process; warm-up faded."""
     check_image_path(output)
     from trace_gaps.plot import plot_steps
-    from trace_gaps.run.one import load_and_report
+    from trace_gaps.run.timelines import run_report
 
-    path = image_source(output, export, demo)
-    _, report = load_and_report(path, options)
+    report = run_report(image_sources(output, exports, demo), options)
     save_figure(plot_steps(report), output, quiet=quiet)

@@ -25,6 +25,7 @@ from trace_gaps.plot.palette import (
     stage_colours,
     title_name,
 )
+from trace_gaps.plot.titles import exports_named
 from trace_gaps.records.report import ProcessReport, Report
 from trace_gaps.units import NS_PER_MS
 from trace_gaps.vocabulary import Bucket
@@ -60,7 +61,7 @@ def plot_steps(report: Report) -> Figure:
         used |= _draw_process(ax, process, colours)
         has_warmup |= any(row.is_warmup for row in process.step_rows)
     fig.suptitle(
-        f"{report.export.file} — step wall time by stage: GPU busy (solid) and idle (hatched)",
+        f"{exports_named(report)} — step wall time by stage: GPU busy (solid) and idle (hatched)",
         fontsize=10,
         x=0.01,
         ha="left",
@@ -117,6 +118,7 @@ def _draw_process(ax: Axes, process: ProcessReport, colours: dict[str, str]) -> 
     ax.set_xlabel("step index (time order)")
     ax.set_ylabel("ms")
     name = f" ({title_name(process.name)})" if process.name else ""
+    name += f" of {process.export_file}" if process.export_file else ""
     step = title_name(process.steps.name or "whole process")
     ax.set_title(
         f"process {process.pid}{name} — {step}: {process.steps.steps_analysed} analysed, "

@@ -1,4 +1,4 @@
-"""The timeline picture's title: the export, the process and thread, which steps, their walls."""
+"""The pictures' titles: the exports, the process and thread, which steps, their walls."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def timeline_title(report: Report, timelines: list[StepTimeline]) -> str:
     if process is not None and process.steps.steps_analysed:
         p50 = format_duration(process.steps.wall.p50_ns)
         wall += f" (p50 of {process.steps.steps_analysed} analysed: {p50})"
-    return f"{report.export.file} — {who}, thread {first.thread}\n{steps} — {wall}"
+    return f"{exports_named(report)} — {who}, thread {first.thread}\n{steps} — {wall}"
 
 
 def _ranks_title(report: Report, timelines: list[StepTimeline], pids: list[int]) -> str:
@@ -52,9 +52,14 @@ def _ranks_title(report: Report, timelines: list[StepTimeline], pids: list[int])
     starts = {pid: min(t.start_offset_ns for t in timelines if t.pid == pid) for pid in pids}
     skews = ", ".join(f"{pid} {_signed_ms(starts[pid] - starts[first.pid])}" for pid in pids[1:])
     return (
-        f"{report.export.file} — processes {', '.join(map(str, pids))} on one time axis\n"
+        f"{exports_named(report)} — processes {', '.join(map(str, pids))} on one time axis\n"
         f"{name} {which} of each process — step start after {first.pid}: {skews}"
     )
+
+
+def exports_named(report: Report) -> str:
+    """The report's exports: "rank0.sqlite", or "rank0.sqlite + rank1.sqlite" for a run's."""
+    return " + ".join(e.file for e in [report.export, *report.other_exports])
 
 
 def _signed_ms(ns: int) -> str:

@@ -1,6 +1,7 @@
 """Exports analysed with the timelines of the steps to draw: for export perfetto, a report
 per export, several on export 0's clock (clocked_reports); for report's bundle, one report of
-the run and the exports that failed (pictured_run)."""
+the run and the exports that failed (pictured_run); for plot, one report of one run, the
+exports of any other refused (run_report)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from trace_gaps.analysis.engine.picks import StepPick, TimelineRequest, choose_r
 from trace_gaps.analysis.engine.pipeline import AnalysisOptions
 from trace_gaps.errors import TraceGapsError, about_file
 from trace_gaps.model import ExportInfo
+from trace_gaps.records.notes import NoteCode
 from trace_gaps.records.report import Report
 from trace_gaps.report.build import build_report
 
@@ -72,3 +74,27 @@ def pictured_run(
 
     trace, report = load_and_report(paths[0], options, top=top, timelines=timelines)
     return PicturedRun(report, [trace.info], [])
+
+
+def run_report(
+    paths: Sequence[Path],
+    options: AnalysisOptions,
+    *,
+    timelines: tuple[TimelineRequest, ...] = (),
+    top: int = 10,
+) -> Report:
+    """One export's report, or several of one run as one (pictured_run), for a picture on one
+    time axis: an export that could not be analysed, or that is not of the first one's run
+    (analysed apart, on its own clock), is refused with analyze's reason."""
+    run = pictured_run(paths, options, top=top, timelines=timelines)
+    if run.failed:
+        failed, message = run.failed[0]
+        raise TraceGapsError(f"{failed}: not analysed: {message}")
+    if run.report.apart_exports:
+        apart = ", ".join(run.report.apart_exports)
+        why = " ".join(n.text for n in run.report.notes if n.code == NoteCode.EXPORTS_APART)
+        raise TraceGapsError(
+            f"{why or apart + ' is not of the first export' + chr(39) + 's run.'} "
+            f"A picture has one time axis: draw {apart} on its own."
+        )
+    return run.report
