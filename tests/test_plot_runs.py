@@ -13,7 +13,7 @@ from tests.conftest import SAMPLE_TRACES, corpus_trace_paths
 from trace_gaps.analysis.engine.pipeline import AnalysisOptions
 from trace_gaps.cli import app
 from trace_gaps.plot import plot_steps, plot_timeline
-from trace_gaps.records import Report
+from trace_gaps.records.report import Report
 from trace_gaps.report.timeline import StepPick, TimelineRequest
 from trace_gaps.run.timelines import run_report
 
