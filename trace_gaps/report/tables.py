@@ -218,8 +218,9 @@ def ledger_table(process: ProcessReport) -> Table:
     )
 
 
-# The per-stage table's columns, left to right, by header: each is declared with its figure
-# (figures/stage.py, figure(columns=…)) and placed here; a new one goes where it reads best.
+# The per-stage table's columns placed left to right, by header: each is declared with its figure
+# (figures/stage.py, figure(columns=…)); a declared column not placed here follows these, in
+# declaration order (so a new figure shows up with no edit here; list it to move it).
 STAGE_TABLE = (
     "stage",
     "mode",
@@ -239,9 +240,10 @@ STAGE_TABLE = (
 
 def stage_table(process: ProcessReport) -> Table:
     """Launch economics per stage: the figures declared with a column (figures/stage.py), in
-    STAGE_TABLE's order."""
+    STAGE_TABLE's order, then any not placed there."""
     declared = {column.header: (figure, column) for figure, column in stage_columns()}
-    columns = [declared[header] for header in STAGE_TABLE]
+    placed = [declared[header] for header in STAGE_TABLE]
+    columns = placed + [shown for header, shown in declared.items() if header not in STAGE_TABLE]
     stages = sorted(process.stages, key=lambda s: -(s.busy_ns_per_step + s.idle_ns_per_step))
     return Table(
         title=(
