@@ -1,4 +1,4 @@
-"""What a candidate is (analysis/findings.py), judged from evidence and stage figures built by
+"""What a candidate is (report/findings.py), judged from evidence and stage figures built by
 hand, before any words; and its words (verdicts.write_candidate) follow the judgement."""
 
 from __future__ import annotations

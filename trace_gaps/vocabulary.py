@@ -49,7 +49,7 @@ CAUSE_ORDER: tuple[IdleCause, ...] = (
 
 # Stage names of time no NVTX stage owns (a real range with one of these names is renamed).
 # Short gaps between launches within this many times the stage's median launch spacing are
-# the "even" ones: per-op dispatch (analysis/long_gaps.py measures, analysis/findings.py judges).
+# the "even" ones: per-op dispatch (analysis/long_gaps.py measures, report/findings.py judges).
 DISPATCH_FACTOR = 4
 
 

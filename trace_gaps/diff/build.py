@@ -37,7 +37,7 @@ class ProcessDiff:
     buckets: list[BucketChange]
     stages: list[StageChange]
     candidates: list[CandidateChange]
-    # The step change split into the machine's part and the code's (diff_drift.py); None
+    # The step change split into the machine's part and the code's (drift.py); None
     # where a side's speed was not measured (several exports a side, no replayed step).
     drift: MachineSplit | None = None
 
@@ -55,7 +55,7 @@ class Diff:
     tool_version: str = field(default=__version__)  # the trace-gaps that wrote it
     runs: RunSpread | None = None  # diff --repeats: the step time over repeated captures
     run: RunChange | None = None  # with several pairs of processes (ranks) compared
-    # diff --repeats: the runs' step time less each run's machine part (diff_runs.py)
+    # diff --repeats: the runs' step time less each run's machine part (runs.py)
     code_runs: RunSpread | None = None
 
 
@@ -68,7 +68,7 @@ class ComparedSide:
     report: Report
     step_buckets: StepBuckets = field(default_factory=dict)
     means: SideMeans | None = None
-    speeds: SideSpeeds = field(default_factory=dict)  # per pid, where measured (diff_drift.py)
+    speeds: SideSpeeds = field(default_factory=dict)  # per pid, where measured (drift.py)
 
 
 def diff_reports(before: Report, after: Report) -> Diff:

@@ -1,7 +1,7 @@
 """The side runner's relay (side_runner.py): a diff's bootstrap draws, made in its two sides
 while they are analysed.
 
-A diff's noise (analysis/bootstrap.py) resamples each side's analysed steps: the
+A diff's noise (diff/bootstrap.py) resamples each side's analysed steps: the
 multinomial counts cost 0.13 s a side on the 1M-kernel capture (1,702 steps), and diff's
 own process drew them after both sides were done, on one core, the other idle. Every
 number drawn depends only on the seed, on each side's count of steps and on the order

@@ -38,7 +38,7 @@ class Prediction:
     predicted_ns: int
     ledger: list[WhatIfLedgerEntry]  # replayed with the levers pulled
     not_applicable: list[NotApplicable]  # levers asked for that these steps give nothing to
-    # The pids replayed together, ranks in lockstep (analysis/joint.py): the prediction is the
+    # The pids replayed together, ranks in lockstep (analysis/replay/joint.py): the prediction is the
     # run's step, the same in each of their sections; empty where this process is alone.
     ranks: list[int] = field(default_factory=list)
 
