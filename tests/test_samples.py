@@ -133,6 +133,12 @@ def test_the_sample_has_a_headline_first(path: Path) -> None:
             assert "GPU busy" in process.headline and "biggest lever: " in process.headline
             assert all(c.saving_ns is None for c in process.candidates)
             continue
+        if process.replay is not None and not process.replay.real_pairs:
+            # A step shape no real pair has checked (analysis/replay/shapes.py): ranked by the
+            # time each candidate explains, the headline names that biggest lever.
+            assert "GPU busy" in process.headline and "biggest lever: " in process.headline
+            assert all(c.saving_ns is None for c in process.candidates)
+            continue
         assert "GPU busy" in process.headline and "biggest saving" in process.headline
         # One order (issue 30 item 3): the headline speaks of verdict #1's candidate.
         top = process.candidates[0]
