@@ -194,13 +194,6 @@ def host_ns(models: list[StepModel], names: tuple[str, ...], stage: str) -> floa
     return total / len(models)
 
 
-def shape_of(trace: Trace, analysis: Analysis) -> StepShape:
-    """The before's step shape, as its report finds it for its first process."""
-    replay = build_report(trace, analysis).processes[0].replay
-    assert replay is not None
-    return StepShape(replay.shape)
-
-
 def process_means(analysis: Analysis) -> dict[int, int]:
     steps = analysis.steps[~analysis.steps["is_warmup"]]
     means = (steps["end_ns"] - steps["start_ns"]).groupby(steps["pid"]).mean()
@@ -278,14 +271,16 @@ def evaluate(before: str, levers: str, after: str, unchanged: str, get: Analysed
     models = list(analysis.metrics[REPLAY_MODELS].values())
     # What the user reads: --what-if's prediction (the first section's; ranks in
     # lockstep share one).
-    found = build_report(trace, analysis, what_if=levers).processes[0].what_if
-    assert found is not None
+    first = build_report(trace, analysis, what_if=levers).processes[0]
+    found, replay = first.what_if, first.replay
+    assert found is not None and replay is not None
     _, after_analysis = get(after)
     host_before = host_ns(models, analysis.stage_map.names, unchanged)
     after_models = list(after_analysis.metrics[REPLAY_MODELS].values())
     host_after = host_ns(after_models, after_analysis.stage_map.names, unchanged)
     return PairResult(
-        shape=shape_of(trace, analysis),
+        # the before's step shape, as its report finds it (analysis/replay/shapes.py)
+        shape=StepShape(replay.shape),
         measured_before_ns=mean_step(analysis),
         predicted_ns=found.predicted_ns,
         measured_after_ns=mean_step(after_analysis),
