@@ -27,6 +27,9 @@ step is one NVTX range ``step``; the stages differ by scenario (``--scenario``):
     sync_graph      sync_eager with the forward replayed from a CUDA graph: the diff's
                     repeats; a larger --d-ff is a GPU regression (the MLP's kernels slower).
 
+``--forward-repeat 2`` runs the forward twice a step (the graph captures both): a redundant
+recompute, the "before" of a pair whose after does the GPU work once (``forward=gpu50``).
+
 ``--dtype float32`` (default bfloat16) doubles the bytes every forward reads (weights and KV
 cache): the "before" of a pair whose after moves half the bytes (issue 41).
 
@@ -76,6 +79,7 @@ class Forward:
         gen = torch.Generator(device=device).manual_seed(args.seed)
         self.t = specdecode.make_target(args, device, dtype, gen)
         self.S = args.max_len
+        self.repeat = args.forward_repeat
         self.graph = None
         if graph and device.type == "cuda":
             S = self.S
@@ -92,7 +96,8 @@ class Forward:
             torch.cuda.synchronize()
             self.graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(self.graph):
-                self.g_out = self.t.forward(self.g_tok, self.g_pos, self.g_pos, S, self.g_mask)
+                for _ in range(self.repeat):
+                    self.g_out = self.t.forward(self.g_tok, self.g_pos, self.g_pos, S, self.g_mask)
             torch.cuda.synchronize()
 
     def __call__(self, tok, cur):
@@ -105,7 +110,8 @@ class Forward:
             self.graph.replay()
             logits = self.g_out
         else:
-            logits = self.t.forward(tok, pos, pos, cur + 1)
+            for _ in range(self.repeat):
+                logits = self.t.forward(tok, pos, pos, cur + 1)
         return logits
 
 
@@ -280,6 +286,9 @@ def parse(argv=None):
         type=float,
         default=None,
         help="host work in process_output (0.2; 1.5 in ra_graph_detok)",
+    )
+    ap.add_argument(
+        "--forward-repeat", type=int, default=1, help="forwards a step (2: a redundant recompute)"
     )
     ap.add_argument("--extra-host-ms", type=float, default=0.0, help="sync_*: a CPU stage")
     ap.add_argument(
