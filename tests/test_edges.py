@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from typer.testing import CliRunner
 
 from tests.conftest import SAMPLE_TRACES
@@ -22,6 +23,28 @@ def test_a_domain_that_matches_nothing_is_an_error_naming_the_domains_present():
     assert "has no NVTX ranges in domain 'nosuch'" in result.stderr
     assert "pass one of these to --domain: default, CCCL" in result.stderr
     assert runner.invoke(app, ["analyze", EAGER, "--domain", "default", "-q"]).exit_code == 0
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["report", EAGER, "-o", "bundle"],
+        ["plot", "timeline", EAGER, "-o", "timeline.png"],
+        ["plot", "steps", EAGER, "-o", "steps.png"],
+        ["export", "perfetto", EAGER, "-o", "trace.json"],
+        ["diff", EAGER, EAGER],
+    ],
+    ids=lambda command: " ".join(command[:2]),
+)
+def test_every_command_with_domain_refuses_one_that_matches_nothing(command, tmp_path):
+    # Outputs go under tmp_path; nothing is written when the domain is refused.
+    args = [str(tmp_path / a) if a.endswith((".png", ".json", "bundle")) else a for a in command]
+    result = runner.invoke(app, [*args, "--domain", "nosuch", "-q"])
+    assert result.exit_code == 1, result.output
+    assert result.stderr.count("\n") == 1
+    assert "has no NVTX ranges in domain 'nosuch'" in result.stderr
+    assert "pass one of these to --domain: default, CCCL" in result.stderr
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_info_lists_the_nvtx_domains_and_its_json_says_the_version():
@@ -42,12 +65,12 @@ def test_plot_and_export_take_an_open_steps_range(tmp_path):
     assert result.exit_code == 0, result.output
     assert picture.stat().st_size > 0
     late, early = tmp_path / "late.json", tmp_path / "early.json"
-    for steps, path in (("12:", late), ("0:3", early)):
+    for steps, path in (("12:", late), (":3", early)):
         result = runner.invoke(
             app, ["export", "perfetto", EAGER, "--steps", steps, "-o", str(path)]
         )
         assert result.exit_code == 0, result.output
-    # spec_eager has steps 0 to 14: 12: is three steps, as 0:3.
+    # spec_eager has steps 0 to 14: 12: is three steps, as :3.
     counts = [
         sum(1 for e in json.loads(p.read_text())["traceEvents"] if e.get("name") == "decode_step")
         for p in (late, early)
@@ -57,10 +80,13 @@ def test_plot_and_export_take_an_open_steps_range(tmp_path):
     assert wrong.exit_code == 2 and "is not a range A:B" in wrong.stderr
 
 
-def test_gpu0_is_no_lever():
-    result = runner.invoke(app, ["analyze", EAGER, "--what-if", "verify_forward=gpu0"])
+@pytest.mark.parametrize("lever", ["gpu0", "gpu100", "gpu-5"])
+def test_a_gpu_lever_outside_1_to_99_is_no_lever(lever):
+    # A usage error (exit 2), as every other ill-formed --what-if, refused before any work.
+    result = runner.invoke(app, ["analyze", EAGER, "--what-if", f"x={lever}"])
     assert result.exit_code == 2
-    assert "unknown lever 'gpu0'" in result.stderr and "N 1-99" in result.stderr
+    assert result.stderr.count("\n") == 1
+    assert f"unknown lever {lever!r}" in result.stderr and "N 1-99" in result.stderr
 
 
 def test_an_unknown_option_suggests_only_a_close_one():
