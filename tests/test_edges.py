@@ -1,6 +1,7 @@
 """One grammar across the commands (issue 44's edges): a --domain that matches nothing is an
-error naming the domains, info lists the domains and says its version, open --steps ranges on
-plot and export perfetto, gpu0 is no lever, and an unknown option suggests only a close one."""
+error naming the domains on every command, info lists the domains, the step kinds and the range
+families and says its version, open --steps ranges on plot and export perfetto, gpu0 (gpu100,
+gpu-5) is no lever, and an unknown option suggests only a close one."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from tests.conftest import SAMPLE_TRACES
+from tests.conftest import SAMPLE_TRACES, shipped_trace
 from trace_gaps import __version__
 from trace_gaps.cli import app
 
@@ -57,6 +58,17 @@ def test_info_lists_the_nvtx_domains_and_its_json_says_the_version():
         {"name": "CCCL", "ranges": 120, "library": True},
         {"name": "default", "ranges": 90, "library": False},
     ]
+
+
+def test_info_lists_the_step_kinds_and_the_range_families():
+    # serving_batch_names: steps named step[DECODE bs=3 tokens=3], ... in two kinds.
+    export = str(shipped_trace("serving_batch_names"))
+    text = runner.invoke(app, ["info", export]).stdout
+    assert "kinds, each analysed apart: DECODE 67, PREFILL 24" in text
+    assert "25 × step[PREFILL bs=* tokens=*] depth 0, 23 names" in text
+    found = json.loads(runner.invoke(app, ["info", export, "-f", "json"]).stdout)
+    assert [p["kinds"] for p in found["process_steps"]] == [{"DECODE": 67, "PREFILL": 24}]
+    assert {"step[DECODE bs=* tokens=*]", "forward"} <= {r["name"] for r in found["ranges"]}
 
 
 def test_plot_and_export_take_an_open_steps_range(tmp_path):
