@@ -11,7 +11,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from tests.conftest import SAMPLE_TRACES, shipped_report
+from tests.conftest import SAMPLE_TRACES, shipped_report, shipped_trace
 from trace_gaps.cli import app
 from trace_gaps.figures.stage import STAGE_FIGURES, StageSummary, csv_figures
 from trace_gaps.render import csv as csv_render
@@ -32,6 +32,8 @@ LEDGER_COLUMNS = [
     "lever",
     "saving_ns",
     "predicted_step_ns",
+    "kind",
+    "export_file",
 ]
 
 
@@ -99,6 +101,28 @@ def test_figures_declared_in_csv_are_columns_holding_the_json_figures(monkeypatc
             assert row[name] == ("" if value is None else str(value))
             checked += stage is not None
     assert checked and any(row["nodes_per_replay"] == "" for row in rows)
+
+
+def test_each_row_names_its_kind_of_step_and_its_export():
+    # serving_sglang's steps come in two kinds, each analysed apart: one pid, two ledgers
+    # that only the kind tells apart.
+    sglang = shipped_trace("serving_sglang")
+    result = runner.invoke(app, ["analyze", str(sglang), "-f", "csv"])
+    assert result.exit_code == 0, result.output
+    rows = list(csv.DictReader(io.StringIO(result.stdout)))
+    assert {(row["pid"], row["kind"], row["export_file"]) for row in rows} == {
+        ("793", "DECODE", "serving_sglang.sqlite"),
+        ("793", "EXTEND", "serving_sglang.sqlite"),
+    }
+    # Two exports: each row names the one its process is of; steps without kinds: "".
+    exports = [SAMPLE_TRACES / "spec_eager.sqlite", SAMPLE_TRACES / "spec_sync.sqlite"]
+    result = runner.invoke(app, ["analyze", *map(str, exports), "-f", "csv"])
+    assert result.exit_code == 0, result.output
+    rows = list(csv.DictReader(io.StringIO(result.stdout)))
+    assert {(row["pid"], row["kind"], row["export_file"]) for row in rows} == {
+        ("484", "", "spec_eager.sqlite"),
+        ("941", "", "spec_sync.sqlite"),
+    }
 
 
 def test_only_scalar_figures_are_declared_in_csv():

@@ -1,14 +1,16 @@
 """One grammar across the commands (issue 44's edges): a --domain that matches nothing is an
-error naming the domains, info lists the domains and says its version, open --steps ranges on
-plot and export perfetto, gpu0 is no lever, and an unknown option suggests only a close one."""
+error naming the domains on every command, info lists the domains, the step kinds and the range
+families and says its version, open --steps ranges on plot and export perfetto, gpu0 (gpu100,
+gpu-5) is no lever, and an unknown option suggests only a close one."""
 
 from __future__ import annotations
 
 import json
 
+import pytest
 from typer.testing import CliRunner
 
-from tests.conftest import SAMPLE_TRACES
+from tests.conftest import SAMPLE_TRACES, shipped_trace
 from trace_gaps import __version__
 from trace_gaps.cli import app
 
@@ -24,6 +26,28 @@ def test_a_domain_that_matches_nothing_is_an_error_naming_the_domains_present():
     assert runner.invoke(app, ["analyze", EAGER, "--domain", "default", "-q"]).exit_code == 0
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["report", EAGER, "-o", "bundle"],
+        ["plot", "timeline", EAGER, "-o", "timeline.png"],
+        ["plot", "steps", EAGER, "-o", "steps.png"],
+        ["export", "perfetto", EAGER, "-o", "trace.json"],
+        ["diff", EAGER, EAGER],
+    ],
+    ids=lambda command: " ".join(command[:2]),
+)
+def test_every_command_with_domain_refuses_one_that_matches_nothing(command, tmp_path):
+    # Outputs go under tmp_path; nothing is written when the domain is refused.
+    args = [str(tmp_path / a) if a.endswith((".png", ".json", "bundle")) else a for a in command]
+    result = runner.invoke(app, [*args, "--domain", "nosuch", "-q"])
+    assert result.exit_code == 1, result.output
+    assert result.stderr.count("\n") == 1
+    assert "has no NVTX ranges in domain 'nosuch'" in result.stderr
+    assert "pass one of these to --domain: default, CCCL" in result.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_info_lists_the_nvtx_domains_and_its_json_says_the_version():
     text = runner.invoke(app, ["info", EAGER]).stdout
     assert "NVTX domains (pass one to --domain): CCCL (120 ranges, a library's" in text
@@ -36,18 +60,29 @@ def test_info_lists_the_nvtx_domains_and_its_json_says_the_version():
     ]
 
 
+def test_info_lists_the_step_kinds_and_the_range_families():
+    # serving_batch_names: steps named step[DECODE bs=3 tokens=3], ... in two kinds.
+    export = str(shipped_trace("serving_batch_names"))
+    text = runner.invoke(app, ["info", export]).stdout
+    assert "kinds, each analysed apart: DECODE 67, PREFILL 24" in text
+    assert "25 × step[PREFILL bs=* tokens=*] depth 0, 23 names" in text
+    found = json.loads(runner.invoke(app, ["info", export, "-f", "json"]).stdout)
+    assert [p["kinds"] for p in found["process_steps"]] == [{"DECODE": 67, "PREFILL": 24}]
+    assert {"step[DECODE bs=* tokens=*]", "forward"} <= {r["name"] for r in found["ranges"]}
+
+
 def test_plot_and_export_take_an_open_steps_range(tmp_path):
     picture = tmp_path / "late.png"
     result = runner.invoke(app, ["plot", "timeline", EAGER, "--steps", "12:", "-o", str(picture)])
     assert result.exit_code == 0, result.output
     assert picture.stat().st_size > 0
     late, early = tmp_path / "late.json", tmp_path / "early.json"
-    for steps, path in (("12:", late), ("0:3", early)):
+    for steps, path in (("12:", late), (":3", early)):
         result = runner.invoke(
             app, ["export", "perfetto", EAGER, "--steps", steps, "-o", str(path)]
         )
         assert result.exit_code == 0, result.output
-    # spec_eager has steps 0 to 14: 12: is three steps, as 0:3.
+    # spec_eager has steps 0 to 14: 12: is three steps, as :3.
     counts = [
         sum(1 for e in json.loads(p.read_text())["traceEvents"] if e.get("name") == "decode_step")
         for p in (late, early)
@@ -57,10 +92,13 @@ def test_plot_and_export_take_an_open_steps_range(tmp_path):
     assert wrong.exit_code == 2 and "is not a range A:B" in wrong.stderr
 
 
-def test_gpu0_is_no_lever():
-    result = runner.invoke(app, ["analyze", EAGER, "--what-if", "verify_forward=gpu0"])
+@pytest.mark.parametrize("lever", ["gpu0", "gpu100", "gpu-5"])
+def test_a_gpu_lever_outside_1_to_99_is_no_lever(lever):
+    # A usage error (exit 2), as every other ill-formed --what-if, refused before any work.
+    result = runner.invoke(app, ["analyze", EAGER, "--what-if", f"x={lever}"])
     assert result.exit_code == 2
-    assert "unknown lever 'gpu0'" in result.stderr and "N 1-99" in result.stderr
+    assert result.stderr.count("\n") == 1
+    assert f"unknown lever {lever!r}" in result.stderr and "N 1-99" in result.stderr
 
 
 def test_an_unknown_option_suggests_only_a_close_one():
