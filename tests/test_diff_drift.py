@@ -161,10 +161,11 @@ def test_h200_gpu_regression_is_the_codes_though_the_host_hides_it_in_the_step_t
             diff = one_a_side(before, after)
             (process,) = diff.processes
             assert process.drift is not None
-            # Named the code's, at least two thirds of what the GPU added (the rest read as
-            # the GPU running x1.03 slower: the elementwise kernels the MLP shares names
-            # with grew); though the step time alone reads up to 17 % faster.
-            assert 2 / 3 * added < process.drift.code.change_ns < 1.3 * added, (before, after)
+            # Named the code's, 0.83 to 1.12 of what the GPU added (the GPU's speed measured
+            # on each op's place in its stage: by name, the elementwise kernels the MLP shares
+            # with the attention grew and 4 of the 9 pairs read x1.03 of it as the machine's);
+            # though the step time alone reads up to 17 % faster.
+            assert 0.8 * added < process.drift.code.change_ns < 1.2 * added, (before, after)
             beyond += bool(process.drift.code.is_beyond_noise)
     assert beyond >= 6  # 7 of the 9 pairs, one capture a side
     diff = compare_runs(
@@ -173,9 +174,9 @@ def test_h200_gpu_regression_is_the_codes_though_the_host_hides_it_in_the_step_t
     assert diff.runs is not None and diff.code_runs is not None
     assert diff.runs.change_ns < 0  # the raw step time over the runs: faster
     assert diff.code_runs.is_beyond_noise is True
-    assert 0.5 * added < diff.code_runs.change_ns < 1.2 * added
-    # +2.4 %, 95 % CI +1.5 to +3.3 %: caught by a 1 % gate, not by a 3 % one.
-    assert is_slower_than(diff, 1) and not is_slower_than(diff, 3)
+    assert 0.8 * added < diff.code_runs.change_ns < 1.2 * added
+    # +3.3 %, 95 % CI +2.4 to +4.2 %: caught by a 2 % gate, not by a 3 % one.
+    assert is_slower_than(diff, 2) and not is_slower_than(diff, 3)
 
 
 @pytest.mark.parametrize(

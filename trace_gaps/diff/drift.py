@@ -9,8 +9,12 @@ speed is measured on what the code change did not touch:
   wait for the GPU) of each stage that launches GPU work and launches as much per step on
   both sides (within SAME_COUNT_FRACTION), after ÷ before. Stages that launch nothing are
   not measured (their host time may be a timer, a sleep or a spin) and not scaled;
-- the **GPU**: the mean duration of each op name with as many ops per step on both sides
-  (within SAME_COUNT_FRACTION), after ÷ before.
+- the **GPU**: each op's place in its stage (the k-th op a step launches in the stage) where
+  the stage launches as many ops in every step of both sides, its mean duration after ÷
+  before; the same op by place, not by name, as a wider MLP's elementwise kernels share
+  their names with the unchanged attention's. Where fewer than MIN_PARTS places compare,
+  the mean duration of each op name with as many ops per step on both sides (within
+  SAME_COUNT_FRACTION), after ÷ before.
 
 Each is the parts' time together, after ÷ before (weighted by the before's time), held to
 what most parts agree on (agreed_ratio): within the middle half of the parts' own ratios
@@ -67,6 +71,8 @@ class ProcessSpeed:
     host_ns_per_step: dict[str, float]
     ops_per_step: dict[str, float]
     op_mean_ns: dict[str, float]
+    # Per stage that launches as many ops in every step: each place's mean duration.
+    op_places_ns: dict[str, np.ndarray]
     models: tuple[StepModel, ...] = ()
     stage_names: tuple[str, ...] = ()
 
@@ -86,10 +92,12 @@ class HostSpeed:
 
 @dataclass(frozen=True, slots=True)
 class GpuSpeed:
-    """The GPU's speed after against before: the median change of the same ops' durations."""
+    """The GPU's speed after against before: the change of the same ops' durations most of
+    them agree on, the ops told by their place in a stage or else by name."""
 
-    time_change_pct: float | None  # None: < MIN_PARTS op names as many per step both sides
-    op_names: int  # op names it is measured on
+    time_change_pct: float | None  # None: < MIN_PARTS places or op names compare
+    op_names: int  # op names it is measured on (0: measured on places)
+    ops_per_step: int  # ops a step it is measured on by place (0: measured on names)
     before_ns_per_step: int  # those ops' time per step
     after_ns_per_step: int
 
@@ -143,6 +151,7 @@ def process_speeds(
             host_ns_per_step=host,
             ops_per_step=ops_per_step,
             op_mean_ns=mean_ns,
+            op_places_ns=_op_places(mine, names),
             models=tuple(mine) if keep_models else (),
             stage_names=names if keep_models else (),
         )
@@ -168,6 +177,23 @@ def _stage_figures(
         {names[i]: float(launches[i] / len(models)) for i in kept},
         {names[i]: float(host[i] / len(models)) for i in kept},
     )
+
+
+def _op_places(models: list[StepModel], names: tuple[str, ...]) -> dict[str, np.ndarray]:
+    """Per stage whose steps each launch as many ops: the mean duration of its k-th op (ops
+    the step's calls launched, in start order)."""
+    per_stage: dict[int, list[np.ndarray]] = {}
+    for m in models:
+        own = np.flatnonzero(m.op_call >= 0)
+        own = own[np.lexsort((m.op_start[own], m.op_stage[own]))]
+        stages, firsts = np.unique(m.op_stage[own], return_index=True)
+        for stage, ns in zip(stages.tolist(), np.split(m.op_ns[own], firsts[1:]), strict=True):
+            per_stage.setdefault(stage, []).append(ns)
+    return {
+        names[stage]: np.mean(np.vstack(steps), axis=0)
+        for stage, steps in per_stage.items()
+        if len(steps) == len(models) and len({len(ns) for ns in steps}) == 1
+    }
 
 
 def _op_figures(
@@ -238,7 +264,24 @@ def host_speed(before: ProcessSpeed, after: ProcessSpeed) -> HostSpeed:
 
 
 def gpu_speed(before: ProcessSpeed, after: ProcessSpeed) -> GpuSpeed:
-    """The change of the same ops' durations most op names agree on (module docstring)."""
+    """The change of the same ops' durations most of them agree on (module docstring): by
+    place where MIN_PARTS places compare, else by name."""
+    places = [
+        stage
+        for stage, ns in before.op_places_ns.items()
+        if len(after.op_places_ns.get(stage, ())) == len(ns)
+    ]
+    ns_before = [float(x) for s in places for x in before.op_places_ns[s]]
+    ns_after = [float(x) for s in places for x in after.op_places_ns[s]]
+    agreed = agreed_ratio(ns_before, ns_after)
+    if agreed is not None:
+        return GpuSpeed(
+            round(100 * (agreed - 1), 2),
+            0,
+            len(ns_before),
+            round(sum(ns_before)),
+            round(sum(ns_after)),
+        )
     names = [
         name
         for name, per_step in before.ops_per_step.items()
@@ -249,9 +292,9 @@ def gpu_speed(before: ProcessSpeed, after: ProcessSpeed) -> GpuSpeed:
     ns_after = [before.ops_per_step[n] * after.op_mean_ns[n] for n in names]
     agreed = agreed_ratio(ns_before, ns_after)
     if agreed is None:
-        return GpuSpeed(None, 0, 0, 0)
+        return GpuSpeed(None, 0, 0, 0, 0)
     return GpuSpeed(
-        round(100 * (agreed - 1), 2), len(names), round(sum(ns_before)), round(sum(ns_after))
+        round(100 * (agreed - 1), 2), len(names), 0, round(sum(ns_before)), round(sum(ns_after))
     )
 
 

@@ -66,7 +66,12 @@ def drift_line(drift: MachineSplit, *, runs_known: bool) -> str:
         line = f"{code[0].upper()}{code[1:]}; {machine}: {speeds}"
     if drift.host.stages:
         stages = ", ".join(drift.host.stages)
-        line += f" (host measured on {stages}; GPU on {drift.gpu.op_names} op names)"
+        gpu = (
+            f"{drift.gpu.ops_per_step} ops a step"
+            if drift.gpu.ops_per_step
+            else f"{drift.gpu.op_names} op names"
+        )
+        line += f" (host measured on {stages}; GPU on {gpu})"
     if not runs_known:
         line += (
             "; run-to-run noise unknown with one capture a side: "
