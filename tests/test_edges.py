@@ -1,7 +1,7 @@
 """One grammar across the commands (issue 44's edges): a --domain that matches nothing is an
 error naming the domains on every command, info lists the domains, the step kinds and the range
-families and says its version, open --steps ranges on plot and export perfetto, gpu0 (gpu100,
-gpu-5) is no lever, and an unknown option suggests only a close one."""
+families and says its version, open --steps ranges on plot (timeline and steps) and export
+perfetto, gpu0 (gpu100, gpu-5) is no lever, and an unknown option suggests only a close one."""
 
 from __future__ import annotations
 
@@ -90,6 +90,23 @@ def test_plot_and_export_take_an_open_steps_range(tmp_path):
     assert counts[0] == counts[1] > 0
     wrong = runner.invoke(app, ["plot", "timeline", EAGER, "--steps", "5:3", "-o", str(picture)])
     assert wrong.exit_code == 2 and "is not a range A:B" in wrong.stderr
+
+
+@pytest.mark.parametrize("steps", ["12:", ":3", "3:6"])
+def test_plot_steps_takes_the_steps_range_of_the_other_commands(steps, tmp_path):
+    # The analysis' --steps, as analyze and report take it: the steps outside are drawn as
+    # warm-up (faded).
+    picture = tmp_path / "steps.png"
+    result = runner.invoke(app, ["plot", "steps", EAGER, "--steps", steps, "-o", str(picture)])
+    assert result.exit_code == 0, result.output
+    assert picture.stat().st_size > 0
+
+
+def test_plot_steps_refuses_a_steps_range_as_the_other_commands_do(tmp_path):
+    picture = tmp_path / "steps.png"
+    wrong = runner.invoke(app, ["plot", "steps", EAGER, "--steps", "5:3", "-o", str(picture)])
+    assert wrong.exit_code == 2 and "is not a range A:B" in wrong.stderr
+    assert not picture.exists()
 
 
 @pytest.mark.parametrize("lever", ["gpu0", "gpu100", "gpu-5"])

@@ -104,7 +104,7 @@ def plot_timeline(
 
 
 @app.command("steps")
-@analysis_options()
+@analysis_options(offer=("steps",))
 def plot_steps(
     *,
     output: ImageOpt,
