@@ -26,26 +26,43 @@ def test_a_domain_that_matches_nothing_is_an_error_naming_the_domains_present():
     assert runner.invoke(app, ["analyze", EAGER, "--domain", "default", "-q"]).exit_code == 0
 
 
-@pytest.mark.parametrize(
-    "command",
-    [
-        ["report", EAGER, "-o", "bundle"],
-        ["plot", "timeline", EAGER, "-o", "timeline.png"],
-        ["plot", "steps", EAGER, "-o", "steps.png"],
-        ["export", "perfetto", EAGER, "-o", "trace.json"],
-        ["diff", EAGER, EAGER],
-    ],
-    ids=lambda command: " ".join(command[:2]),
-)
+# Each command that takes --domain, EXPORT standing for the export and each output a name.
+DOMAIN_COMMANDS = [
+    ["report", "EXPORT", "-o", "bundle"],
+    ["plot", "timeline", "EXPORT", "-o", "timeline.png"],
+    ["plot", "steps", "EXPORT", "-o", "steps.png"],
+    ["export", "perfetto", "EXPORT", "-o", "trace.json"],
+    ["diff", "EXPORT", "EXPORT"],
+]
+
+
+def domain_command(command: list[str], export: str, tmp_path) -> list[str]:
+    """The command with its export and its outputs under tmp_path, and --domain nosuch."""
+    outputs = (".png", ".json", "bundle")
+    args = [str(tmp_path / a) if a.endswith(outputs) else a for a in command]
+    return [export if a == "EXPORT" else a for a in args] + ["--domain", "nosuch", "-q"]
+
+
+@pytest.mark.parametrize("command", DOMAIN_COMMANDS, ids=lambda command: " ".join(command[:2]))
 def test_every_command_with_domain_refuses_one_that_matches_nothing(command, tmp_path):
-    # Outputs go under tmp_path; nothing is written when the domain is refused.
-    args = [str(tmp_path / a) if a.endswith((".png", ".json", "bundle")) else a for a in command]
-    result = runner.invoke(app, [*args, "--domain", "nosuch", "-q"])
+    # Nothing is written when the domain is refused.
+    result = runner.invoke(app, domain_command(command, EAGER, tmp_path))
     assert result.exit_code == 1, result.output
     assert result.stderr.count("\n") == 1
     assert "has no NVTX ranges in domain 'nosuch'" in result.stderr
     assert "pass one of these to --domain: default, CCCL" in result.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("command", DOMAIN_COMMANDS, ids=lambda command: " ".join(command[:2]))
+def test_every_command_names_the_export_as_typed_when_it_refuses_a_domain(
+    command, tmp_path, monkeypatch
+):
+    # diff named it by its absolute path, every other command as typed.
+    monkeypatch.chdir(SAMPLE_TRACES)
+    result = runner.invoke(app, domain_command(command, "spec_eager.sqlite", tmp_path))
+    assert result.exit_code == 1, result.output
+    assert result.stderr.startswith("error: spec_eager.sqlite: has no NVTX ranges in domain")
 
 
 def test_info_lists_the_nvtx_domains_and_its_json_says_the_version():

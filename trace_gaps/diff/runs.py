@@ -123,7 +123,7 @@ def _slowest_speed(report: Report, speeds: SideSpeeds) -> ProcessSpeed | None:
 def analyse_run(path: Path, options: AnalysisOptions, *, keep_models: bool) -> Run:
     """One repeated capture analysed: its report and its processes' speed figures (with the
     replay models, to be replayed at other runs' speeds, where keep_models)."""
-    trace, analysis = analyse_export(path.resolve(), measuring(options))
+    trace, analysis = analyse_export(path, measuring(options))
     report = build_report(trace, analysis, step_ledger=True)
     return report, process_speeds(analysis, compared_steps(report), keep_models=keep_models)
 

@@ -109,7 +109,7 @@ def run_side(
             refuse_inputs_as_outputs([output], [export])
         draws = BeforeSideDraws(relay) if is_before else None
         trace, analysis = analyse_export(
-            export.resolve(),
+            export,  # as typed: the errors name it so, as every other command's
             measuring(options),
             read_ahead=read_ahead,
             on_steps=None if draws is None else draws.on_steps,
