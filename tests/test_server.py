@@ -136,6 +136,11 @@ def test_bad_arguments_are_refused_in_one_line(tmp_path):
         ("stage", {"exports": [export], "stage": "nosuch"}, "no stage 'nosuch'"),
         ("step", {"exports": [export]}, "index: Field required"),
         ("what_if", {"export": export, "levers": "verify_forward=gpu0"}, "gpu"),
+        ("candidates", {"exports": [export], "limit": 0}, "limit: Input should be greater"),
+        ("kernels", {"exports": [export], "limit": 101}, "limit: Input should be less"),
+        ("notes", {"exports": [export], "bogus": 1}, "notes takes no argument 'bogus'"),
+        ("diff", {"before": export}, "diff: after: Field required"),
+        ("info", {"exports": [export]}, "info takes no argument 'exports'"),
         ("nosuch", {}, "nosuch"),
     ]
 
