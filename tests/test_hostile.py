@@ -540,6 +540,46 @@ def test_a_null_in_a_numeric_column_names_table_column_and_rows(reader, export, 
     assert "pandas" not in line and "non-finite" not in line
 
 
+@pytest.mark.parametrize("reader", ["arrow", "sqlite3"])
+def test_nulls_in_several_chunks_are_counted_in_the_whole_table(reader, export, monkeypatch):
+    from trace_gaps.nsys import read
+
+    if reader == "sqlite3":
+        monkeypatch.setenv("TRACE_GAPS_NO_ARROW", "1")
+    monkeypatch.setattr(read, "CHUNK_ROWS", 4)
+    edit(
+        export,
+        "ALTER TABLE CUPTI_ACTIVITY_KIND_KERNEL RENAME TO Original",
+        "CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL AS SELECT * FROM Original",
+        "DROP TABLE Original",
+        "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET streamId = NULL WHERE rowid IN (2, 9, 3000)",
+    )
+    line = error_line(["analyze", str(export)], export)
+    assert f"error: {export}: has NULL in 3 rows of CUPTI_ACTIVITY_KIND_KERNEL.streamId," in line
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        (
+            "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = x'0102' WHERE rowid < 4",
+            "has a BLOB in 3 rows of CUPTI_ACTIVITY_KIND_KERNEL.start,",
+        ),
+        (  # the query reads pid as (globalTid >> 24) & 16777215: the export's column is named
+            "UPDATE NVTX_EVENTS SET globalTid = NULL WHERE rowid < 4",
+            "has NULL in 3 rows of NVTX_EVENTS.globalTid,",
+        ),
+        (
+            "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET globalPid = NULL WHERE rowid % 1000 = 7",
+            "has NULL in 7 rows of CUPTI_ACTIVITY_KIND_KERNEL.globalPid,",
+        ),
+    ],
+)
+def test_a_bad_value_names_the_exports_own_column_and_kind(change, said, export):
+    edit(export, change)
+    assert f"error: {export}: {said}" in error_line(["analyze", str(export)], export)
+
+
 # --- control characters in names ------------------------------------------------------------
 
 ESCAPES = "fw\x1b[2J\x1b]0;owned\x07\x00\r\x9bX"
