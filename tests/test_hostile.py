@@ -823,6 +823,18 @@ def test_an_output_onto_the_side_file_of_a_symlinked_inputs_target_is_refused(
     ok(["analyze", export])  # the export still opens: no hot journal beside it
 
 
+@pytest.mark.parametrize("side", ["before", "after"])
+def test_a_symlink_loop_given_to_diff_is_named_as_one(side, export, tmp_path):
+    loop = tmp_path / "loop.sqlite"
+    loop.symlink_to(loop)
+    args = [loop, export] if side == "before" else [export, loop]
+    line = error_line(["diff", *map(str, args)], loop)
+    assert line.endswith(
+        "is a symbolic link that leads back to itself (a loop); point it at "
+        "the .sqlite file that `nsys export --type sqlite` wrote"
+    )
+
+
 @pytest.mark.parametrize(
     ("command", "name"),
     [
