@@ -1310,3 +1310,27 @@ def test_held_signals_wait_while_another_thread_runs() -> None:
         done.set()
         other.join()
         signal.signal(signal.SIGTERM, previous)
+
+
+# --- patterns that backtrack without end (issue 45) -----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("pattern", "trouble"),
+    [
+        ("(.*a){25}", "has a repeat inside a repeat"),  # 117 s on the sample before
+        (".*e.*e.*e.*e.*Q", "has 5 unbounded repeats"),  # 516 s on the sample's names
+        pytest.param("x" * 201, "has 201 characters", id="201-characters"),
+    ],
+)
+def test_a_collective_pattern_that_could_backtrack_for_hours_is_refused(pattern, trouble, tmp_path):
+    # The export need not exist: the pattern is refused before any work.
+    result = invoke(["analyze", str(tmp_path / "r.sqlite"), "--collective", pattern])
+    assert result.exit_code == 2, result.output
+    said = " ".join(result.stderr.replace("│", " ").split())
+    assert trouble in said and "give a simpler pattern" in said
+
+
+@pytest.mark.parametrize("pattern", ["nccl.*AllReduce", "ncclDevKernel_.*_Sum_.*", "(ab){2}c"])
+def test_a_plain_collective_pattern_is_taken(pattern, export):
+    ok(["analyze", str(export), "-q", "--collective", pattern])
