@@ -1334,3 +1334,25 @@ def test_a_collective_pattern_that_could_backtrack_for_hours_is_refused(pattern,
 @pytest.mark.parametrize("pattern", ["nccl.*AllReduce", "ncclDevKernel_.*_Sum_.*", "(ab){2}c"])
 def test_a_plain_collective_pattern_is_taken(pattern, export):
     ok(["analyze", str(export), "-q", "--collective", pattern])
+
+
+# --- a name longer than any CUDA API's (issue 45) -------------------------------------------
+
+
+def test_a_megabyte_cuda_api_name_is_cut_when_read(export):
+    # Each search of the calls' names went through the whole name: analyze took 44 s, not 2.4 s.
+    from trace_gaps.nsys import queries
+    from trace_gaps.nsys.export import open_export
+    from trace_gaps.nsys.names import CALL_NAME_CHARACTERS, Names
+
+    edit(
+        export,
+        "UPDATE StringIds SET value = ? WHERE value = 'cuKernelGetName'",
+        params=("x" * 1_000_000,),
+    )
+    with open_export(export) as connection:
+        names = Names(connection, export, (queries.RUNTIME_TABLE,)).call_names()
+    assert max(names.map(len)) == CALL_NAME_CHARACTERS
+    assert "x" * (CALL_NAME_CHARACTERS - 1) + "…" in set(names)
+    assert "cudaLaunchKernel" in set(names)  # the version suffix still dropped
+    ok(["analyze", str(export), "-q"])
