@@ -673,6 +673,27 @@ def test_an_interrupted_conversion_leaves_no_partial_export(tmp_path, monkeypatc
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bin", "run.nsys-rep"]
 
 
+def test_a_partial_export_left_by_a_killed_run_is_removed_by_the_next(tmp_path, monkeypatch):
+    # SIGKILL during the conversion: no clean-up ran, the partial export stayed beside the
+    # report. Its name holds the pid of the run that wrote it, which no longer runs.
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    pid = int(dead.stdout)
+    fake_nsys(tmp_path, monkeypatch, f"open(out, 'wb').write(open({str(SAMPLE)!r}, 'rb').read())\n")
+    report = fake_report(tmp_path)
+    stale = [tmp_path / f".run.partial-{pid}-0123abcd.sqlite{side}" for side in ("", "-wal")]
+    alive = tmp_path / f".run.partial-{os.getpid()}-0123abcd.sqlite"  # a run still converting
+    for path in (*stale, alive):
+        path.write_bytes(b"half")
+    ok(["analyze", str(report), "-q"])
+    assert not any(path.exists() for path in stale)
+    assert alive.exists()
+
+
 def test_an_older_export_beside_the_report_is_exported_once_to_one_folder(tmp_path, monkeypatch):
     log = fake_nsys(tmp_path, monkeypatch, f"shutil.copy({str(SAMPLE)!r}, out)\n")
     (tmp_path / "tmp").mkdir()
