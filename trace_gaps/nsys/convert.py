@@ -109,7 +109,7 @@ def _remove_stale_partials(beside: Path) -> None:
     trace-gaps that was killed outright (SIGKILL: no clean-up ran): those whose name holds
     the pid of a process that no longer runs. A live one's (another run converting the same
     report) is left alone."""
-    pattern = re.compile(r"\.partial-(\d+)-[0-9a-f]{8}\.sqlite(?:-wal|-shm|-journal)?")
+    pattern = re.compile(r"\.partial-(\d+)-[0-9a-f]{8}\.sqlite(?:-wal|-shm|-journal)?$")
     with contextlib.suppress(OSError):
         for found in beside.parent.glob(".*.partial-*"):
             named = pattern.search(found.name)
