@@ -136,7 +136,7 @@ def test_a_report_is_exported_beside_itself_when_nsys_is_on_path(
     assert "Step ledger" in result.stdout
     # nsys writes to a temporary name beside the report, renamed once it succeeded.
     assert re.fullmatch(
-        rf"export --type sqlite -o {re.escape(str(reports))}/\.run\.partial-[0-9a-f]{{8}}\.sqlite "
+        rf"export --type sqlite -o {re.escape(str(reports))}/\.run\.partial-\d+-[0-9a-f]{{8}}\.sqlite "
         rf"{re.escape(str(report))}\n",
         log.read_text(),
     )

@@ -540,6 +540,46 @@ def test_a_null_in_a_numeric_column_names_table_column_and_rows(reader, export, 
     assert "pandas" not in line and "non-finite" not in line
 
 
+@pytest.mark.parametrize("reader", ["arrow", "sqlite3"])
+def test_nulls_in_several_chunks_are_counted_in_the_whole_table(reader, export, monkeypatch):
+    from trace_gaps.nsys import read
+
+    if reader == "sqlite3":
+        monkeypatch.setenv("TRACE_GAPS_NO_ARROW", "1")
+    monkeypatch.setattr(read, "CHUNK_ROWS", 4)
+    edit(
+        export,
+        "ALTER TABLE CUPTI_ACTIVITY_KIND_KERNEL RENAME TO Original",
+        "CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL AS SELECT * FROM Original",
+        "DROP TABLE Original",
+        "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET streamId = NULL WHERE rowid IN (2, 9, 3000)",
+    )
+    line = error_line(["analyze", str(export)], export)
+    assert f"error: {export}: has NULL in 3 rows of CUPTI_ACTIVITY_KIND_KERNEL.streamId," in line
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        (
+            "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = x'0102' WHERE rowid < 4",
+            "has a BLOB in 3 rows of CUPTI_ACTIVITY_KIND_KERNEL.start,",
+        ),
+        (  # the query reads pid as (globalTid >> 24) & 16777215: the export's column is named
+            "UPDATE NVTX_EVENTS SET globalTid = NULL WHERE rowid < 4",
+            "has NULL in 3 rows of NVTX_EVENTS.globalTid,",
+        ),
+        (
+            "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET globalPid = NULL WHERE rowid % 1000 = 7",
+            "has NULL in 7 rows of CUPTI_ACTIVITY_KIND_KERNEL.globalPid,",
+        ),
+    ],
+)
+def test_a_bad_value_names_the_exports_own_column_and_kind(change, said, export):
+    edit(export, change)
+    assert f"error: {export}: {said}" in error_line(["analyze", str(export)], export)
+
+
 # --- control characters in names ------------------------------------------------------------
 
 ESCAPES = "fw\x1b[2J\x1b]0;owned\x07\x00\r\x9bX"
@@ -631,6 +671,27 @@ def test_an_interrupted_conversion_leaves_no_partial_export(tmp_path, monkeypatc
     line = error_line(["analyze", str(report)], report)
     assert "`nsys export` failed (exit 1" in line
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bin", "run.nsys-rep"]
+
+
+def test_a_partial_export_left_by_a_killed_run_is_removed_by_the_next(tmp_path, monkeypatch):
+    # SIGKILL during the conversion: no clean-up ran, the partial export stayed beside the
+    # report. Its name holds the pid of the run that wrote it, which no longer runs.
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    pid = int(dead.stdout)
+    fake_nsys(tmp_path, monkeypatch, f"open(out, 'wb').write(open({str(SAMPLE)!r}, 'rb').read())\n")
+    report = fake_report(tmp_path)
+    stale = [tmp_path / f".run.partial-{pid}-0123abcd.sqlite{side}" for side in ("", "-wal")]
+    alive = tmp_path / f".run.partial-{os.getpid()}-0123abcd.sqlite"  # a run still converting
+    for path in (*stale, alive):
+        path.write_bytes(b"half")
+    ok(["analyze", str(report), "-q"])
+    assert not any(path.exists() for path in stale)
+    assert alive.exists()
 
 
 def test_an_older_export_beside_the_report_is_exported_once_to_one_folder(tmp_path, monkeypatch):
@@ -781,6 +842,18 @@ def test_an_output_onto_the_side_file_of_a_symlinked_inputs_target_is_refused(
     )
     assert not side.exists()
     ok(["analyze", export])  # the export still opens: no hot journal beside it
+
+
+@pytest.mark.parametrize("side", ["before", "after"])
+def test_a_symlink_loop_given_to_diff_is_named_as_one(side, export, tmp_path):
+    loop = tmp_path / "loop.sqlite"
+    loop.symlink_to(loop)
+    args = [loop, export] if side == "before" else [export, loop]
+    line = error_line(["diff", *map(str, args)], loop)
+    assert line.endswith(
+        "is a symbolic link that leads back to itself (a loop); point it at "
+        "the .sqlite file that `nsys export --type sqlite` wrote"
+    )
 
 
 @pytest.mark.parametrize(
@@ -1258,3 +1331,49 @@ def test_held_signals_wait_while_another_thread_runs() -> None:
         done.set()
         other.join()
         signal.signal(signal.SIGTERM, previous)
+
+
+# --- patterns that backtrack without end (issue 45) -----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("pattern", "trouble"),
+    [
+        ("(.*a){25}", "has a repeat inside a repeat"),  # 117 s on the sample before
+        (".*e.*e.*e.*e.*Q", "has 5 unbounded repeats"),  # 516 s on the sample's names
+        pytest.param("x" * 201, "has 201 characters", id="201-characters"),
+    ],
+)
+def test_a_collective_pattern_that_could_backtrack_for_hours_is_refused(pattern, trouble, tmp_path):
+    # The export need not exist: the pattern is refused before any work.
+    result = invoke(["analyze", str(tmp_path / "r.sqlite"), "--collective", pattern])
+    assert result.exit_code == 2, result.output
+    said = " ".join(result.stderr.replace("│", " ").split())
+    assert trouble in said and "give a simpler pattern" in said
+
+
+@pytest.mark.parametrize("pattern", ["nccl.*AllReduce", "ncclDevKernel_.*_Sum_.*", "(ab){2}c"])
+def test_a_plain_collective_pattern_is_taken(pattern, export):
+    ok(["analyze", str(export), "-q", "--collective", pattern])
+
+
+# --- a name longer than any CUDA API's (issue 45) -------------------------------------------
+
+
+def test_a_megabyte_cuda_api_name_is_cut_when_read(export):
+    # Each search of the calls' names went through the whole name: analyze took 44 s, not 2.4 s.
+    from trace_gaps.nsys import queries
+    from trace_gaps.nsys.export import open_export
+    from trace_gaps.nsys.names import CALL_NAME_CHARACTERS, Names
+
+    edit(
+        export,
+        "UPDATE StringIds SET value = ? WHERE value = 'cuKernelGetName'",
+        params=("x" * 1_000_000,),
+    )
+    with open_export(export) as connection:
+        names = Names(connection, export, (queries.RUNTIME_TABLE,)).call_names()
+    assert max(names.map(len)) == CALL_NAME_CHARACTERS
+    assert "x" * (CALL_NAME_CHARACTERS - 1) + "…" in set(names)
+    assert "cudaLaunchKernel" in set(names)  # the version suffix still dropped
+    ok(["analyze", str(export), "-q"])

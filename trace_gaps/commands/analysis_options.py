@@ -18,8 +18,16 @@ if TYPE_CHECKING:  # the analysis imports pandas: not for --help
 TopOpt = Annotated[int, typer.Option("--top", min=1, help="How many candidates to rank.")]
 
 
+# A --collective is searched in every kernel name: a pattern that backtracks without end
+# (`(.*a){25}`: 117 s on a sample; `.*e.*e.*e.*e.*Q`: 516 s) is refused before any work.
+PATTERN_CHARACTERS = 200
+PATTERN_REPEATS = 2  # unbounded repeats (*, +, {n,} or over PATTERN_SMALL_REPEAT)
+PATTERN_SMALL_REPEAT = 16
+
+
 def check_patterns(patterns: list[str] | None) -> list[str] | None:
-    """Refuse a --collective that is not a regular expression, before any work."""
+    """Refuse a --collective that is not a regular expression, or one whose search could
+    backtrack without end (pattern_trouble), before any work."""
     import re
 
     for pattern in patterns or []:
@@ -27,7 +35,47 @@ def check_patterns(patterns: list[str] | None) -> list[str] | None:
             re.compile(pattern)
         except re.error as error:
             raise typer.BadParameter(f"{pattern!r} is not a regular expression: {error}.") from None
+        trouble = pattern_trouble(pattern)
+        if trouble:
+            raise typer.BadParameter(
+                f"{pattern[:60]!r}{'...' if len(pattern) > 60 else ''} {trouble}, which can "
+                f"take hours to search each kernel name; give a simpler pattern (at most "
+                f"{PATTERN_CHARACTERS} characters, {PATTERN_REPEATS} unbounded repeats such as "
+                ".* or +, none inside another repeat)."
+            )
     return patterns
+
+
+def pattern_trouble(pattern: str) -> str:
+    """What makes a (valid) regular expression slow to search, '' when nothing does."""
+    from re import _constants, _parser  # type: ignore[attr-defined]
+
+    if len(pattern) > PATTERN_CHARACTERS:
+        return f"has {len(pattern):,} characters"
+    repeats = (_constants.MAX_REPEAT, _constants.MIN_REPEAT)
+
+    def walk(items: object, inside: bool) -> int:
+        """Unbounded repeats in the parsed items; ValueError at a repeat inside a repeat."""
+        found = 0
+        for op, value in items:  # type: ignore[attr-defined]
+            if op in repeats and value[1] > 1:
+                if inside:
+                    raise ValueError("has a repeat inside a repeat")
+                found += value[1] > PATTERN_SMALL_REPEAT
+                found += walk(value[2], True)
+                continue
+            for part in value if isinstance(value, (list, tuple)) else ():
+                if isinstance(part, _parser.SubPattern):
+                    found += walk(part, inside)
+                elif isinstance(part, list):  # a branch's alternatives
+                    found += sum(walk(a, inside) for a in part if isinstance(a, _parser.SubPattern))
+        return found
+
+    try:
+        unbounded = walk(_parser.parse(pattern), False)
+    except ValueError as error:
+        return str(error)
+    return f"has {unbounded} unbounded repeats" if unbounded > PATTERN_REPEATS else ""
 
 
 @dataclass(frozen=True, slots=True)

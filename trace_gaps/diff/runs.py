@@ -26,6 +26,7 @@ from trace_gaps.diff.drift import (
 from trace_gaps.diff.noise import practical_threshold_ns
 from trace_gaps.diff.repeats import RunSpread, captured_together, run_spread
 from trace_gaps.errors import TraceGapsError
+from trace_gaps.nsys.export import check_is_sqlite
 from trace_gaps.nsys.head import capture_window
 from trace_gaps.records.report import Report
 from trace_gaps.report.build import build_report
@@ -123,6 +124,7 @@ def _slowest_speed(report: Report, speeds: SideSpeeds) -> ProcessSpeed | None:
 def analyse_run(path: Path, options: AnalysisOptions, *, keep_models: bool) -> Run:
     """One repeated capture analysed: its report and its processes' speed figures (with the
     replay models, to be replayed at other runs' speeds, where keep_models)."""
+    check_is_sqlite(path)  # a symlink loop named in one line
     trace, analysis = analyse_export(path, measuring(options))
     report = build_report(trace, analysis, step_ledger=True)
     return report, process_speeds(analysis, compared_steps(report), keep_models=keep_models)

@@ -32,6 +32,7 @@ from trace_gaps.diff.step_tables import StepBuckets, bucket_table, step_bucket_t
 from trace_gaps.errors import TraceGapsError, about_file
 from trace_gaps.inputs import resolve_export
 from trace_gaps.model import END_NS, PID, START_NS
+from trace_gaps.nsys.export import check_is_sqlite
 from trace_gaps.output import refuse_inputs_as_outputs
 from trace_gaps.report.build import Report, build_report
 from trace_gaps.run.one import analyse_export
@@ -108,6 +109,7 @@ def run_side(
         if output is not None:
             refuse_inputs_as_outputs([output], [export])
         draws = BeforeSideDraws(relay) if is_before else None
+        check_is_sqlite(export)  # a symlink loop named in one line
         trace, analysis = analyse_export(
             export,  # as typed: the errors name it so, as every other command's
             measuring(options),

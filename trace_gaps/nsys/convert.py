@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import re
 import secrets
 import shlex
 import shutil
@@ -77,9 +78,10 @@ def convert_report(report: Path, nsys: str) -> ConvertedReport:
         beside = _cache_folder(report) / beside.name
     if _is_usable(beside, report):
         return ConvertedReport(report, beside, reused=True)
+    _remove_stale_partials(beside)
     partial = hidden_sibling(
         beside.with_name(beside.stem),
-        f".partial-{secrets.token_hex(4)}.sqlite",
+        f".partial-{os.getpid()}-{secrets.token_hex(4)}.sqlite",
         room_for=max(SQLITE_SIDE_FILES, key=len),
     )
 
@@ -100,6 +102,30 @@ def convert_report(report: Path, nsys: str) -> ConvertedReport:
     finally:
         remove_partial()
     return ConvertedReport(report, beside, reused=False)
+
+
+def _remove_stale_partials(beside: Path) -> None:
+    """Remove the partial exports (and their SQLite side files) beside `beside` left by a
+    trace-gaps that was killed outright (SIGKILL: no clean-up ran): those whose name holds
+    the pid of a process that no longer runs. A live one's (another run converting the same
+    report) is left alone."""
+    pattern = re.compile(r"\.partial-(\d+)-[0-9a-f]{8}\.sqlite(?:-wal|-shm|-journal)?$")
+    with contextlib.suppress(OSError):
+        for found in beside.parent.glob(".*.partial-*"):
+            named = pattern.search(found.name)
+            if named and not _is_running(int(named.group(1))):
+                with contextlib.suppress(OSError):
+                    found.unlink()
+
+
+def _is_running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's, or not to be asked: running for all we know
+        return True
+    return True
 
 
 def _is_usable(export: Path, report: Path) -> bool:

@@ -21,7 +21,7 @@ from trace_gaps.errors import MissingTableError, NoKernelsError, NotAnExportErro
 from trace_gaps.nsys import queries
 from trace_gaps.nsys.convert import export_command, is_report
 from trace_gaps.nsys.files import NotAPlainFile, not_a_plain_file, read_head
-from trace_gaps.nsys.sql import query_rows, query_value
+from trace_gaps.nsys.sql import BadValues, query_rows, query_value
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
@@ -80,6 +80,8 @@ def reading_export(path: Path, *, values: bool = True) -> Iterator[None]:
     before = _file_version(path)
     try:
         yield
+    except BadValues as error:  # counted in the whole table, not the chunk that met it
+        raise NotAnExportError(error.counted(export_uri(path)).message) from error
     except UnicodeDecodeError as error:
         # SQLite's own message quoted garbage bytes of a damaged schema.
         raise NotAnExportError(

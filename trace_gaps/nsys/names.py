@@ -20,6 +20,9 @@ from trace_gaps.nsys.sql import query_rows, query_value
 # longer tables are searched for the ids in use.
 WHOLE_STRING_TABLE = 500_000
 
+# The CUDA API's longest names have some 50 characters.
+CALL_NAME_CHARACTERS = 256
+
 UNKNOWN = "?"  # the name of an op or call whose name id is not in StringIds
 _MEMCPY_NAMES = ("memcpy HtoD", "memcpy DtoH", "memcpy DtoD", "memcpy PtoP", "memcpy")
 
@@ -59,7 +62,16 @@ class Names:
         return unique_index([*kernel_names, *extra])
 
     def call_names(self) -> pd.Series:
-        return self.strings(queries.RUNTIME_NAMES).map(strip_version_suffix)
+        return self.strings(queries.RUNTIME_NAMES).map(call_name)
+
+
+def call_name(name: str) -> str:
+    """A CUDA API name without its version suffix. One longer than any API's (a damaged or
+    hostile export: a 1 MB name made every search of the calls' names 18x slower) is cut at
+    CALL_NAME_CHARACTERS and ends in '…'."""
+    if len(name) > CALL_NAME_CHARACTERS:
+        return name[: CALL_NAME_CHARACTERS - 1] + "…"
+    return strip_version_suffix(name)
 
 
 def string_series(connection: sqlite3.Connection, sql: str) -> pd.Series:

@@ -7,6 +7,8 @@ Queries select explicit columns aliased to model names, so nsys's camelCase stop
 Process ids come from the serialized ids: globalTid = (vm << 48) | (pid << 24) | tid.
 """
 
+import re
+
 TABLES = "SELECT name FROM sqlite_master WHERE type = 'table'"
 TABLE_COLUMNS = "SELECT name FROM pragma_table_info(?)"
 
@@ -364,3 +366,13 @@ GPU_METRIC_SAMPLES = """
 SELECT timestamp AS time_ns, metricId AS metric_id, value AS value
 FROM GPU_METRICS
 """
+
+
+def bad_values(table: str, column: str, kind: str) -> str:
+    """How many rows of a table hold a NULL, text or a BLOB (sql.BadValues's kind) in a
+    column (both names from this module's own queries, checked to be plain names)."""
+    if not re.fullmatch(r"[A-Za-z_]\w*", table) or not re.fullmatch(r"[A-Za-z_]\w*", column):
+        raise ValueError(f"not a plain name: {table}.{column}")
+    test = {"NULL": "IS NULL", "a BLOB": "= 'blob'", "text": "= 'text'"}[kind]
+    value = f'"{column}"' if kind == "NULL" else f'typeof("{column}")'
+    return f"SELECT COUNT(*) FROM {table} WHERE {value} {test}"

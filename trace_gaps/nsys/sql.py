@@ -12,11 +12,13 @@ from __future__ import annotations
 import re
 import sqlite3
 from collections.abc import Sequence
+from contextlib import closing
 from typing import Any
 
 import pandas as pd
 
 from trace_gaps.errors import NotAnExportError
+from trace_gaps.nsys.queries import bad_values
 
 
 def query_frame(
@@ -52,8 +54,9 @@ def query_value(connection: sqlite3.Connection, sql: str, params: Sequence[Any] 
 
 
 def typed_frame(frame: pd.DataFrame, dtype: dict[str, str], sql: str) -> pd.DataFrame:
-    """The frame with these dtypes; a NULL or text where a number belongs raises a
-    NotAnExportError naming the table, the column and how many rows hold it."""
+    """The frame with these dtypes; a NULL, text or a BLOB where a number belongs raises
+    BadValues naming the export's table and column and how many rows of the chunk hold it
+    (reading_export counts them in the whole table)."""
     # Only the columns not already of their dtype (Arrow's integers mostly are): astype
     # on a whole chunk costs the GIL that the analysis thread waits for.
     have = frame.dtypes
@@ -65,24 +68,68 @@ def typed_frame(frame: pd.DataFrame, dtype: dict[str, str], sql: str) -> pd.Data
             if column not in frame.columns or dtype[column] in ("object", "category"):
                 continue
             values = frame[column]
-            nulls = int(values.isna().sum())
-            text = int((pd.to_numeric(values, errors="coerce").isna() & values.notna()).sum())
-            if nulls or text:
-                what = f"NULL in {nulls:,}" if nulls else f"text in {text:,}"
-                raise NotAnExportError(
-                    f"has {what} rows of {_source_column(sql, column)}, where nsys always "
-                    "writes a number; the export is damaged or from an unsupported nsys "
-                    "version: re-export it, and report it with the nsys version if that does "
-                    "not help"
-                ) from error
+            blobs = values.map(lambda v: isinstance(v, bytes | bytearray)).astype(bool)
+            other = pd.to_numeric(values.mask(blobs), errors="coerce").isna() & values.notna()
+            kinds = (("NULL", values.isna()), ("a BLOB", blobs), ("text", other & ~blobs))
+            for kind, rows in kinds:
+                if rows.any():
+                    table, name = source_column(sql, column)
+                    raise BadValues(kind, table, name, int(rows.sum())) from error
         raise
 
 
-def _source_column(sql: str, alias: str) -> str:
-    """TABLE.column behind a query's `column AS alias` (the alias when it is an expression)."""
-    table = re.search(r"\bFROM\s+(\w+)", sql)
-    column = re.search(rf"([\w.\"]+)\s+AS\s+{re.escape(alias)}\b", sql)
-    name = column.group(1).split(".")[-1].strip('"') if column else alias
-    if not re.fullmatch(r"[A-Za-z_]\w*", name):
-        name = alias
-    return f"{table.group(1)}.{name}" if table else name
+class BadValues(NotAnExportError):
+    """A NULL, text or a BLOB in rows of an export's column where nsys always writes a number.
+
+    table is None when the query's column is no column of one table (its alias is named)."""
+
+    def __init__(self, kind: str, table: str | None, column: str, rows: int) -> None:
+        self.kind, self.table, self.column, self.rows = kind, table, column, rows
+        where = f"{table}.{column}" if table else column
+        super().__init__(
+            f"has {kind} in {rows:,} rows of {where}, where nsys always writes a number; the "
+            "export is damaged or from an unsupported nsys version: re-export it, and report "
+            "it with the nsys version if that does not help"
+        )
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (BadValues, (self.kind, self.table, self.column, self.rows))
+
+    def counted(self, uri: str) -> BadValues:
+        """The same error with its rows counted in the export's whole table (a chunk's count
+        otherwise); itself when they cannot be counted."""
+        if self.table is None:
+            return self
+        try:
+            with closing(sqlite3.connect(uri, uri=True)) as connection:
+                row = connection.execute(bad_values(self.table, self.column, self.kind))
+                rows = int(row.fetchone()[0])
+        except (sqlite3.Error, TypeError, ValueError):
+            return self
+        return BadValues(self.kind, self.table, self.column, max(rows, self.rows))
+
+
+# Words a select item's expression holds that name no column.
+_SQL_WORDS = frozenset(
+    {"AS", "AND", "OR", "NOT", "NULL", "IS", "CASE", "WHEN", "THEN", "ELSE", "END", "CAST", "IN"}
+)
+
+
+def source_column(sql: str, alias: str) -> tuple[str | None, str]:
+    """(TABLE, column) behind a query's `expression AS alias`: the first column the
+    expression reads (`(globalPid >> 24) & 16777215 AS pid` reads globalPid), in the table
+    its prefix names or the query's first FROM table; (None, alias) when none is found."""
+    item = re.search(
+        rf"(?:SELECT|,)\s*((?:[^,()]|\((?:[^()]|\([^()]*\))*\))+?)\s+AS\s+{re.escape(alias)}\b",
+        sql,
+        re.IGNORECASE,
+    )
+    expression = item.group(1) if item else alias
+    for prefix, name, call in re.findall(r'(?:(\w+)\.)?"?([A-Za-z_]\w*)"?(\s*\()?', expression):
+        if call or name.upper() in _SQL_WORDS:
+            continue
+        table = re.search(rf"\b(\w+)\s+AS\s+{prefix}\b", sql) if prefix else None
+        first = re.search(r"\bFROM\s+([A-Za-z_]\w*)", sql)
+        named = table.group(1) if table else first.group(1) if first else None
+        return named, name
+    return None, alias

@@ -96,11 +96,9 @@ def _local_cluster(jobs: int | None, scratch: str) -> Any:
     its KeyboardInterrupt (or its logs) before this process said `error: interrupted`. A
     task's exception still comes back to this process, which says it; this process's own
     Dask logs below ERROR (a worker killed as the cluster closes) are not shown either."""
-    import logging
-
     from dask.distributed import LocalCluster
 
-    logging.getLogger("distributed").setLevel(logging.ERROR)
+    quiet_dask_logs()
     # The workers are spawned while descriptor 2 is /dev/null; they keep it.
     with contextlib.suppress(ValueError, OSError):
         sys.stderr.flush()
@@ -119,6 +117,16 @@ def _local_cluster(jobs: int | None, scratch: str) -> Any:
         os.dup2(saved, 2)
         os.close(saved)
         os.close(devnull)
+
+
+def quiet_dask_logs() -> None:
+    """Let only this process's Dask errors reach stderr, and not those of its scratch space:
+    a signal as the cluster starts removes the run's scratch folder (its TemporaryDirectory)
+    before the scheduler removes its own part of it, and Dask logged that it could not."""
+    import logging
+
+    logging.getLogger("distributed").setLevel(logging.ERROR)
+    logging.getLogger("distributed.diskutils").setLevel(logging.CRITICAL)
 
 
 def wait_for_a_worker(client: Any, address: str) -> None:
