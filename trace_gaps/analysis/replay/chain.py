@@ -61,10 +61,15 @@ def chain_of(model: StepModel, copies: int = CHAIN_COPIES) -> Chain:
         return np.where(calls >= 0, calls + k * n_calls, NO_INDEX)
 
     waits = []
+    lagged = model.call_lag.astype(bool)
     for k in range(copies):
-        target = model.call_waits_for.astype(np.int64)
-        source = np.where(model.call_lag.astype(bool), k - 1, k)
-        ok = (target >= 0) & (source >= 0)
+        # Copy k's lag-1 syncs wait for copy k−1's op; the first copy's, for the op of the
+        # step before that it waited for as measured (its times moved by the levers).
+        target = np.where(
+            lagged & (k == 0), model.call_waits_previous, model.call_waits_for
+        ).astype(np.int64)
+        source = np.where(lagged & (k > 0), k - 1, k)
+        ok = target >= 0
         mapped = np.full(n_calls, NO_INDEX, dtype=np.int64)
         mapped[ok] = place[source[ok], target[ok]]
         waits.append(mapped)
@@ -86,6 +91,7 @@ def chain_of(model: StepModel, copies: int = CHAIN_COPIES) -> Chain:
         call_waits_for=np.concatenate(waits).astype(np.int32),
         call_tail_ns=np.tile(model.call_tail_ns, copies),
         call_lag=np.zeros(copies * n_calls, dtype=np.int8),
+        call_waits_previous=np.full(copies * n_calls, NO_INDEX, dtype=np.int32),
         op_start=model.op_start[ops] + shift,
         op_ns=model.op_ns[ops],
         op_stream=model.op_stream[ops],
@@ -97,7 +103,8 @@ def chain_of(model: StepModel, copies: int = CHAIN_COPIES) -> Chain:
         op_peer_at=np.where(peer >= 0, peer + shift, NO_INDEX),
         op_graph=model.op_graph[ops],
         op_gap=model.op_gap[ops],
-        op_carried=np.zeros(len(ops), dtype=bool),
+        # The first copy's ops of the step before stay so (they re-flow on their stream).
+        op_carried=model.op_carried[ops] & (copy_of_op == 0),
         lever_graphs=frozenset(c + k * n_calls for k in range(copies) for c in model.lever_graphs),
     )
     return Chain(chained, copies, len(model.item_call), place, copy_of_op)

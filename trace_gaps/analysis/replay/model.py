@@ -65,6 +65,8 @@ _HOST_FREE_SYNC = re.compile(r"StreamWaitEvent|Query")
 # A host wait for one event (cudaEventSynchronize, cuEventSynchronize): the event may have
 # been recorded a step earlier (waits.event_lags).
 _EVENT_SYNC = re.compile(r"EventSynchronize")
+# The host records an event (cudaEventRecord, cudaEventRecordWithFlags, cuEventRecord).
+_EVENT_RECORD = re.compile(r"EventRecord")
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +97,9 @@ class StepModel:
     op_wait_ns: np.ndarray  # int64: collective wait inside the op (0 for most)
     op_peer_at: np.ndarray  # int64: when a waiting collective's last peer arrived, or -1
     op_graph: np.ndarray  # bool: a node of a graph launch
-    op_gap: np.ndarray  # int64: a measured graph node's gap after the node before it, or -1
+    # int64: a measured graph node's gap after the node before it of its launch, or an op of
+    # the step before's (op_carried) after another on its stream; -1 else
+    op_gap: np.ndarray
     launch_ns: int  # median launch latency onto an idle stream (call start -> op start)
     spacing_ns: int  # median spacing of queued ops on a stream
     graph_first_ns: int  # graph launch call start -> its first node
@@ -103,6 +107,9 @@ class StepModel:
     # Per call: 1 for an event sync that waits for the previous step's op (call_waits_for
     # is this step's op of the same place, which the next step's sync waits for), else 0.
     call_lag: np.ndarray  # int8
+    # Per call: for a lag-1 sync that blocked, the op of the step before (op_carried) it
+    # waited for, else -1.
+    call_waits_previous: np.ndarray  # int32
     # Per op: launched by the step's thread before the step (the previous step's work).
     op_carried: np.ndarray  # bool
     # A lever's graph launches (call indexes): their nodes start when the call returns; a
@@ -122,6 +129,7 @@ class _StepCalls:
     stage: np.ndarray  # int32
     cuts_graph: np.ndarray  # bool
     event_sync: np.ndarray  # bool
+    event_record: np.ndarray  # bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,8 +161,9 @@ def step_model(
     ops = _step_ops(projected, staged, calls, pid, tid, start, end)
     op_end = ops.start + ops.ns
     waits, tails = find_waits(calls.start, calls.end, calls.category, ops.call, ops.start, op_end)
-    lags = event_lags(
+    lags, previous = event_lags(
         calls.event_sync,
+        calls.event_record,
         calls.start,
         calls.end,
         waits,
@@ -169,7 +178,7 @@ def step_model(
         start, end, calls.start, calls.end, calls.stage, stage_map, tid
     )
     launch, spacing, first, node = _latencies(
-        calls.start, ops.call, ops.start, ops.ns, ops.stream, ops.graph
+        calls.start, calls.end, ops.call, ops.start, ops.ns, ops.stream, ops.graph
     )
     return StepModel(
         step_id=int(step[STEP_ID]),
@@ -194,12 +203,13 @@ def step_model(
         op_wait_ns=ops.wait.astype(np.int64),
         op_peer_at=np.where(ops.wait > 0, ops.start + ops.wait, NO_INDEX).astype(np.int64),
         op_graph=ops.graph,
-        op_gap=_node_gaps(ops.call, ops.start, op_end, ops.stream, ops.graph),
+        op_gap=_node_gaps(ops.call, ops.start, op_end, ops.stream, ops.graph, ops.carried),
         launch_ns=launch,
         spacing_ns=spacing,
         graph_first_ns=first,
         graph_spacing_ns=node,
         call_lag=lags,
+        call_waits_previous=previous,
         op_carried=ops.carried,
     )
 
@@ -241,6 +251,7 @@ def _step_calls(staged: pd.DataFrame, tid: int, start: int, end: int) -> _StepCa
         stage=staged[STAGE].to_numpy()[calls].astype(np.int32),
         cuts_graph=(category == SYNC) & ~c_name.str.contains(_HOST_FREE_SYNC).to_numpy(),
         event_sync=(category == SYNC) & c_name.str.contains(_EVENT_SYNC).to_numpy(),
+        event_record=c_name.str.contains(_EVENT_RECORD).to_numpy(),
     )
 
 
@@ -305,12 +316,24 @@ def _node_gaps(
     op_end: np.ndarray,
     stream: np.ndarray,
     op_graph: np.ndarray,
+    carried: np.ndarray,
 ) -> np.ndarray:
     """For a measured graph node after another node of the same launch on its stream, the
-    gap between them (the graph's own schedule on the GPU: its dependencies); -1 else."""
+    gap between them (the graph's own schedule on the GPU: its dependencies); for an op of
+    the step before after another on its stream, the same (both were queued before the step
+    began); -1 else."""
     gaps = np.full(len(op_start), NO_INDEX, dtype=np.int64)
     if not len(op_start):
         return gaps
+    order = np.lexsort((op_start, stream))
+    s, c, g, q = stream[order], op_call[order], op_graph[order], carried[order]
+    same_stream = np.r_[False, s[1:] == s[:-1]]
+    nodes = np.r_[False, (c[1:] == c[:-1]) & g[1:] & g[:-1] & (c[1:] >= 0)]
+    queued = np.r_[False, q[1:] & q[:-1]]
+    same = same_stream & (nodes | queued)
+    previous_end = np.r_[0, op_end[order][:-1]]
+    gaps[order[same]] = np.maximum(op_start[order][same] - previous_end[same], 0)
+    return gaps
     order = np.lexsort((op_start, stream))
     s, c, g = stream[order], op_call[order], op_graph[order]
     same = np.r_[False, (s[1:] == s[:-1]) & (c[1:] == c[:-1]) & g[1:] & g[:-1] & (c[1:] >= 0)]
@@ -321,6 +344,7 @@ def _node_gaps(
 
 def _latencies(
     c_start: np.ndarray,
+    c_end: np.ndarray,
     op_call: np.ndarray,
     op_start: np.ndarray,
     op_ns: np.ndarray,
@@ -329,7 +353,10 @@ def _latencies(
 ) -> tuple[int, int, int, int]:
     """Median launch latency onto an idle stream and spacing behind a queued op, for
     eager ops and graph nodes (GRAPH_NODE_SPACING_NS where the step has no graph; its
-    first-node delay is then never used: a lever's graph starts when its call returns)."""
+    first-node delay is then never used: a lever's graph starts when its call returns).
+    A graph's first-node delay is measured on launches onto an idle stream; where every
+    launch was queued behind earlier work (a run-ahead loop the GPU paces), its first node
+    is taken to start as the call returns, as a lever's graph's does."""
     launch, spacing = 5_000, 1_000
     first, node = 0, GRAPH_NODE_SPACING_NS
     if not len(op_start) or not len(c_start):
@@ -349,8 +376,12 @@ def _latencies(
     if queued.any():
         spacing = int(np.median(np.maximum(st[queued] - prev_end[queued], 0)))
     first_nodes = graph & np.r_[True, call[1:] != call[:-1]]
-    if first_nodes.any():
-        first = int(np.median(st[first_nodes] - ready[first_nodes]))
+    onto_idle = first_nodes & (prev_end <= ready)
+    if onto_idle.any():
+        first = int(np.median(st[onto_idle] - ready[onto_idle]))
+    elif first_nodes.any():
+        calls = call[first_nodes]
+        first = int(np.median(c_end[calls] - c_start[calls]))
     later = graph & ~first_nodes
     if later.any():
         node = int(np.median(np.maximum(st[later] - prev_end[later], 0)))

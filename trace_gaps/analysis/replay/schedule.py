@@ -53,6 +53,7 @@ class _Streams:
     Python loop)."""
 
     __slots__ = (
+        "carried",
         "fixed",
         "graph",
         "graph_spacing",
@@ -92,6 +93,7 @@ class _Streams:
         self.peer_at: list[int] = model.op_peer_at.tolist()
         self.o_start: list[int] = model.op_start.tolist()
         self.fixed: list[bool] = (model.op_call < 0).tolist()
+        self.carried: list[bool] = model.op_carried.tolist()
         self.new_start = self.o_start[:]
         self.new_end = [self.o_start[k] + self.op_ns[k] for k in range(n_ops)]
         self.placed = [False] * n_ops
@@ -120,7 +122,13 @@ class _Streams:
             j = seq[at]
             if not placed[j]:
                 if fixed[j]:
-                    self.new_end[j] = self.finish(j, self.o_start[j])
+                    begin = self.o_start[j]
+                    # The step before's ops were all queued when the step began: behind
+                    # the one before, as far after it as measured (levers shorten them).
+                    if self.carried[j] and self.node_gap[j] >= 0 and end_s > -(2**63):
+                        begin = end_s + self.node_gap[j]
+                        self.new_start[j] = begin
+                    self.new_end[j] = self.finish(j, begin)
                     placed[j] = True
                     end_s = max(end_s, self.new_end[j])
                 elif passed < 0:

@@ -52,6 +52,7 @@ def find_waits(
 
 def event_lags(
     event_syncs: np.ndarray,
+    event_records: np.ndarray,
     c_start: np.ndarray,
     c_end: np.ndarray,
     waits: np.ndarray,
@@ -61,17 +62,24 @@ def event_lags(
     op_end: np.ndarray,
     stream: np.ndarray,
     carried: np.ndarray,
-) -> np.ndarray:
+) -> tuple[np.ndarray, np.ndarray]:
     """Which event syncs wait for the previous step's work (a run-ahead loop reads step N−1's
     output while step N runs: vLLM's async scheduling, SGLang's overlap scheduler). An event
     sync that blocked until an op the step's thread launched before the step ended: lag 1,
     its op here is the last op the step launched before it on that op's stream (the op the
     next step waits for). One that did not block: which event it waited on cannot be told
     from the export; lag 1 is taken, on the latest op launched before it (the record a
-    run-ahead loop waits on a step later). waits and tails are updated in place."""
+    run-ahead loop waits on a step later). Of the step's own ops, only one an event recorded
+    in the step before the sync can mark is waited for (the last op launched on its stream
+    before a record call): an op queued behind the previous step's, run in the moment the
+    host takes to wake, is not. waits and tails are updated in place. Also returned, per
+    call: the op of the step before that a lag-1 sync blocked for (-1: none), which the
+    first step of a run-ahead chain waits for (chain.chain_of)."""
     lags = np.zeros(len(c_start), dtype=np.int8)
+    previous = np.full(len(c_start), NO_INDEX, dtype=np.int32)
     for i in np.flatnonzero(event_syncs):
         during = (op_end > c_start[i]) & (op_end <= c_end[i])
+        during &= carried | _recorded_before(i, event_records, op_call, stream)
         waited = int(np.flatnonzero(during)[np.argmax(op_end[during])]) if during.any() else -1
         # It blocked for that op when it lasted longer than a call that does not wait and
         # spent longer before the op's end than after it (an op ending inside a call that
@@ -86,7 +94,30 @@ def event_lags(
             waits[i] = int(mine[np.argmax(op_call[mine])])
             tails[i] = int(c_end[i] - op_end[waited])
             lags[i] = 1
+            previous[i] = waited
         elif waits[i] >= 0:
             tails[i] = 0
             lags[i] = 1
-    return lags
+    return lags, previous
+
+
+def _recorded_before(
+    sync: int, event_records: np.ndarray, op_call: np.ndarray, stream: np.ndarray
+) -> np.ndarray:
+    """Per op: the last op launched on its stream before one of the step's event record
+    calls that precede call `sync`. Every launched op where the step records no event before
+    it (the record was made elsewhere: which op it marks cannot be told)."""
+    records = np.flatnonzero(event_records[:sync])
+    launched = op_call >= 0
+    if not len(records):
+        return launched
+    marked = np.zeros(len(op_call), dtype=bool)
+    for record in records:
+        before = np.flatnonzero(launched & (op_call < record))
+        if not len(before):
+            continue
+        # The latest launched per stream (ops are in start order: a graph's last node wins).
+        order = before[np.lexsort((before, op_call[before], stream[before]))]
+        last = np.r_[stream[order][1:] != stream[order][:-1], True]
+        marked[order[last]] = True
+    return marked
