@@ -150,6 +150,27 @@ PAIRS = [
         "wait_for_worker/sample",
         "a worker thread's forward as a CUDA graph",
     ),
+    (
+        "gp_eager",
+        "forward=graph",
+        "gp_graph",
+        "sample",
+        "run-ahead loop paced by its GPU (H100, fp32, 4 wide layers): forward as a CUDA graph",
+    ),
+    (
+        "gp_graph_detok",
+        "process_output=nohost",
+        "gp_graph",
+        "sample",
+        "the same graph loop: 1 ms of host work removed from process_output",
+    ),
+    (
+        "gp_graph_x2",
+        "forward=gpu50",
+        "gp_graph",
+        "sample",
+        "the same graph loop: a forward run twice a step (the same kernels) run once",
+    ),
 ]
 # Pairs where the lever is only a guess at the change: fp32 -> bf16 halves the bytes, but the
 # GPU time fell x0.61, not x0.5 (docs/what-if.md). They test the guess as much as the replay,

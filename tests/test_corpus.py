@@ -115,6 +115,11 @@ STEP_NAMES = {
         "runahead3_graph",
         "serving_worker_eager",
         "serving_worker_graph",
+        "gp_eager",
+        "gp_graph",
+        "gp_graph_detok",
+        "gp_graph_x2",
+        "gp_graph_gm",
     )
 }
 

@@ -9,11 +9,13 @@ import pytest
 
 from benchmarks import bench_whatif
 from tests.conftest import THOROUGH
-from trace_gaps.analysis.replay.shapes import REPLAY_ERRORS, StepShape, step_shape
+from trace_gaps.analysis.replay.shapes import REPLAY_ERRORS, ShapeError, StepShape, step_shape
 from trace_gaps.records.report import Pace
+from trace_gaps.report.build import build_report
+from trace_gaps.report.descriptions import replay_lines
 
 # One quick pair of each shape the pairs cover, in the default profile; every pair, thorough.
-QUICK = ("whatif_plain_detok", "runahead_eager", "serving_worker_eager")
+QUICK = ("whatif_plain_detok", "runahead_eager", "serving_worker_eager", "gp_graph_x2")
 PAIRS = [pair for pair in bench_whatif.PAIRS if THOROUGH or pair[0] in QUICK]
 
 
@@ -58,3 +60,26 @@ def test_shape_precedence() -> None:
     assert step_shape(gpu, ranks=1, worker_thread=False) == StepShape.RUN_AHEAD
     assert step_shape(gpu, ranks=1, worker_thread=True) == StepShape.WORKER_THREAD
     assert step_shape(None, ranks=2, worker_thread=True) == StepShape.RANKS
+
+
+def test_a_shape_no_real_pair_has_checked_is_ranked_by_time_explained(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every shape has real pairs today; a new one would start with none. Its candidates are
+    then ranked by the time they explain, the headline names the biggest lever, and the replay
+    line says why (on a real GPU-paced run-ahead capture, its shape's pairs taken away)."""
+    unchecked = ShapeError(StepShape.RUN_AHEAD, pairs=0, within_pct=0.0, drifted_pct=0.0)
+    monkeypatch.setitem(REPLAY_ERRORS, StepShape.RUN_AHEAD, unchecked)
+    trace, analysis = bench_whatif.analysed_once()("gp_graph")
+    (process,) = build_report(trace, analysis).processes
+    assert process.replay is not None and process.replay.shape == "run_ahead"
+    assert process.replay.real_pairs == 0
+    assert all(c.saving_ns is None for c in process.candidates)
+    assert "biggest lever: forward GPU work" in process.headline
+    assert "No real before/after pair has checked the replay" in "\n".join(
+        replay_lines(process)
+    )
+    monkeypatch.undo()
+    (checked,) = build_report(trace, analysis).processes
+    assert checked.replay is not None and checked.replay.real_pairs == 3
+    assert "biggest saving: forward GPU work" in checked.headline

@@ -66,8 +66,7 @@ REPLAY_ERRORS: dict[StepShape, ShapeError] = {
     shape.shape: shape
     for shape in (
         ShapeError(StepShape.SYNCHRONOUS, pairs=8, within_pct=2.2, drifted_pct=44.6),
-        # No real pair yet of a run-ahead loop that its GPU paces.
-        ShapeError(StepShape.RUN_AHEAD, pairs=0, within_pct=0.0, drifted_pct=0.0),
+        ShapeError(StepShape.RUN_AHEAD, pairs=3, within_pct=0.9, drifted_pct=0.9),
         ShapeError(StepShape.HOST_PACED, pairs=4, within_pct=18.3, drifted_pct=43.8),
         ShapeError(StepShape.WORKER_THREAD, pairs=1, within_pct=4.3, drifted_pct=7.9),
         ShapeError(StepShape.RANKS, pairs=1, within_pct=22.9, drifted_pct=29.9),
