@@ -32,6 +32,8 @@ SAME = [f"same_{i}" for i in range(1, 7)]
 CPU = ["cpu5_1", "cpu5_2", "cpu5_3"]
 H200_SAME = ["h200_same_1", "h200_same_2", "h200_same_3"]
 H200_GPU = ["h200_mlp2x_1", "h200_mlp2x_2", "h200_mlp2x_3"]
+H100_SAME = ["h100_same_1", "h100_same_2", "h100_same_3"]
+H100_GPU = ["h100_mlp3x_1", "h100_mlp3x_2", "h100_mlp3x_3"]
 runner = CliRunner()
 
 
@@ -48,7 +50,7 @@ def one_a_side(before: str, after: str) -> Diff:
 
 def test_the_captures_ship_with_the_repo() -> None:
     assert sorted(CAPTURES) == sorted(
-        [*SAME, *CPU, "gpu5_1", "gpu5_2", "gpu5_3", *H200_SAME, *H200_GPU]
+        [*SAME, *CPU, "gpu5_1", "gpu5_2", "gpu5_3", *H200_SAME, *H200_GPU, *H100_SAME, *H100_GPU]
     )
 
 
