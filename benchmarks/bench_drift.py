@@ -11,8 +11,11 @@ and, for comparison, on the step time alone (as before the drift was measured). 
 corpus's checks: an unchanged eager decode captured three times (repeat_eager_1..3), and a
 graph → eager regression (whatif_plain_graph → whatif_plain_eager), one capture a side.
 Then the H200 set (one device call, interleaved): unchanged three times (h200_same_1..3) and
-with the MLP twice as wide (h200_mlp2x_1..3, +82 µs/step of GPU time); its 3-a-side row also
-says whether a 1 % gate trips.
+with the MLP twice as wide (h200_mlp2x_1..3, +82 µs/step of GPU time), and the H100 set
+likewise (capture_41_42.sh): unchanged (h100_same_1..3) and with the MLP three times as wide
+(h100_mlp3x_1..3, +197 µs/step); under the table, for each set, in how many pairs one a side
+the code's part is beyond noise, its interval three a side, and whether a gate near that
+interval's lower bound (1 % on the H200, 10 % on the H100) trips.
 """
 
 from __future__ import annotations
@@ -67,14 +70,51 @@ def step_pct(diff: Diff) -> float:
     return diff.processes[0].wall.change_pct or 0.0
 
 
+def pct_range(values: list[float]) -> str:
+    """`−1.0 to +0.7` (one value alone when all are equal), with docs/diff.md's minus sign."""
+    low, high = (f"{v:+.1f}".replace("-", "−") for v in (min(values), max(values)))
+    return low if low == high else f"{low} to {high}"
+
+
 def row(what: str, a_side: int, diffs: list[Diff]) -> str:
     tripped = sum(is_slower_than(d, GATE_PCT) for d in diffs)
     alone = sum(step_alone_trips(d) for d in diffs)
     codes, steps = [code_pct(d) for d in diffs], [step_pct(d) for d in diffs]
     return (
         f"| {what} | {a_side} | {len(diffs)} | **{tripped}** | {alone} | "
-        f"{min(codes):+.1f} to {max(codes):+.1f} | {min(steps):+.1f} to {max(steps):+.1f} |"
+        f"{pct_range(codes)} | {pct_range(steps)} |"
     )
+
+
+def device_set(
+    runs: dict[str, Run], same_prefix: str, gpu_prefix: str, device: str, what: str, gate_pct: float
+) -> tuple[list[str], list[str], str]:
+    """Print the rows of a set captured on one device: unchanged three times and with a GPU
+    regression three times (interleaved, one device call); return their names and a line
+    to print under the table."""
+    same = [f"{same_prefix}_{i}" for i in range(1, 4)]
+    gpu = [f"{gpu_prefix}_{i}" for i in range(1, 4)]
+    print(
+        row(
+            f"{device}: unchanged → unchanged",
+            1,
+            [one_a_side(runs[b], runs[a]) for b, a in itertools.permutations(same, 2)],
+        )
+    )
+    pairs = [one_a_side(runs[b], runs[a]) for b in same for a in gpu]
+    print(row(f"{device}: unchanged → {what}", 1, pairs))
+    both = compare_runs([runs[n] for n in same], [runs[n] for n in gpu], (same[0], gpu[0]))
+    print(row(f"{device}: unchanged → {what}", 3, [both]))
+    beyond = sum(bool(d.processes[0].drift.code.is_beyond_noise) for d in pairs)  # type: ignore[union-attr]
+    assert both.code_runs is not None and both.code_runs.ci_pct is not None
+    ci = both.code_runs.ci_pct
+    summary = (
+        f"{device} {gpu_prefix}, one a side: the code's part beyond noise in {beyond} of 9 "
+        f"pairs; 3 a side: {both.code_runs.change_pct:+.1f} % (95 % CI {ci.low_pct:+.1f} to "
+        f"{ci.high_pct:+.1f} %), a {gate_pct:g} % gate "
+        f"{'trips' if is_slower_than(both, gate_pct) else 'passes'}"
+    )
+    return same, gpu, summary
 
 
 def main() -> None:
@@ -141,39 +181,20 @@ def main() -> None:
         row("whatif_plain_graph → whatif_plain_eager (corpus)", 1, [one_a_side(graph, plain_eager)])
     )
 
-    h200_same = [f"h200_same_{i}" for i in range(1, 4)]
-    h200_gpu = [f"h200_mlp2x_{i}" for i in range(1, 4)]
-    print(
-        row(
-            "H200: unchanged → unchanged",
-            1,
-            [one_a_side(runs[b], runs[a]) for b, a in itertools.permutations(h200_same, 2)],
-        )
+    h200_same, h200_gpu, h200_summary = device_set(
+        runs, "h200_same", "h200_mlp2x", "H200", "MLP 2× wider (+82 µs GPU, 3.7 to 3.9 %)", 1.0
     )
-    print(
-        row(
-            "H200: unchanged → MLP 2× wider",
-            1,
-            [one_a_side(runs[b], runs[a]) for b in h200_same for a in h200_gpu],
-        )
-    )
-    both = repeats(h200_same, h200_gpu)
-    print(row("H200: unchanged → MLP 2× wider", 3, [both]))
-    beyond = sum(
-        bool(one_a_side(runs[b], runs[a]).processes[0].drift.code.is_beyond_noise)  # type: ignore[union-attr]
-        for b in h200_same
-        for a in h200_gpu
+    h100_same, h100_gpu, h100_summary = device_set(
+        runs, "h100_same", "h100_mlp3x", "H100", "MLP 3× wide (+197 µs GPU, 10.4 to 11.1 %)", 10.0
     )
     print()
-    print(f"H200 MLP 2x wider, one a side: the code's part beyond noise in {beyond} of 9 pairs")
-    print(
-        f"H200 MLP 2x wider, 3 a side: a 1 % gate {'trips' if is_slower_than(both, 1) else 'passes'}"
-    )
+    print(h200_summary)
+    print(h100_summary)
 
     # What the regressions are, measured on the captures: the CPU stage's share of the step
     # and the GPU time the wider MLP adds.
     print()
-    for name in (*cpu, *gpu, *h200_gpu):
+    for name in (*cpu, *gpu, *h200_gpu, *h100_gpu):
         (process,) = runs[name][0].processes
         stages = {s.name: s for s in process.stages}
         post = stages.get("postprocess")
@@ -184,7 +205,7 @@ def main() -> None:
             ns = post.busy_ns_per_step + post.idle_ns_per_step
             line += f", postprocess {ns / 1e3:.1f} µs/step ({100 * ns / step:.1f} % of the step)"
         print(line)
-    for name in (*same, *h200_same):
+    for name in (*same, *h200_same, *h100_same):
         (process,) = runs[name][0].processes
         busy = sum(s.busy_ns_per_step for s in process.stages)
         print(

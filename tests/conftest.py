@@ -146,9 +146,10 @@ def _decompressed(folder_name: str) -> tuple[Path, ...]:
 
 
 def drift_trace_paths() -> dict[str, Path]:
-    """The diff's drift captures (sample_traces/drift/*.sqlite.xz: one synchronous decode
-    captured unchanged six times, with a CPU stage added and with a wider MLP three times
-    each), by name, decompressed once into a cache folder as the corpus is."""
+    """The diff's drift captures (sample_traces/drift/*.sqlite.xz, every archive there: one
+    synchronous decode captured unchanged six times, with a CPU stage added and with a wider
+    MLP three times each; and on an H200 and on an H100, unchanged and with a wider MLP three
+    times each), by name, decompressed once into a cache folder as the corpus is."""
     return {path.stem: path for path in _drift_trace_paths()}
 
 

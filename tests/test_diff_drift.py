@@ -5,7 +5,9 @@ unchanged six times in a row on one H100 (same_1..6: 1.83 to 2.22 ms/step), with
 stage `postprocess` of 0.08 ms added (cpu5_1..3) and with an MLP 8 % wider (gpu5_1..3).
 And on one H200, interleaved: unchanged three times (h200_same_1..3) and with the MLP twice
 as wide three times (h200_mlp2x_1..3: +82 µs/step of GPU time, 3.7 to 3.9 % of the step),
-while the host ran up to twice as fast from one capture to the next.
+while the host ran up to twice as fast from one capture to the next. And on one H100,
+likewise: h100_same_1..3 and with the MLP three times as wide (h100_mlp3x_1..3: +197 µs/step,
+10.4 to 11.1 % of the step), the host up to twice as slow.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ SAME = [f"same_{i}" for i in range(1, 7)]
 CPU = ["cpu5_1", "cpu5_2", "cpu5_3"]
 H200_SAME = ["h200_same_1", "h200_same_2", "h200_same_3"]
 H200_GPU = ["h200_mlp2x_1", "h200_mlp2x_2", "h200_mlp2x_3"]
+H100_SAME = ["h100_same_1", "h100_same_2", "h100_same_3"]
+H100_GPU = ["h100_mlp3x_1", "h100_mlp3x_2", "h100_mlp3x_3"]
 runner = CliRunner()
 
 
@@ -48,7 +52,7 @@ def one_a_side(before: str, after: str) -> Diff:
 
 def test_the_captures_ship_with_the_repo() -> None:
     assert sorted(CAPTURES) == sorted(
-        [*SAME, *CPU, "gpu5_1", "gpu5_2", "gpu5_3", *H200_SAME, *H200_GPU]
+        [*SAME, *CPU, "gpu5_1", "gpu5_2", "gpu5_3", *H200_SAME, *H200_GPU, *H100_SAME, *H100_GPU]
     )
 
 
@@ -177,6 +181,51 @@ def test_h200_gpu_regression_is_the_codes_though_the_host_hides_it_in_the_step_t
     assert 0.8 * added < diff.code_runs.change_ns < 1.2 * added
     # +3.3 %, 95 % CI +2.4 to +4.2 %: caught by a 2 % gate, not by a 3 % one.
     assert is_slower_than(diff, 2) and not is_slower_than(diff, 3)
+
+
+def test_h100_unchanged_pairs_name_no_code_change_though_the_host_drifted() -> None:
+    step_alone = 0
+    for before, after in itertools.permutations(H100_SAME, 2):
+        diff = one_a_side(before, after)
+        (process,) = diff.processes
+        assert process.drift is not None
+        assert process.drift.code.is_beyond_noise is False, (before, after)
+        assert abs(process.drift.code.change_pct or 0.0) < 1.0, (before, after)  # -0.5 to +0.3
+        assert not is_slower_than(diff, 3)
+        low = process.wall.ci_pct.low_pct if process.wall.ci_pct else 0.0
+        step_alone += low > 3
+    # h100_same_1 -> _3: the host x1.34, the step +6.8 %; the step time alone would trip.
+    assert step_alone == 1
+
+
+def test_h100_gpu_regression_is_the_codes_and_trips_the_gate_one_and_three_a_side() -> None:
+    added = np.mean([gpu_busy_ns(n) for n in H100_GPU]) - np.mean(
+        [gpu_busy_ns(n) for n in H100_SAME]
+    )
+    assert 185e3 < added < 210e3  # the MLP 3x wide: +197 µs/step of GPU time
+    for before in H100_SAME:
+        for after in H100_GPU:
+            diff = one_a_side(before, after)
+            (process,) = diff.processes
+            assert process.drift is not None
+            # The GPU read at one speed (x1.00): the MLP's ops are too few of the 335 places
+            # to be taken for the machine, though the host ran x0.80 to x2.01 as long.
+            assert abs(process.drift.gpu.time_change_pct or 0.0) < 1, (before, after)
+            # The code's part is 0.89 to 1.02 of what the GPU added (the lowest against
+            # h100_mlp3x_1, whose host ran slowest), beyond noise in every pair.
+            assert 0.85 * added < process.drift.code.change_ns < 1.1 * added, (before, after)
+            assert process.drift.code.is_beyond_noise is True, (before, after)
+            assert is_slower_than(diff, 3), (before, after)
+    diff = compare_runs(
+        [run(n) for n in H100_SAME], [run(n) for n in H100_GPU], (H100_SAME[0], H100_GPU[0])
+    )
+    assert diff.runs is not None and diff.code_runs is not None
+    # The step time alone over the runs, +14.9 % (95 % CI -8.8 to +38.7 %), cannot gate.
+    assert diff.runs.is_beyond_noise is False
+    assert diff.code_runs.is_beyond_noise is True
+    assert 0.93 * added < diff.code_runs.change_ns < 1.05 * added  # +193.0 µs, 0.98
+    # +10.9 %, 95 % CI +9.5 to +12.4 %: caught by a 9 % gate, not by a 10 % one.
+    assert is_slower_than(diff, 3) and is_slower_than(diff, 9) and not is_slower_than(diff, 10)
 
 
 @pytest.mark.parametrize(
