@@ -78,6 +78,8 @@ SERVING = {
     "serving_two_threads": ({"step_glob": "scheduler_step"}, "scheduler_step", False),
     "serving_named_domain": ({"step_glob": "step[*"}, "step[* bs=* tokens=*]", True),
     "serving_autograd_nvtx": ({"step_glob": "step[*"}, "step[* bs=* tokens=*]", True),
+    # batch_names again, 30 served iterations with GPU metrics on an H100 (issue 41).
+    "gm_serving": ({"step_glob": "step[*"}, "step[* bs=* tokens=*]", True),
 }
 SERVING_PATHS = [p for p in SAMPLES if p.stem in SERVING]
 # By default one capture with kinds of steps and one without; every one in the thorough run.
@@ -130,8 +132,9 @@ def test_the_serving_corpus_is_there() -> None:
 
 @pytest.mark.parametrize("path", SERVING_SWEEP, ids=lambda p: p.stem)
 def test_serving_capture_with_no_flags_analyses_every_kind_apart(path: Path) -> None:
-    """No flags: the step family found, >= 90 % of each kind's iterations analysed, decode
-    first in the headline; the kinds are the recount's."""
+    """No flags: the step family found, each kind's iterations analysed but for 10 % of them
+    or one warm-up step (gm_serving has 9 prefills), decode first in the headline; the kinds
+    are the recount's."""
     how, step_name, has_kinds = SERVING[path.stem]
     report = analyse_with_no_flags(path)
     recount = MEASURE.serving(str(path), skip=0, **how)
@@ -146,7 +149,7 @@ def test_serving_capture_with_no_flags_analyses_every_kind_apart(path: Path) -> 
         assert steps["name"] == step_name
         iterations = thread["kinds"][process["kind"]]["steps"] if has_kinds else thread["steps"]
         assert steps["steps_analysed"] + steps["steps_skipped"] == iterations
-        assert steps["steps_analysed"] >= 0.9 * iterations
+        assert steps["steps_analysed"] >= iterations - max(1, iterations // 10)
 
 
 @pytest.mark.parametrize("path", SERVING_SWEEP, ids=lambda p: p.stem)
