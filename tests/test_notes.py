@@ -5,6 +5,12 @@ from __future__ import annotations
 
 import pytest
 
+from tests.conftest import ROOT, corpus_trace_paths
+from trace_gaps.analysis.engine.pipeline import AnalysisOptions
+from trace_gaps.analysis.layout_notes import overlapping_steps
+from trace_gaps.analysis.step_range import parse_step_range
+from trace_gaps.run.one import analyse_export
+
 from trace_gaps.records.notes import (
     Figures,
     Note,
@@ -200,3 +206,15 @@ def test_an_unreliable_flag_is_one_line_with_its_share():
         "Unreliable: GPU busy and idle time: 12.0 % of GPU op rows (793 of 6612) had "
         "impossible times and were left out (see the integrity notes)."
     ]
+
+
+def test_steps_of_other_kinds_or_outside_steps_are_not_called_overlapping() -> None:
+    """The overlap note counts the step ranges dropped for overlapping an earlier one, not
+    those another kind's analysis or --steps left to others: serving_batch_names' 93 ranges
+    overlap nowhere (DECODE 68 and PREFILL 25 analysed apart), spec_eager's 16 with --steps."""
+    (serving,) = [p for p in corpus_trace_paths() if p.stem == "serving_batch_names"]
+    for options in (AnalysisOptions(), AnalysisOptions(step_range=parse_step_range("3:5"))):
+        path = serving if options.step_range is None else ROOT / "sample_traces" / "spec_eager.sqlite"
+        trace, analysis = analyse_export(path, options, jobs=1)
+        for each in analysis.by_kind():
+            assert overlapping_steps(trace, each) is None, (path.name, each.kind)

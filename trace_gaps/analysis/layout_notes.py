@@ -57,9 +57,11 @@ def overlapping_steps(_: Trace, analysis: Analysis) -> Numbers | None:
         return None
     members = analysis.selection.members
     instances = int(analysis.range_tree[RAW_NAME].isin(members).sum())
+    # Every kind's steps, whatever --steps and the kind analysed kept of them.
+    kept = analysis.steps_cut if analysis.steps_cut >= 0 else len(analysis.steps)
     if analysis.selection.cycle:
-        instances = len(analysis.steps)
-    overlapping = instances - len(analysis.steps)
+        instances = kept
+    overlapping = instances - kept
     if overlapping <= 0:
         return None
     return {"overlapping": overlapping, "instances": instances, "step": step_name}

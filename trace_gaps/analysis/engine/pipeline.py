@@ -82,6 +82,9 @@ class Analysis:
     windows: int  # how many windows the analysis ran in
     collectives: CollectiveMatch  # every collective op of the export, matched across processes
     kinds: pd.DataFrame = field(default_factory=pd.DataFrame)  # kinds.KIND_COLUMNS, per thread
+    # Step instances once overlapping ones are dropped, before --steps and the kind chose
+    # among them (-1: not known; layout_notes.overlapping_steps).
+    steps_cut: int = -1
     other_kinds: tuple[Analysis, ...] = ()  # the analyses of the other kinds (analyse_kinds)
     # Launching thread -> the step thread it stands in for (threads.borrowed_threads).
     borrowed_threads: dict[int, int] = field(default_factory=dict)
@@ -343,6 +346,7 @@ def _merge(
         windows=results.windows,
         collectives=collectives,
         kinds=kinds,
+        steps_cut=len(structure.steps),
         borrowed_threads=borrowed,
         window_pool=results.pool,
     )
