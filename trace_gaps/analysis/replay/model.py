@@ -334,12 +334,6 @@ def _node_gaps(
     previous_end = np.r_[0, op_end[order][:-1]]
     gaps[order[same]] = np.maximum(op_start[order][same] - previous_end[same], 0)
     return gaps
-    order = np.lexsort((op_start, stream))
-    s, c, g = stream[order], op_call[order], op_graph[order]
-    same = np.r_[False, (s[1:] == s[:-1]) & (c[1:] == c[:-1]) & g[1:] & g[:-1] & (c[1:] >= 0)]
-    previous_end = np.r_[0, op_end[order][:-1]]
-    gaps[order[same]] = np.maximum(op_start[order][same] - previous_end[same], 0)
-    return gaps
 
 
 def _latencies(

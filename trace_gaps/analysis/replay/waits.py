@@ -79,7 +79,7 @@ def event_lags(
     previous = np.full(len(c_start), NO_INDEX, dtype=np.int32)
     for i in np.flatnonzero(event_syncs):
         during = (op_end > c_start[i]) & (op_end <= c_end[i])
-        during &= carried | _recorded_before(i, event_records, op_call, stream)
+        during &= _may_be_marked(i, event_records, op_call, stream)
         waited = int(np.flatnonzero(during)[np.argmax(op_end[during])]) if during.any() else -1
         # It blocked for that op when it lasted longer than a call that does not wait and
         # spent longer before the op's end than after it (an op ending inside a call that
@@ -101,17 +101,18 @@ def event_lags(
     return lags, previous
 
 
-def _recorded_before(
+def _may_be_marked(
     sync: int, event_records: np.ndarray, op_call: np.ndarray, stream: np.ndarray
 ) -> np.ndarray:
-    """Per op: the last op launched on its stream before one of the step's event record
-    calls that precede call `sync`. Every launched op where the step records no event before
-    it (the record was made elsewhere: which op it marks cannot be told)."""
+    """Per op: whether an event call `sync` waits on can mark it: an op launched elsewhere
+    (the step before, another thread), or the last op launched on its stream before one of
+    the step's event record calls that precede the sync. Every op where the step records
+    no event before it (the record was made elsewhere: which op it marks cannot be told)."""
     records = np.flatnonzero(event_records[:sync])
     launched = op_call >= 0
     if not len(records):
-        return launched
-    marked = np.zeros(len(op_call), dtype=bool)
+        return np.ones(len(op_call), dtype=bool)
+    marked = ~launched
     for record in records:
         before = np.flatnonzero(launched & (op_call < record))
         if not len(before):
