@@ -573,6 +573,10 @@ def test_nulls_in_several_chunks_are_counted_in_the_whole_table(reader, export, 
             "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET globalPid = NULL WHERE rowid % 1000 = 7",
             "has NULL in 7 rows of CUPTI_ACTIVITY_KIND_KERNEL.globalPid,",
         ),
+        (  # "end" is an SQL word, and a column where the query quotes it
+            "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET \"end\" = 'soon' WHERE rowid < 3",
+            "has text in 2 rows of CUPTI_ACTIVITY_KIND_KERNEL.end,",
+        ),
     ],
 )
 def test_a_bad_value_names_the_exports_own_column_and_kind(change, said, export):

@@ -125,8 +125,11 @@ def source_column(sql: str, alias: str) -> tuple[str | None, str]:
         re.IGNORECASE,
     )
     expression = item.group(1) if item else alias
-    for prefix, name, call in re.findall(r'(?:(\w+)\.)?"?([A-Za-z_]\w*)"?(\s*\()?', expression):
-        if call or name.upper() in _SQL_WORDS:
+    # A quoted name is a column whatever it spells ("end").
+    for prefix, quote, name, call in re.findall(
+        r'(?:(\w+)\.)?("?)([A-Za-z_]\w*)"?(\s*\()?', expression
+    ):
+        if call or (not quote and name.upper() in _SQL_WORDS):
             continue
         table = re.search(rf"\b(\w+)\s+AS\s+{prefix}\b", sql) if prefix else None
         first = re.search(r"\bFROM\s+([A-Za-z_]\w*)", sql)
