@@ -17,6 +17,7 @@ a staging folder, nsys's process group).
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import signal
@@ -35,10 +36,16 @@ _LEFTOVERS: dict[object, tuple[int, Callable[[], object]]] = {}
 
 
 def stop_cleanly_on_signals() -> None:
-    """From now on, SIGTERM and SIGHUP raise SystemExit(128 + signal) in the main thread."""
+    """From now on, SIGTERM and SIGHUP raise SystemExit(128 + signal) in the main thread.
+    A stopped process ends once the exit functions registered after this call have run
+    (end_if_stopping, registered here: they run in reverse order): past them Python resets
+    its signal handlers before it frees its objects, and the last resort's SIGALRM would
+    then kill the process, exit −14, where freeing a large analysis outlasts STOP_GRACE_S."""
     for signum in STOPPING_SIGNALS:
         if signal.getsignal(signum) is signal.SIG_DFL:  # not when the caller ignores them
             signal.signal(signum, _exit_stopped)
+    atexit.unregister(end_if_stopping)
+    atexit.register(end_if_stopping)
 
 
 def _exit_stopped(signum: int, frame: object) -> None:
