@@ -121,6 +121,33 @@ def test_a_stop_whose_objects_take_long_to_free_still_exits_with_the_signals_cod
     assert took_s < 3.0  # not the object's 1 s teardown after the alarm: it is skipped
 
 
+def test_a_destructor_failing_on_the_way_out_of_a_stop_prints_nothing(tmp_path):
+    # CI saw "Exception ignored in: <function Cursor.__del__ ...> Traceback ... Underflow in
+    # closing this AdbcStatement" after a SIGTERM: a reader's cursor freed after its connection
+    # was closed on the way out.
+    script = """
+        import os, signal, time
+        from trace_gaps import interrupts
+
+        interrupts.stop_cleanly_on_signals()
+
+        class ClosesTwice:
+            def __del__(self):
+                raise RuntimeError("Underflow in closing this statement")
+
+        def reading():
+            cursor = ClosesTwice()
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)
+
+        reading()
+    """
+    child, _ = run_script(script, tmp_path)
+    stderr = child.stderr.read().decode()  # type: ignore[union-attr]
+    assert child.returncode == STOPPED, stderr
+    assert stderr == ""
+
+
 # A run takes about 2 s (analyze) and 4 s (report, its pictures drawn) on two cores: the
 # delays cover every stage, from reading the export to writing the outputs.
 TRIALS = 40 if THOROUGH else 4

@@ -53,12 +53,21 @@ def _exit_stopped(signum: int, frame: object) -> None:
     for stopping in STOPPING_SIGNALS:
         signal.signal(stopping, signal.SIG_DFL)
     _STOPPED_BY[:] = [(os.getpid(), signum)]
+    # An object freed on the way out may fail to close what the stop already closed (an ADBC
+    # cursor after its connection: "Exception ignored in ... Traceback"): not the user's news.
+    sys.unraisablehook = _ignore_while_stopping
     # The last resort is a timer, not a thread: a thread started here could wait on the lock
     # the signal interrupted, and one started before would make every fork unsafe.
     if hasattr(signal, "setitimer"):
         signal.signal(signal.SIGALRM, _exit_now)
         signal.setitimer(signal.ITIMER_REAL, STOP_GRACE_S)
     raise SystemExit(128 + signum)
+
+
+def _ignore_while_stopping(unraisable: object) -> None:
+    """Drop an exception a destructor raised while this process stops on a signal."""
+    if not stopping():
+        sys.__unraisablehook__(unraisable)  # type: ignore[arg-type]
 
 
 def _exit_now(alarm: int, frame: object) -> None:
