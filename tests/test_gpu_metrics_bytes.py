@@ -32,6 +32,14 @@ PARAMS = LAYERS * (D * 3 * D + D * D + D * 2 * FF + FF * D) + VOCAB * D
 KV = LAYERS * 2 * SLOTS * D
 
 
+# One metric's samples, (timestamp, value), in time order; the recounts' only source.
+METRIC_SAMPLES = (
+    "SELECT g.timestamp, g.value FROM GPU_METRICS g JOIN TARGET_INFO_GPU_METRICS n "
+    "ON n.metricId = g.metricId AND n.typeId = g.typeId "
+    "WHERE n.metricName = ? ORDER BY g.timestamp"
+)
+
+
 def _rows(path: Path, sql: str, params: tuple[object, ...] = ()) -> list[tuple]:  # type: ignore[type-arg]
     with sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True) as connection:
         return connection.execute(sql, params).fetchall()
@@ -56,9 +64,7 @@ def recount(name: str) -> dict[str, float]:
         samples = np.array(
             _rows(
                 path,
-                "SELECT g.timestamp, g.value FROM GPU_METRICS g JOIN TARGET_INFO_GPU_METRICS n "
-                "ON n.metricId = g.metricId AND n.typeId = g.typeId "
-                "WHERE n.metricName = ? ORDER BY g.timestamp",
+                METRIC_SAMPLES,
                 (f"{metric} Bandwidth [Throughput %]",),
             ),
             dtype=np.float64,

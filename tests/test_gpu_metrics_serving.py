@@ -12,7 +12,6 @@ a prefill step, 7 MB a decode step, read by neither).
 
 from __future__ import annotations
 
-import sqlite3
 from functools import cache
 from pathlib import Path
 
@@ -20,6 +19,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import shipped_json, shipped_trace
+from tests.test_gpu_metrics_bytes import METRIC_SAMPLES, _rows
 
 NAME = "gm_serving"
 KINDS = ("DECODE", "PREFILL")
@@ -31,11 +31,6 @@ WEIGHT_BYTES = 2 * (LAYERS * (4 * D * D + 3 * D * FF) + VOCAB * D)  # 168 MB
 # -0.08 %; PREFILL -0.07 %, -0.09 %: the cap at 100 % of peak in samples an op barely touches),
 # its busy time equal to the ns; 0.5 % is four times the worst.
 TOLERANCE = 0.005
-
-
-def _rows(path: Path, sql: str, params: tuple[object, ...] = ()) -> list[tuple]:  # type: ignore[type-arg]
-    with sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True) as connection:
-        return connection.execute(sql, params).fetchall()
 
 
 OPS = (
@@ -61,9 +56,7 @@ def _samples(path: Path, metric: str) -> tuple[np.ndarray, np.ndarray, int]:
     samples = np.array(
         _rows(
             path,
-            "SELECT g.timestamp, g.value FROM GPU_METRICS g JOIN TARGET_INFO_GPU_METRICS n "
-            "ON n.metricId = g.metricId AND n.typeId = g.typeId "
-            "WHERE n.metricName = ? ORDER BY g.timestamp",
+            METRIC_SAMPLES,
             (metric,),
         ),
         dtype=np.int64,
