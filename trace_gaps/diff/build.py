@@ -13,7 +13,16 @@ import pandas as pd
 from trace_gaps import __version__
 from trace_gaps.diff.bootstrap import CONFIDENCE_PCT, RESAMPLES, SEED, SideMeans, means_drawn
 from trace_gaps.diff.changes import BucketChange, RunChange, Side, StageChange, WallChange
-from trace_gaps.diff.drift import MachineSplit, ProcessSpeed, SideSpeeds, split_change
+from trace_gaps.diff.drift import (
+    MachineSplit,
+    ProcessSpeed,
+    SideSpeeds,
+    code_change,
+    own_pace_ns,
+    run_machine_ns,
+    speed_of,
+    split_change,
+)
 from trace_gaps.diff.moves import CandidateChange, bucket_changes, candidate_changes, stage_changes
 from trace_gaps.diff.noise import bootstrap_intervals, is_beyond, practical_threshold_ns
 from trace_gaps.diff.notes import DiffNote, DiffNoteCode, write_diff_note
@@ -68,7 +77,7 @@ class ComparedSide:
     report: Report
     step_buckets: StepBuckets = field(default_factory=dict)
     means: SideMeans | None = None
-    speeds: SideSpeeds = field(default_factory=dict)  # per pid, where measured (drift.py)
+    speeds: SideSpeeds = field(default_factory=dict)  # per process, where measured (drift.py)
 
 
 def diff_reports(before: Report, after: Report) -> Diff:
@@ -93,7 +102,7 @@ def diff_sides(before_side: ComparedSide, after_side: ComparedSide) -> Diff:
             rng=rng,
             step_buckets=(before_side.step_buckets.get(b.pid), after_side.step_buckets.get(a.pid)),
             side_means=(before_side.means, after_side.means) if one_pair else (None, None),
-            speeds=(before_side.speeds.get(b.pid), after_side.speeds.get(a.pid)),
+            speeds=(speed_of(before_side.speeds, b), speed_of(after_side.speeds, a)),
         )
         for b, a in pairs
     ]
@@ -107,6 +116,8 @@ def diff_sides(before_side: ComparedSide, after_side: ComparedSide) -> Diff:
         for note in report.notes
     ]
     run = _run_change(before, after, rng) if len(diffs) > 1 else None
+    if run is not None:
+        run = _run_split(run, diffs, [speed_of(before_side.speeds, b) for b, _ in pairs])
     return Diff(processes=diffs, notes=[write_diff_note(note) for note in notes], run=run)
 
 
@@ -135,6 +146,25 @@ def _run_change(before: Report, after: Report, rng: np.random.Generator) -> RunC
             is_beyond_noise=is_beyond(intervals[0], change, mean_before) if intervals else None,
         ),
     )
+
+
+def _run_split(
+    run: RunChange, diffs: list[ProcessDiff], befores: list[ProcessSpeed | None]
+) -> RunChange:
+    """The run's step change split into the machine's part (drift.run_machine_ns: the
+    slowest rank's own pace at the after's speeds) and the code's, where every pair of
+    ranks had its speeds measured."""
+    paces = [
+        own_pace_ns(before, d.drift.host, d.drift.gpu)
+        for d, before in zip(diffs, befores, strict=True)
+        if d.drift is not None and before is not None and before.models
+    ]
+    if len(paces) < len(diffs) or not all(scaled for _, scaled in paces):
+        return run
+    machine = run_machine_ns(paces)
+    before_mean = run.before.wall.mean_ns
+    code = code_change(run.wall, machine, before_mean, practical_threshold_ns(before_mean))
+    return replace(run, machine_ns=machine, code=code)
 
 
 def _like_kinds(before: Report, after: Report) -> tuple[Report, Report, list[DiffNote]]:
@@ -298,11 +328,13 @@ def slower_than(diff: Diff, pct: float) -> str | None:
     """Which step time grew by more than pct percent beyond the noise, in words, or None."""
     if diff.run is not None:
         run = diff.run
-        if not _grew(run.wall, pct):
+        if not _grew(run.code if run.code is not None else run.wall, pct):
             return None
+        part = "the code's part of " if run.code is not None else ""
         return (
-            f"the run's step time (its slowest rank: before process {run.before.pid} in "
-            f"{run.before.file}, after process {run.after.pid} in {run.after.file})"
+            f"{part}the run's step time (its slowest rank: before process {run.before.pid} in "
+            f"{run.before.file}, after process {run.after.pid} in {run.after.file}"
+            + ("; the machine's drift taken out)" if run.code is not None else ")")
         )
     for process in diff.processes:
         if process.drift is not None and _grew(process.drift.code, pct):

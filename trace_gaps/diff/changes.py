@@ -138,3 +138,8 @@ class RunChange:
     before: Side  # the before side's slowest rank (largest mean step wall time)
     after: Side  # the after side's
     wall: WallChange
+    # Where every rank's speed was measured on both sides (drift.py): the machine's part of
+    # the run's step change (its slowest rank's, each rank's before replayed at its after's
+    # speeds) and the code's, the rest (the gate reads it).
+    machine_ns: int | None = None
+    code: WallChange | None = None

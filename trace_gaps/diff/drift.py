@@ -39,13 +39,13 @@ import pandas as pd
 from trace_gaps.analysis.engine.metrics import OP_DURATIONS, REPLAY_MODELS
 from trace_gaps.analysis.engine.pipeline import Analysis, AnalysisOptions
 from trace_gaps.analysis.kernels import DURATION_NS, OPS
-from trace_gaps.analysis.replay.codes import EAGER_LAUNCHES, LAUNCH_GRAPH, SYNC
+from trace_gaps.analysis.replay.codes import EAGER_LAUNCHES, LAUNCH_GRAPH, NO_INDEX, SYNC
 from trace_gaps.analysis.replay.model import StepModel
 from trace_gaps.analysis.replay.schedule import replay
 from trace_gaps.analysis.replay.whatif import ends, models_of, steady_wall
 from trace_gaps.diff.changes import NsInterval, PctInterval, WallChange
 from trace_gaps.model import NAME, PID
-from trace_gaps.records.report import Report
+from trace_gaps.records.report import ProcessReport, Report
 
 # With one capture a side the run-to-run noise is unknown; this many a side (diff --repeats)
 # give a t interval over the runs with 4 degrees of freedom (t = 2.78, not 12.7 for 2 + 1).
@@ -77,7 +77,14 @@ class ProcessSpeed:
     stage_names: tuple[str, ...] = ()
 
 
-SideSpeeds = dict[int, ProcessSpeed]
+# A side's speeds per process: (its export's file where the side has several exports, as
+# ProcessReport.export_file names it, else ""; its pid).
+SideSpeeds = dict[tuple[str, int], ProcessSpeed]
+
+
+def speed_of(speeds: SideSpeeds, process: ProcessReport) -> ProcessSpeed | None:
+    """The measured speed of a side's process, or None."""
+    return speeds.get((process.export_file, process.pid))
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,9 +138,10 @@ def compared_steps(report: Report) -> dict[int, list[int]]:
 
 
 def process_speeds(
-    analysis: Analysis, step_ids: dict[int, list[int]], *, keep_models: bool
+    analysis: Analysis, step_ids: dict[int, list[int]], *, keep_models: bool, export_file: str = ""
 ) -> SideSpeeds:
-    """Per pid of step_ids (its analysed steps of the kind compared): its speed figures."""
+    """Per pid of step_ids (its analysed steps of the kind compared): its speed figures, keyed
+    (export_file, pid)."""
     models = analysis.metrics[REPLAY_MODELS]
     names = tuple(analysis.stage_map.names)
     durations = analysis.metrics[OP_DURATIONS]
@@ -145,7 +153,7 @@ def process_speeds(
             continue
         launches, host = _stage_figures(mine, names)
         ops_per_step, mean_ns = _op_figures(durations, pid, len(ids))
-        speeds[pid] = ProcessSpeed(
+        speeds[export_file, pid] = ProcessSpeed(
             pid=pid,
             launches_per_step=launches,
             host_ns_per_step=host,
@@ -339,17 +347,53 @@ def machine_change_ns(before: ProcessSpeed, host: HostSpeed, gpu: GpuSpeed) -> i
     """The step change the machine explains: the before's replayed steps at the after's
     host speed (on the stages it was measured on) and GPU speed, less their plain replay
     (a run-ahead step no shorter than its GPU work: whatif.steady_wall)."""
+    plain, scaled = _walls_at_speed(before, host, gpu, on_time=False)
+    return scaled - plain
+
+
+def own_pace_ns(before: ProcessSpeed, host: HostSpeed, gpu: GpuSpeed) -> tuple[int, int]:
+    """A rank's own pace: its before's replayed step with its collectives' waits for peers
+    taken out (the `ontime` lever on every stage), plain and at the after's speeds."""
+    return _walls_at_speed(before, host, gpu, on_time=True)
+
+
+def run_machine_ns(paces: list[tuple[int, int]]) -> int:
+    """Ranks in lockstep: the machine's part of the run's step change. The run goes at its
+    slowest rank's own pace (own_pace_ns: what it would take without waiting for its
+    peers), so the change is the slowest own pace at the after's speeds less the slowest
+    plain: a rank whose host slowed can take the pace from the one that set it."""
+    return max(scaled for _, scaled in paces) - max(plain for plain, _ in paces)
+
+
+def _walls_at_speed(
+    before: ProcessSpeed, host: HostSpeed, gpu: GpuSpeed, *, on_time: bool
+) -> tuple[int, int]:
+    """The mean of the before's replayed steps, plain and at the after's speeds ((0, 0)
+    where neither speed was measured or no model was kept); on_time: with its
+    collectives' waits for peers taken out."""
     if not before.models or (host.time_change_pct is None and gpu.time_change_pct is None):
-        return 0
+        return 0, 0
     codes = frozenset(before.stage_names.index(s) for s in host.stages)
-    changes = []
+    plains, scaleds = [], []
     for model in before.models:
+        model = _on_time(model) if on_time else model
         plain = replay(model)
         scaled = replay(
             at_speed(model, ratio(host.time_change_pct), ratio(gpu.time_change_pct), codes)
         )
-        changes.append(steady_wall(ends(plain), scaled) - plain.wall_ns)
-    return int(round(float(np.mean(changes))))
+        plains.append(plain.wall_ns)
+        scaleds.append(steady_wall(ends(plain), scaled))
+    return int(round(float(np.mean(plains)))), int(round(float(np.mean(scaleds))))
+
+
+def _on_time(model: StepModel) -> StepModel:
+    """The step with every collective's wait for a peer taken out (as the `ontime` lever)."""
+    return replace(
+        model,
+        op_ns=model.op_ns - model.op_wait_ns,
+        op_wait_ns=np.zeros_like(model.op_wait_ns),
+        op_peer_at=np.full_like(model.op_peer_at, NO_INDEX),
+    )
 
 
 def split_change(

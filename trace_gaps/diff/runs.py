@@ -22,6 +22,7 @@ from trace_gaps.diff.drift import (
     machine_change_ns,
     measuring,
     process_speeds,
+    speed_of,
 )
 from trace_gaps.diff.noise import practical_threshold_ns
 from trace_gaps.diff.repeats import RunSpread, captured_together, run_spread
@@ -118,7 +119,7 @@ def _slowest_speed(report: Report, speeds: SideSpeeds) -> ProcessSpeed | None:
     if not report.processes:
         return None
     slowest = max(report.processes, key=lambda p: (p.steps.wall.mean_ns, -p.pid))
-    return speeds.get(slowest.pid)
+    return speed_of(speeds, slowest)
 
 
 def analyse_run(path: Path, options: AnalysisOptions, *, keep_models: bool) -> Run:

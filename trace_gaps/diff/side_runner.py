@@ -14,6 +14,7 @@ the before side to the after side).
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -26,12 +27,12 @@ from trace_gaps.analysis.ledger import BUCKET, CAUSE, DURATION_NS
 from trace_gaps.analysis.stages import STAGE
 from trace_gaps.analysis.steps import IS_WARMUP, STEP_ID
 from trace_gaps.diff.build import ComparedSide
-from trace_gaps.diff.drift import compared_steps, measuring, process_speeds
+from trace_gaps.diff.drift import SideSpeeds, compared_steps, measuring, process_speeds
 from trace_gaps.diff.side_draws import BeforeSideDraws, DrawRelay, after_side_means
 from trace_gaps.diff.step_tables import StepBuckets, bucket_table, step_bucket_tables
 from trace_gaps.errors import TraceGapsError, about_file
 from trace_gaps.inputs import resolve_export
-from trace_gaps.model import END_NS, PID, START_NS
+from trace_gaps.model import END_NS, PID, START_NS, Trace
 from trace_gaps.nsys.export import check_is_sqlite
 from trace_gaps.output import refuse_inputs_as_outputs
 from trace_gaps.report.build import Report, build_report
@@ -97,12 +98,15 @@ def run_side(
         resolved = [resolve_export(path, False) for path in paths]
         if output is not None:
             refuse_inputs_as_outputs([output], resolved)
-        result = analyse_exports(resolved, options)
+        result = analyse_exports(
+            resolved, measuring(options), measure=partial(export_speeds, keep_models=is_before)
+        )
         if result.failed:
             failed, message = result.failed[0]
             raise TraceGapsError(f"{failed}: not analysed: {message}")
         tables = step_bucket_tables(result.report)
-        return ComparedSide(without_tabled_steps(result.report, tables), tables)
+        speeds = {key: speed for measured in result.measured for key, speed in measured.items()}
+        return ComparedSide(without_tabled_steps(result.report, tables), tables, speeds=speeds)
     path = paths[0]
     with about_file(path):
         export = resolve_export(path, False)
@@ -127,6 +131,17 @@ def run_side(
         walls = analysed_walls(analysis, pid)
         means = draws.means(walls, table) if draws else after_side_means(relay, walls, table)
     return ComparedSide(report, tables, means, speeds)
+
+
+def export_speeds(
+    analysed: tuple[Trace, Analysis], report: Report, *, keep_models: bool
+) -> SideSpeeds:
+    """One export of a side of several: its processes' speeds, keyed by its file as the
+    merged report's processes name it (a task where its analysis is)."""
+    _, analysis = analysed
+    return process_speeds(
+        analysis, compared_steps(report), keep_models=keep_models, export_file=report.export.file
+    )
 
 
 def analysis_bucket_tables(analysis: Analysis) -> StepBuckets:

@@ -97,15 +97,33 @@ def code_runs_line(diff: Diff) -> str | None:
     return line
 
 
+def run_drift_line(diff: Diff) -> str | None:
+    """Several ranks compared: the code's part of the run's step change and the machine's."""
+    run = diff.run
+    if run is None or run.code is None or run.machine_ns is None:
+        return None
+    code = describe_change(
+        "the code", run.code, confidence_pct=CONFIDENCE_PCT, no_interval="no noise estimate"
+    )
+    machine = f"the machine {signed_ms(run.machine_ns)}/step"
+    head = "The run (its slowest rank): "
+    if run.code.is_beyond_noise is False:
+        return f"{head}no code change beyond noise; {machine}, {code} (each rank's speeds below)"
+    return f"{head}{code}; {machine} (each rank's speeds below)"
+
+
 def _drift_lines(diff: Diff) -> list[str]:
-    """The code's and the machine's parts, one line per process compared, then the runs'."""
+    """The code's and the machine's parts: the run's, one line per process compared (named
+    where there are several), then the runs'."""
+    several = len(diff.processes) > 1
     lines = [
-        drift_line(p.drift, runs_known=diff.code_runs is not None)
+        (f"Process {p.before.pid} → {p.after.pid}: " if several else "")
+        + drift_line(p.drift, runs_known=diff.code_runs is not None)
         for p in diff.processes
         if p.drift is not None
     ]
-    runs = code_runs_line(diff)
-    return lines + ([runs] if runs else [])
+    run, runs = run_drift_line(diff), code_runs_line(diff)
+    return [line for line in (run, *lines, runs) if line]
 
 
 def _tables(process: ProcessDiff) -> list[Table]:

@@ -73,6 +73,9 @@ class MultiResult:
     # Of the exports analysed, in order: each one's own Report (before the merge), its
     # timelines on the common clock (perfetto.py draws them on one time axis).
     reports: list[Report] = field(default_factory=list)
+    # Of the exports analysed, in order: what analyse_exports' measure made of each (a diff's
+    # side: its processes' speeds), or nothing where no measure was asked for.
+    measured: list[Any] = field(default_factory=list)
 
 
 def analyse_exports(
@@ -83,8 +86,11 @@ def analyse_exports(
     client: Any = None,
     on_export: Callable[[int, int], None] | None = None,
     timelines: tuple[TimelineRequest, ...] = (),
+    measure: Callable[[tuple[Trace, Analysis], Report], Any] | None = None,
 ) -> MultiResult:
-    """Analyse several exports of one run into one Report (see the module docstring)."""
+    """Analyse several exports of one run into one Report (see the module docstring).
+    measure: made of each export's (Trace, Analysis) and its own report, as a task where
+    its analysis is (the analysis is never sent back); MultiResult.measured keeps them."""
     sides_or_errors = run_tasks(
         read_side, [(path, options.collective_patterns) for path in paths], client
     )
@@ -105,10 +111,22 @@ def analyse_exports(
     notes = _run_notes(plan, sides, analysed, failed)
     infos = [trace.info for _, (trace, _) in analysed]
     merged = merge_reports(reports, ranks, notes)
+    measured = (
+        [
+            raised(result)
+            for result in run_tasks(
+                measure,
+                [(held[i], report) for (i, _), report in zip(analysed, reports, strict=True)],
+                client,
+            )
+        ]
+        if measure is not None
+        else []
+    )
     apart_files = [sides[i].path.name for i, _ in analysed if i in plan.apart]
     if apart_files:
         merged = replace(merged, apart_exports=apart_files)
-    return MultiResult(merged, failed, infos, reports)
+    return MultiResult(merged, failed, infos, reports, measured)
 
 
 @dataclass(frozen=True, slots=True)

@@ -79,7 +79,7 @@ def event_lags(
     previous = np.full(len(c_start), NO_INDEX, dtype=np.int32)
     for i in np.flatnonzero(event_syncs):
         during = (op_end > c_start[i]) & (op_end <= c_end[i])
-        during &= _may_be_marked(i, event_records, op_call, stream)
+        during &= _may_be_marked(int(i), event_records, op_call, stream)
         waited = int(np.flatnonzero(during)[np.argmax(op_end[during])]) if during.any() else -1
         # It blocked for that op when it lasted longer than a call that does not wait and
         # spent longer before the op's end than after it (an op ending inside a call that
