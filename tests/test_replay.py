@@ -22,7 +22,7 @@ from trace_gaps.cli import app
 from trace_gaps.model import GraphTraceMode, Trace
 from trace_gaps.records.whatif import NotApplicable
 from trace_gaps.report.build import build_report
-from trace_gaps.report.levers import check_levers
+from trace_gaps.report.levers import check_levers, lever_words
 from trace_gaps.run.one import analyse_export
 
 # Every sample in the thorough run; by default an eager one, a graph one and two ranks.
@@ -124,6 +124,17 @@ def test_levers_change_what_they_say() -> None:
     assert nohost.item_ns[(nohost.item_stage == code) & (nohost.item_call < 0)].sum() == 0
     half = apply_lever(model, code, "host50", mode)
     assert replay(nohost).wall_ns <= replay(half).wall_ns <= base
+    # hostN: the stage's host time between calls N % shorter (host50 halves it).
+    gaps = (model.item_stage == code) & (model.item_call < 0)
+    assert half.item_ns[gaps].sum() == pytest.approx(model.item_ns[gaps].sum() / 2, abs=len(gaps))
+    most = apply_lever(model, code, "host87", mode)
+    assert most.item_ns[gaps].sum() == pytest.approx(
+        0.13 * model.item_ns[gaps].sum(), abs=len(gaps)
+    )
+    assert np.array_equal(most.item_ns[~gaps], model.item_ns[~gaps])
+    assert replay(nohost).wall_ns <= replay(most).wall_ns <= replay(half).wall_ns
+    assert lever_words("host87") == "host code 87 % shorter"
+    assert lever_words("host50") == "host code halved"
     faster = apply_lever(model, code, "gpu50", mode)
     here = model.op_stage == code
     assert np.all(faster.op_ns[here] <= (model.op_ns[here] + 1) // 2 + 1)
@@ -143,6 +154,9 @@ def test_bad_levers_name_the_stages_or_say_why_they_do_not_apply() -> None:
         check_levers(parse_levers("verify_forward=graph"), sections)
     with pytest.raises(LeverError, match="unknown lever"):
         parse_levers("verify_forward=fast")
+    for kind in ("host0", "host100", "host5x"):
+        with pytest.raises(LeverError, match="hostN"):
+            parse_levers(f"verify_forward={kind}")
     with pytest.raises(LeverError, match="not STAGE=LEVER"):
         parse_levers("verify_forward")
 

@@ -31,7 +31,7 @@ WhatIfOpt = Annotated[
     typer.Option(
         "--what-if",
         help="Predict the step with levers pulled, e.g. 'verify_forward=graph,sample=nosync' "
-        "(graph, nogaps, host50, nohost, nosync, noapi, ontime, gpuN, sol; docs/what-if.md).",
+        "(graph, nogaps, host50 or hostN, nohost, nosync, noapi, ontime, gpuN, sol; docs/what-if.md).",
     ),
 ]
 

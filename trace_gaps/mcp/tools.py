@@ -209,7 +209,7 @@ TOOLS = (
     Tool(
         "what_if",
         "Predict the step with levers pulled on the replayed steps, e.g. "
-        "'verify_forward=graph,sample=nosync' (graph, nogaps, host50, nohost, nosync, noapi, "
+        "'verify_forward=graph,sample=nosync' (graph, nogaps, host50 or hostN, nohost, nosync, noapi, "
         "ontime, gpuN with N 1-99, sol; docs/what-if.md): the predicted step and its ledger.",
         [
             ONE_EXPORT,

@@ -5,6 +5,7 @@ raises LeverError in those words (docs/what-if.md)."""
 from __future__ import annotations
 
 from trace_gaps.analysis.replay.levers import (
+    HOST_SHARE,
     Lever,
     LeverError,
     not_applicable,
@@ -42,6 +43,8 @@ def lever_words(kind: str) -> str:
     """What a lever of this kind does, in words."""
     if kind.startswith("gpu"):
         return f"GPU work {kind[3:]} % faster"
+    if kind != "host50" and HOST_SHARE.match(kind):
+        return f"host code {kind[4:]} % shorter"
     return LEVER_WORDS.get(kind, kind)
 
 

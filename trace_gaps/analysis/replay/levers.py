@@ -34,6 +34,8 @@ LONG_GAP_FACTOR = 10
 
 LEVER_KINDS = ("graph", "nogaps", "host50", "nohost", "nosync", "noapi", "ontime", "sol")
 _GPU = re.compile(r"^gpu([1-9][0-9]?)$")  # 1-99: gpu0 would change nothing
+# hostN: the stage's host time between calls N % shorter (host50 halves it; 1-99: nohost is 100)
+HOST_SHARE = re.compile(r"^host([1-9][0-9]?)$")
 
 
 class LeverError(ValueError):
@@ -51,8 +53,9 @@ class LeverNotApplicable(LeverError):
 
 @dataclass(frozen=True, slots=True)
 class Lever:
-    """One transformation of a stage: graph, nogaps, host50, nohost, nosync, noapi, ontime,
-    gpuN (its GPU work N % faster) or sol (its GPU work down to its speed of light).
+    """One transformation of a stage: graph, nogaps, hostN (its host time between calls N %
+    shorter; host50 halves it), nohost, nosync, noapi, ontime, gpuN (its GPU work N %
+    faster) or sol (its GPU work down to its speed of light).
 
     op_scale: what a sol lever scales the stage's ops by, its speed of light over its GPU
     busy time (the report sets it from the stage's GPU metrics); None: not known."""
@@ -92,10 +95,10 @@ def parse_levers(text: str) -> list[Lever]:
         kind = kind.strip()
         if not eq or not stage.strip():
             raise LeverError(f"'{part}' is not STAGE=LEVER")
-        if kind not in LEVER_KINDS and not _GPU.match(kind):
+        if kind not in LEVER_KINDS and not _GPU.match(kind) and not HOST_SHARE.match(kind):
             raise LeverError(
-                f"unknown lever '{kind}' in '{part}': use one of {', '.join(LEVER_KINDS)} "
-                "or gpuN (GPU work N % faster, N 1-99)"
+                f"unknown lever '{kind}' in '{part}': use one of {', '.join(LEVER_KINDS)}, "
+                "hostN (host code N % shorter) or gpuN (GPU work N % faster), N 1-99"
             )
         levers.append(Lever(stage.strip(), kind, pid=pid))
     if not levers:
@@ -117,7 +120,7 @@ def applies(model: StepModel, code: int, kind: str) -> bool:
         return bool((model.op_wait_ns[model.op_stage == code] > 0).any())
     if kind == "nogaps":
         return bool(_long_gap(model, code).any())
-    if kind in ("host50", "nohost"):
+    if kind == "nohost" or HOST_SHARE.match(kind):
         return bool((model.item_ns[model.item_stage == code] > 0).any())
     return bool((model.op_stage == code).any())  # gpuN, sol
 
@@ -134,7 +137,7 @@ def apply_lever(
     Lever.op_scale)."""
     if kind == "graph":
         return _as_graph(model, code, mode)
-    if kind in ("nogaps", "host50", "nohost"):
+    if kind in ("nogaps", "nohost") or HOST_SHARE.match(kind):
         return _less_host(model, code, kind)
     if kind == "nosync":
         return _without_calls(model, code, model.call_category == SYNC, keep_ops=True)
@@ -180,8 +183,9 @@ def _less_host(model: StepModel, code: int, kind: str) -> StepModel:
         long = _long_gap(model, code)
         median = int(np.median(model.item_ns[gaps & ~long])) if (gaps & ~long).any() else 0
         item_ns = np.where(long, median, model.item_ns)
-    elif kind == "host50":
-        item_ns = np.where(gaps, model.item_ns // 2, model.item_ns)
+    elif found := HOST_SHARE.match(kind):
+        kept = 100 - int(found.group(1))
+        item_ns = np.where(gaps, model.item_ns * kept // 100, model.item_ns)
     else:
         item_ns = np.where(gaps, 0, model.item_ns)
     return replace(model, item_ns=item_ns.astype(np.int64))
