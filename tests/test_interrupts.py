@@ -212,3 +212,43 @@ def test_dask_failing_to_remove_its_scratch_after_a_signal_says_nothing():
     quiet_dask_logs()
     assert not logging.getLogger("distributed.diskutils").isEnabledFor(logging.ERROR)
     assert logging.getLogger("distributed.scheduler").isEnabledFor(logging.ERROR)
+
+
+@pytest.mark.parametrize(("stop", "code"), [(SystemExit(143), 143), (KeyboardInterrupt(), 130)])
+def test_a_stop_while_a_class_is_made_ends_quietly(monkeypatch, capsys, stop, code):
+    # CI's thorough run: a SIGTERM while a module loaded, inside a dataclass field's
+    # __set_name__, reached the user as "RuntimeError: Error calling __set_name__" and a
+    # traceback (Python 3.11 wraps what __set_name__ raises).
+    import trace_gaps.cli
+    import trace_gaps.interrupts
+    from trace_gaps.__main__ import main
+
+    def app() -> None:
+        try:
+            raise stop
+        except BaseException as error:
+            raise RuntimeError("Error calling __set_name__ on 'Field' instance") from error
+
+    monkeypatch.setattr(trace_gaps.interrupts, "stop_cleanly_on_signals", lambda: None)
+    monkeypatch.setattr(trace_gaps.cli, "app", app)
+    with pytest.raises(SystemExit) as ended:
+        main()
+    assert ended.value.code == code
+    assert capsys.readouterr().err in ("", "error: interrupted\n")
+
+
+def test_an_error_not_raised_from_a_stop_is_not_taken_for_one(monkeypatch):
+    import trace_gaps.cli
+    import trace_gaps.interrupts
+    from trace_gaps.__main__ import main
+
+    def app() -> None:
+        try:
+            raise ValueError("a bug")
+        except ValueError as error:
+            raise RuntimeError("wrapped") from error
+
+    monkeypatch.setattr(trace_gaps.interrupts, "stop_cleanly_on_signals", lambda: None)
+    monkeypatch.setattr(trace_gaps.cli, "app", app)
+    with pytest.raises(RuntimeError, match="wrapped"):
+        main()

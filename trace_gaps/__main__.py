@@ -16,14 +16,28 @@ def main() -> None:
         app()
     except KeyboardInterrupt:
         interrupted()
-    except ImportError as error:
+    except Exception as error:
         # A signal while a C extension initialises (matplotlib's Agg, imported when the
-        # first picture is saved) surfaces as that module's ImportError.
-        if isinstance(error.__cause__, KeyboardInterrupt):
+        # first picture is saved) surfaces as that module's ImportError; one while a class
+        # is made (a dataclass field's __set_name__, as a module loads) as a RuntimeError.
+        stop = _stop_behind(error)
+        if isinstance(stop, KeyboardInterrupt):
             interrupted()
-        if isinstance(error.__cause__, SystemExit):
-            raise error.__cause__ from None
+        if isinstance(stop, SystemExit):
+            raise stop from None
         raise
+
+
+def _stop_behind(error: BaseException) -> BaseException | None:
+    """The Ctrl-C or stopping signal's exit that an exception was raised from, if any."""
+    seen: set[int] = set()
+    found: BaseException | None = error
+    while found is not None and id(found) not in seen:
+        if isinstance(found, KeyboardInterrupt | SystemExit):
+            return found
+        seen.add(id(found))
+        found = found.__cause__ or found.__context__
+    return None
 
 
 def interrupted() -> NoReturn:

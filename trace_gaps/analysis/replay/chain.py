@@ -105,7 +105,9 @@ def chain_of(model: StepModel, copies: int = CHAIN_COPIES) -> Chain:
         op_gap=model.op_gap[ops],
         # The first copy's ops of the step before stay so (they re-flow on their stream).
         op_carried=model.op_carried[ops] & (copy_of_op == 0),
+        op_collective=model.op_collective[ops],
         lever_graphs=frozenset(c + k * n_calls for k in range(copies) for c in model.lever_graphs),
+        early_graphs=frozenset(c + k * n_calls for k in range(copies) for c in model.early_graphs),
     )
     return Chain(chained, copies, len(model.item_call), place, copy_of_op)
 

@@ -12,6 +12,7 @@ import numpy as np
 
 from trace_gaps.analysis.replay.codes import (
     API,
+    CATEGORY_CODE,
     EAGER_LAUNCHES,
     LAUNCH_GRAPH,
     NO_INDEX,
@@ -23,7 +24,7 @@ from trace_gaps.analysis.replay.model import (
     GRAPH_NODE_SPACING_NS,
     StepModel,
 )
-from trace_gaps.model import GraphTraceMode
+from trace_gaps.model import CallCategory, GraphTraceMode
 from trace_gaps.records.whatif import NotApplicable
 from trace_gaps.vocabulary import SPECIAL_STAGES
 
@@ -76,6 +77,11 @@ class Lever:
 
 
 RANK_PREFIX = "rank="
+# The launches of ops other than kernels: a graph holding one starts early (_as_graph).
+_COPIES = [
+    CATEGORY_CODE[CallCategory.LAUNCH_MEMCPY.value],
+    CATEGORY_CODE[CallCategory.LAUNCH_MEMSET.value],
+]
 
 
 def parse_levers(text: str) -> list[Lever]:
@@ -213,7 +219,8 @@ def _as_graph(model: StepModel, code: int, mode: GraphTraceMode) -> StepModel:
     at the first launch of the run. The host time between a run's launches goes (long
     host gaps stay); the time around a sync stays. A launch costs GRAPH_LAUNCH_NS_PER_NODE a
     node, and no less than one of the launches it replaces; its ops run as graph nodes when
-    the call returns, GRAPH_NODE_SPACING_NS apart."""
+    the call returns (EARLY_GRAPH_FIRST_PCT into it for a graph holding a copy, a memset or
+    a collective kernel), GRAPH_NODE_SPACING_NS apart."""
     eager = np.isin(model.call_category, list(EAGER_LAUNCHES)) & (model.call_stage == code)
     launches = np.flatnonzero(eager)
     if not len(launches):
@@ -232,7 +239,7 @@ def _as_graph(model: StepModel, code: int, mode: GraphTraceMode) -> StepModel:
     category[launches] = OTHER
     op_call = model.op_call.copy()
     span = np.zeros(len(model.item_call), dtype=bool)
-    firsts = []
+    firsts, early = [], []
     for run in np.unique(run_of):
         members = launches[run_of == run]
         first = int(members[0])
@@ -245,6 +252,10 @@ def _as_graph(model: StepModel, code: int, mode: GraphTraceMode) -> StepModel:
         category[first] = LAUNCH_GRAPH
         span[item_of_call[first] : item_of_call[members[-1]] + 1] = True
         firsts.append(first)
+        # A graph of more than kernels (a copy, a memset, a collective) starts its first
+        # node early in its launch call (model.EARLY_GRAPH_FIRST_PCT).
+        if np.isin(model.call_category[members], _COPIES).any() or model.op_collective[ops].any():
+            early.append(first)
     # The host time between a run's launches goes, but for long gaps: the dispatch that a
     # graph removes.
     between = span & (model.item_call < 0) & (model.item_stage == code)
@@ -260,6 +271,7 @@ def _as_graph(model: StepModel, code: int, mode: GraphTraceMode) -> StepModel:
         op_graph=model.op_graph | graphed,
         op_gap=np.where(graphed, NO_INDEX, model.op_gap),
         lever_graphs=model.lever_graphs | frozenset(firsts),
+        early_graphs=model.early_graphs | frozenset(early),
         graph_spacing_ns=model.graph_spacing_ns if has_graphs else GRAPH_NODE_SPACING_NS,
     )
 

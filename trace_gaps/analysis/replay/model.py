@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from trace_gaps.analysis.collectives import WAIT_END_NS
+from trace_gaps.analysis.collectives import WAIT_END_NS, is_collective
 from trace_gaps.analysis.replay.codes import (
     CATEGORY_CODE,
     LAUNCH_GRAPH,
@@ -52,11 +52,15 @@ from trace_gaps.model import (
 # A CUDA graph launch, measured on the graph replays of five captures (docs/what-if.md):
 # the cudaGraphLaunch call costs about this much per node it holds (nsys traces each node
 # with --cuda-graph-trace=node, which nearly triples it), and consecutive nodes start this
-# far apart on the GPU. A lever's graph runs its first node when the launch call returns
-# (seen in two captures; in the others it started 55-83 us after the call began; a measured
-# graph launch keeps the step's own median, graph_first_ns).
+# far apart on the GPU. A lever's graph of kernels only runs its first node when the launch
+# call returns (the eight such graph captures: 0-5 us after it); one that holds a copy, a
+# memset or a collective kernel runs it this far into the call (the three such captures, a
+# speculative verify with 8 memsets and a TP=2 forward with NCCL all-reduces: 12 to 16 % of
+# the call, median 13 %; docs/what-if.md). A measured graph launch keeps the step's own
+# median, graph_first_ns.
 GRAPH_LAUNCH_NS_PER_NODE = {GraphTraceMode.NODE: 1_400, GraphTraceMode.GRAPH: 500}
 GRAPH_NODE_SPACING_NS = 400
+EARLY_GRAPH_FIRST_PCT = 13
 
 # A stream's wait for an event is a dependency between a graph's nodes, and a query returns
 # at once (PyTorch's allocator polls events): neither holds the host, so neither ends a run
@@ -112,9 +116,14 @@ class StepModel:
     call_waits_previous: np.ndarray  # int32
     # Per op: launched by the step's thread before the step (the previous step's work).
     op_carried: np.ndarray  # bool
-    # A lever's graph launches (call indexes): their nodes start when the call returns; a
-    # measured graph launch's first node starts graph_first_ns after the call starts.
+    # Per op: a collective library's kernel (collectives.COLLECTIVE_TABLE, by name).
+    op_collective: np.ndarray  # bool
+    # A lever's graph launches (call indexes): their nodes start when the call returns, or
+    # EARLY_GRAPH_FIRST_PCT into it for those in early_graphs (a graph holding a copy, a
+    # memset or a collective); a measured graph launch's first node starts graph_first_ns
+    # after the call starts.
     lever_graphs: frozenset[int] = frozenset()
+    early_graphs: frozenset[int] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,6 +154,7 @@ class _StepOps:
     graph: np.ndarray
     stage: np.ndarray  # int32
     carried: np.ndarray  # bool: launched by the step's thread before the step
+    collective: np.ndarray  # bool: a collective library's kernel
 
 
 def step_model(
@@ -211,6 +221,7 @@ def step_model(
         call_lag=lags,
         call_waits_previous=previous,
         op_carried=ops.carried,
+        op_collective=ops.collective,
     )
 
 
@@ -307,7 +318,27 @@ def _step_ops(
         graph=op_graph,
         stage=projected[STAGE].to_numpy()[at].astype(np.int32),
         carried=carried,
+        collective=_collective(projected, at),
     )
+
+
+_collective_names: list[tuple[pd.Index, np.ndarray]] = []  # the last names' answer
+
+
+def _collective(projected: pd.DataFrame, at: np.ndarray) -> np.ndarray:
+    """Per op at these rows: a collective library's kernel, by name. The names of a
+    window's ops are one categorical, matched once for all its steps."""
+    if NAME not in projected.columns or not len(at):
+        return np.zeros(len(at), dtype=bool)
+    names = projected[NAME]
+    if not isinstance(names.dtype, pd.CategoricalDtype):
+        return np.asarray(is_collective(pd.Index(names.to_numpy()[at])), dtype=bool)
+    categories = names.cat.categories
+    if not _collective_names or _collective_names[0][0] is not categories:
+        _collective_names[:] = [(categories, np.r_[is_collective(categories), False])]
+    codes = names.cat.codes.to_numpy()[at]
+    found: np.ndarray = _collective_names[0][1][codes]  # code -1 (no name): the appended False
+    return found
 
 
 def _node_gaps(

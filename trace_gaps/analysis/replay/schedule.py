@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from trace_gaps.analysis.replay.codes import SYNC
-from trace_gaps.analysis.replay.model import StepModel
+from trace_gaps.analysis.replay.model import EARLY_GRAPH_FIRST_PCT, StepModel
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,7 +178,7 @@ def replaying(
     graph, work_ns, stream_of = streams.graph, streams.work_ns, streams.stream_of
     new_end, last_end = streams.new_end, streams.last_end
     launch_ns, graph_first = model.launch_ns, model.graph_first_ns
-    lever_graphs = model.lever_graphs
+    lever_graphs, early_graphs = model.lever_graphs, model.early_graphs
     key_list = keys.tolist() if keys is not None else None
 
     t = model.start_ns
@@ -196,7 +196,8 @@ def replaying(
             if not graph[k]:
                 ready = t + launch_ns
             elif c in lever_graphs:
-                ready = t + call_ns[c]
+                early = c in early_graphs
+                ready = t + (call_ns[c] * EARLY_GRAPH_FIRST_PCT // 100 if early else call_ns[c])
             else:
                 ready = t + graph_first
             begin = place(k, ready)

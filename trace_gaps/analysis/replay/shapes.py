@@ -65,11 +65,11 @@ class ShapeError:
 REPLAY_ERRORS: dict[StepShape, ShapeError] = {
     shape.shape: shape
     for shape in (
-        ShapeError(StepShape.SYNCHRONOUS, pairs=8, within_pct=2.3, drifted_pct=44.6),
+        ShapeError(StepShape.SYNCHRONOUS, pairs=8, within_pct=2.0, drifted_pct=39.8),
         ShapeError(StepShape.RUN_AHEAD, pairs=3, within_pct=0.9, drifted_pct=0.9),
         ShapeError(StepShape.HOST_PACED, pairs=4, within_pct=0.5, drifted_pct=41.5),
         ShapeError(StepShape.WORKER_THREAD, pairs=1, within_pct=2.3, drifted_pct=7.9),
-        ShapeError(StepShape.RANKS, pairs=1, within_pct=23.0, drifted_pct=29.9),
+        ShapeError(StepShape.RANKS, pairs=1, within_pct=6.7, drifted_pct=11.7),
     )
 }
 
