@@ -7,7 +7,7 @@ set -u
 export LD_LIBRARY_PATH=$PWD/.nsys-libs:${LD_LIBRARY_PATH:-}
 N=/opt/nvidia/nsight-compute/2025.3.1/host/target-linux-x64/nsys
 OUT=${OUT:-/tmp/o}; mkdir -p $OUT
-$N profile -t cuda,nvtx --sample=none --cpuctxsw=none --cuda-graph-trace=node --force-overwrite=true -o /tmp/gf python3 sample_traces/generate/probe_graph_first.py 2>&1 | tail -2
+$N profile -t cuda,nvtx --sample=none --cpuctxsw=none --cuda-graph-trace=node --force-overwrite=true -o /tmp/gf python3 sample_traces/generate/probe_graph_first.py 2>&1 | grep -v "^\s*$" | tail -8
 $N export --type sqlite --force-overwrite=true -o $OUT/gf.sqlite /tmp/gf.nsys-rep >/dev/null 2>&1
 python3 - <<'PY'
 import sqlite3, os
