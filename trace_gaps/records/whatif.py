@@ -21,6 +21,9 @@ class ReplayCheck:
     real_pairs: int = 0
     within_pct: float = 0.0  # the largest error at the after's host speed, %
     drifted_pct: float = 0.0  # the largest error as captured, the host's drift included, %
+    # The first steps of a GPU-paced run-ahead loop that did not wait for the step before's
+    # work (the loop filling the GPU's queue), left out of the check (whatif.filling_steps).
+    filling_steps: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -118,11 +118,17 @@ def replay_lines(process: ProcessReport) -> list[str]:
     check = process.replay
     if check is None or not check.steps:
         return []
+    filling = (
+        f" ({check.filling_steps} more, the loop filling the GPU's queue at the start, left "
+        "out: they did not wait for the step before's work)"
+        if check.filling_steps
+        else ""
+    )
     return [
         f"What-if: {check.steps} steps replayed from their calls, ops and streams: "
         f"{format_duration(check.replayed_ns)}/step against {format_duration(check.measured_ns)} "
-        f"measured ({check.error_pct:+.2f} %). A saving is the replayed step minus the replayed "
-        f"step with the lever pulled. The model ignores {IGNORED}.",
+        f"measured ({check.error_pct:+.2f} %){filling}. A saving is the replayed step minus the "
+        f"replayed step with the lever pulled. The model ignores {IGNORED}.",
         _real_pairs_line(check),
     ]
 
