@@ -9,7 +9,9 @@ with an MLP 8 % wider (gpu5_1..3). Every ordered pair of captures, one a side; e
 into three a side (`--repeats`); the gate on the code's part (the machine's drift taken out)
 and, for comparison, on the step time alone (as before the drift was measured). Then the
 corpus's checks: an unchanged eager decode captured three times (repeat_eager_1..3), and a
-graph → eager regression (whatif_plain_graph → whatif_plain_eager), one capture a side.
+graph → eager regression (whatif_plain_graph → whatif_plain_eager), one capture a side, and
+the 2-rank checks: the same eager TP=2 decode as one nsys session (tp_eager) against a session
+per rank (tp_rank0 + tp_rank1), both ways, and tp_graph → tp_eager (the run's split).
 Then the H200 set (one device call, interleaved): unchanged three times (h200_same_1..3) and
 with the MLP twice as wide (h200_mlp2x_1..3, +82 µs/step of GPU time), and the H100 set
 likewise (capture_41_42.sh): unchanged (h100_same_1..3) and with the MLP three times as wide
@@ -34,6 +36,7 @@ from tests.conftest import corpus_trace_paths, drift_trace_paths  # noqa: E402
 from trace_gaps.analysis.engine.pipeline import AnalysisOptions  # noqa: E402
 from trace_gaps.diff.build import ComparedSide, Diff, diff_sides, is_slower_than  # noqa: E402
 from trace_gaps.diff.runs import Run, analyse_run, compare_runs  # noqa: E402
+from trace_gaps.diff.side_runner import run_sides  # noqa: E402
 
 GATE_PCT = 3.0
 
@@ -45,6 +48,13 @@ def one_a_side(before: Run, after: Run) -> Diff:
     )
 
 
+def two_rank_diff(before: list[Path], after: list[Path]) -> Diff:
+    """`diff` of two sides of a run's exports (one holding both ranks, or one per rank): the
+    run's split, as the command makes it."""
+    sides = run_sides([before, after], (AnalysisOptions(), AnalysisOptions()), None)
+    return diff_sides(*sides)
+
+
 def step_alone_trips(diff: Diff) -> bool:
     """The gate on the step time's change alone (no drift taken out)."""
     if diff.runs is not None:
@@ -54,14 +64,16 @@ def step_alone_trips(diff: Diff) -> bool:
             and runs.ci_pct is not None
             and runs.ci_pct.low_pct > GATE_PCT
         )
-    (process,) = diff.processes
-    low = process.wall.ci_pct.low_pct if process.wall.ci_pct else process.wall.change_pct
+    wall = diff.run.wall if diff.run is not None else diff.processes[0].wall
+    low = wall.ci_pct.low_pct if wall.ci_pct else wall.change_pct
     return low is not None and low > GATE_PCT
 
 
 def code_pct(diff: Diff) -> float:
     if diff.code_runs is not None:
         return diff.code_runs.change_pct or 0.0
+    if diff.run is not None and diff.run.code is not None:  # several ranks: the run's
+        return diff.run.code.change_pct or 0.0
     drift = diff.processes[0].drift
     assert drift is not None
     return drift.code.change_pct or 0.0
@@ -70,6 +82,8 @@ def code_pct(diff: Diff) -> float:
 def step_pct(diff: Diff) -> float:
     if diff.runs is not None:
         return diff.runs.change_pct or 0.0
+    if diff.run is not None:
+        return diff.run.wall.change_pct or 0.0
     return diff.processes[0].wall.change_pct or 0.0
 
 
@@ -188,6 +202,15 @@ def main() -> None:
     print(
         row("whatif_plain_graph → whatif_plain_eager (corpus)", 1, [one_a_side(graph, plain_eager)])
     )
+
+    # Two ranks (corpus): the same eager TP=2 decode as one nsys session (tp_eager) and as a
+    # session per rank (tp_rank0 + tp_rank1, two exports a side), both directions; and the
+    # graph -> eager regression of the same run.
+    ranks = [corpus["tp_rank0"], corpus["tp_rank1"]]
+    both = [two_rank_diff([corpus["tp_eager"]], ranks), two_rank_diff(ranks, [corpus["tp_eager"]])]
+    print(row("TP=2 (corpus): tp_eager ↔ tp_rank0 + tp_rank1 (unchanged)", 1, both))
+    regression = two_rank_diff([corpus["tp_graph"]], [corpus["tp_eager"]])
+    print(row("TP=2 (corpus): tp_graph → tp_eager", 1, [regression]))
 
     h200_same, h200_gpu, h200_summary = device_set(
         runs, "h200_same", "h200_mlp2x", "H200", "MLP 2× wider (+82 µs GPU, 3.7 to 3.9 %)", 1.0
