@@ -31,7 +31,7 @@ from tests.conftest import corpus_trace_paths  # noqa: E402
 from trace_gaps.analysis.engine.metrics import REPLAY_MODELS  # noqa: E402
 from trace_gaps.analysis.engine.pipeline import Analysis, AnalysisOptions  # noqa: E402
 from trace_gaps.analysis.replay.chain import replay_step  # noqa: E402
-from trace_gaps.analysis.replay.codes import EAGER_LAUNCHES, LAUNCH_GRAPH, SYNC  # noqa: E402
+from trace_gaps.analysis.replay.codes import SYNC  # noqa: E402
 from trace_gaps.analysis.replay.joint import joint_run, run_walls  # noqa: E402
 from trace_gaps.analysis.replay.levers import parse_levers  # noqa: E402
 from trace_gaps.analysis.replay.model import StepModel  # noqa: E402
@@ -44,13 +44,12 @@ from trace_gaps.analysis.replay.whatif import (  # noqa: E402
     pull,
     steady_wall,
 )
-from trace_gaps.diff.drift import at_speed  # noqa: E402
+from trace_gaps.diff.drift import LAUNCHES, at_speed  # noqa: E402
 from trace_gaps.model import Trace  # noqa: E402
 from trace_gaps.report.build import build_report  # noqa: E402
 from trace_gaps.run.one import analyse_export  # noqa: E402
 
 SAMPLES = ROOT / "sample_traces"
-LAUNCHES = np.array(sorted(EAGER_LAUNCHES | {LAUNCH_GRAPH}), dtype=np.int8)
 # (before, levers, after, an unchanged stage to measure the host drift by, what the fix was)
 PAIRS = [
     (
@@ -227,8 +226,9 @@ def predict_at_speed(trace: Trace, analysis: Analysis, levers: str, ratio: float
     (diff_drift.at_speed: host gaps, calls but syncs, launch latency and a graph's first
     node, in the stages that launch GPU work, as diff scales drift) once the levers are
     pulled: the measured step times the levers' replay at that speed over the unchanged
-    replay at the measured speed, on the steps the tool prices a candidate on (ranks in lockstep jointly). Not bounded by the measured step: the after's
-    host may be the slower."""
+    replay at the measured speed, on the steps the tool prices a candidate on (ranks in
+    lockstep jointly). Not bounded by the measured step: the after's host may be the
+    slower."""
     names, mode = analysis.stage_map.names, trace.info.graph_trace_mode
     pulled_levers = parse_levers(levers)
     everything = analysis.metrics[REPLAY_MODELS]

@@ -39,7 +39,8 @@ import pandas as pd
 from trace_gaps.analysis.engine.metrics import OP_DURATIONS, REPLAY_MODELS
 from trace_gaps.analysis.engine.pipeline import Analysis, AnalysisOptions
 from trace_gaps.analysis.kernels import DURATION_NS, OPS
-from trace_gaps.analysis.replay.codes import EAGER_LAUNCHES, LAUNCH_GRAPH, NO_INDEX, SYNC
+from trace_gaps.analysis.replay.codes import EAGER_LAUNCHES, LAUNCH_GRAPH, SYNC
+from trace_gaps.analysis.replay.levers import on_time
 from trace_gaps.analysis.replay.model import StepModel
 from trace_gaps.analysis.replay.schedule import replay
 from trace_gaps.analysis.replay.whatif import ends, models_of, steady_wall
@@ -54,7 +55,8 @@ CAPTURES_TO_SETTLE = 3
 # A speed is measured on at least this many parts (stages, op names) that agree.
 MIN_PARTS = 2
 
-_LAUNCHES = np.array(sorted(EAGER_LAUNCHES | {LAUNCH_GRAPH}), dtype=np.int8)
+# The call categories that launch GPU work (bench_whatif scales the same stages).
+LAUNCHES = np.array(sorted(EAGER_LAUNCHES | {LAUNCH_GRAPH}), dtype=np.int8)
 # Launches (or ops) per step are "as many" on both sides when they differ by at most this
 # share (an eager speculative decode launched 324.0 and 323.93 per step in two runs).
 SAME_COUNT_FRACTION = 0.01
@@ -178,7 +180,7 @@ def _stage_figures(
         host += np.bincount(m.item_stage[gaps], weights=m.item_ns[gaps], minlength=n)[:n]
         not_sync = m.call_category != SYNC
         host += np.bincount(m.call_stage[not_sync], weights=m.call_ns[not_sync], minlength=n)[:n]
-        launched = np.isin(m.call_category, _LAUNCHES)
+        launched = np.isin(m.call_category, LAUNCHES)
         launches += np.bincount(m.call_stage[launched], minlength=n)[:n]
     kept = np.flatnonzero((host > 0) | (launches > 0))
     return (
@@ -347,14 +349,14 @@ def machine_change_ns(before: ProcessSpeed, host: HostSpeed, gpu: GpuSpeed) -> i
     """The step change the machine explains: the before's replayed steps at the after's
     host speed (on the stages it was measured on) and GPU speed, less their plain replay
     (a run-ahead step no shorter than its GPU work: whatif.steady_wall)."""
-    plain, scaled = _walls_at_speed(before, host, gpu, on_time=False)
+    plain, scaled = _walls_at_speed(before, host, gpu, peers_on_time=False)
     return scaled - plain
 
 
 def own_pace_ns(before: ProcessSpeed, host: HostSpeed, gpu: GpuSpeed) -> tuple[int, int]:
     """A rank's own pace: its before's replayed step with its collectives' waits for peers
     taken out (the `ontime` lever on every stage), plain and at the after's speeds."""
-    return _walls_at_speed(before, host, gpu, on_time=True)
+    return _walls_at_speed(before, host, gpu, peers_on_time=True)
 
 
 def run_machine_ns(paces: list[tuple[int, int]]) -> int:
@@ -366,17 +368,18 @@ def run_machine_ns(paces: list[tuple[int, int]]) -> int:
 
 
 def _walls_at_speed(
-    before: ProcessSpeed, host: HostSpeed, gpu: GpuSpeed, *, on_time: bool
+    before: ProcessSpeed, host: HostSpeed, gpu: GpuSpeed, *, peers_on_time: bool
 ) -> tuple[int, int]:
     """The mean of the before's replayed steps, plain and at the after's speeds ((0, 0)
-    where neither speed was measured or no model was kept); on_time: with its
+    where neither speed was measured or no model was kept); peers_on_time: with its
     collectives' waits for peers taken out."""
     if not before.models or (host.time_change_pct is None and gpu.time_change_pct is None):
         return 0, 0
     codes = frozenset(before.stage_names.index(s) for s in host.stages)
     plains, scaleds = [], []
     for model in before.models:
-        model = _on_time(model) if on_time else model
+        if peers_on_time:
+            model = on_time(model, np.ones(len(model.op_ns), dtype=bool))
         plain = replay(model)
         scaled = replay(
             at_speed(model, ratio(host.time_change_pct), ratio(gpu.time_change_pct), codes)
@@ -384,16 +387,6 @@ def _walls_at_speed(
         plains.append(plain.wall_ns)
         scaleds.append(steady_wall(ends(plain), scaled))
     return int(round(float(np.mean(plains)))), int(round(float(np.mean(scaleds))))
-
-
-def _on_time(model: StepModel) -> StepModel:
-    """The step with every collective's wait for a peer taken out (as the `ontime` lever)."""
-    return replace(
-        model,
-        op_ns=model.op_ns - model.op_wait_ns,
-        op_wait_ns=np.zeros_like(model.op_wait_ns),
-        op_peer_at=np.full_like(model.op_peer_at, NO_INDEX),
-    )
 
 
 def split_change(

@@ -116,16 +116,16 @@ def _drift_lines(diff: Diff) -> list[str]:
     """The code's and the machine's parts: the run's, one line per process compared (named
     where there are several), then the runs'."""
     several = len(diff.processes) > 1
+    run, runs = run_drift_line(diff), code_runs_line(diff)
     # Beside the run's split, a rank's own keeps its measured waits for its peers: a rank
     # that waited less once its peer slowed reads as a code change of its own.
-    alone = " (alone: its waits for peers as measured)" if run_drift_line(diff) else ""
+    alone = " (alone: its waits for peers as measured)" if run else ""
     lines = [
         (f"Process {p.before.pid} → {p.after.pid}{alone}: " if several else "")
         + drift_line(p.drift, runs_known=diff.code_runs is not None)
         for p in diff.processes
         if p.drift is not None
     ]
-    run, runs = run_drift_line(diff), code_runs_line(diff)
     return [line for line in (run, *lines, runs) if line]
 
 

@@ -150,13 +150,7 @@ def apply_lever(
     if kind == "noapi":
         return _without_calls(model, code, np.isin(model.call_category, list(API)), keep_ops=True)
     if kind == "ontime":
-        here = model.op_stage == code
-        return replace(
-            model,
-            op_ns=np.where(here, model.op_ns - model.op_wait_ns, model.op_ns),
-            op_wait_ns=np.where(here, 0, model.op_wait_ns),
-            op_peer_at=np.where(here, NO_INDEX, model.op_peer_at),
-        )
+        return on_time(model, model.op_stage == code)
     if kind == "sol":
         if op_scale is None:
             raise LeverError("sol needs the stage's speed of light (GPU metrics)")
@@ -172,6 +166,17 @@ def apply_lever(
     here = model.op_stage == code
     scaled = (model.op_ns * (100 - faster) + 50) // 100
     return replace(model, op_ns=np.where(here, scaled, model.op_ns))
+
+
+def on_time(model: StepModel, here: np.ndarray) -> StepModel:
+    """The step with the collective waits for a peer of the ops `here` taken out (the
+    `ontime` lever on a stage; on every op, a rank's own pace: diff/drift.py)."""
+    return replace(
+        model,
+        op_ns=np.where(here, model.op_ns - model.op_wait_ns, model.op_ns),
+        op_wait_ns=np.where(here, 0, model.op_wait_ns),
+        op_peer_at=np.where(here, NO_INDEX, model.op_peer_at),
+    )
 
 
 def _long_gap(model: StepModel, code: int) -> np.ndarray:
